@@ -1,0 +1,297 @@
+//! Records shared by the eBPF programs (`nodeip-trace-ebpf`) and the userspace loader.
+//!
+//! Everything here is `#[repr(C)]` with explicit padding so both sides agree on the layout; each
+//! record's size is pinned by a compile-time assertion. The kernel side only fills these with raw
+//! facts (pointers already dereferenced, bytes copied); all decoding happens in userspace.
+#![no_std]
+#![deny(missing_docs)]
+
+/// Kind tag of [`GetaddrinfoRecord`].
+pub const KIND_GETADDRINFO: u32 = 1;
+/// Kind tag of [`NetlinkChunkHeader`] (followed by payload bytes).
+pub const KIND_NETLINK_CHUNK: u32 = 2;
+/// Kind tag of [`TracepointRecord`] for `fib:fib_table_lookup`.
+pub const KIND_FIB4_LOOKUP: u32 = 3;
+/// Kind tag of [`TracepointRecord`] for `fib6:fib6_table_lookup`.
+pub const KIND_FIB6_LOOKUP: u32 = 4;
+/// Kind tag of [`ExtackRecord`] (`netlink:netlink_extack`).
+pub const KIND_EXTACK: u32 = 5;
+/// Kind tag of [`EventHeader`]-only record: a netlink socket was used whose fd we did not know.
+pub const KIND_UNKNOWN_NETLINK_SOCKET: u32 = 6;
+/// Kind tag of [`ExecRecord`] (`sched:sched_process_exec`).
+pub const KIND_EXEC: u32 = 7;
+
+/// Maximum number of `struct addrinfo` entries copied per getaddrinfo call.
+pub const GAI_MAX_RESULTS: usize = 32;
+/// Bytes of the `node` argument copied (a DNS name is at most 253 bytes).
+pub const GAI_NODE_LEN: usize = 256;
+/// Bytes of the `service` argument copied.
+pub const GAI_SERVICE_LEN: usize = 64;
+/// Payload bytes per netlink chunk record; one syscall buffer becomes one or more chunks.
+pub const NETLINK_CHUNK_LEN: usize = 16384;
+/// iovec entries followed per sendmsg/recvmsg.
+pub const NETLINK_MAX_IOV: usize = 8;
+/// Chunks per iovec entry: with [`NETLINK_CHUNK_LEN`] this bounds one iovec at 64 KiB.
+pub const NETLINK_CHUNKS_PER_IOV: usize = 4;
+/// Raw tracepoint bytes copied for route-lookup tracepoints (after the 8-byte common header).
+pub const TRACEPOINT_RAW_LEN: usize = 104;
+/// Bytes of an extack message copied.
+pub const EXTACK_LEN: usize = 128;
+/// Bytes of an exec filename copied.
+pub const EXEC_FILENAME_LEN: usize = 256;
+
+/// Counter indexes in the `COUNTERS` per-CPU array: every event the kernel side could not deliver
+/// whole is counted under one of these.
+pub mod counter {
+    /// getaddrinfo records dropped because the ring buffer was full.
+    pub const GAI_RINGBUF_FULL: u32 = 0;
+    /// getaddrinfo entries not stored because the in-flight call map was full.
+    pub const GAI_INFLIGHT_FULL: u32 = 1;
+    /// getaddrinfo calls whose result list was longer than [`super::GAI_MAX_RESULTS`].
+    pub const GAI_RESULTS_CUT: u32 = 2;
+    /// netlink chunks dropped because the ring buffer was full.
+    pub const NETLINK_RINGBUF_FULL: u32 = 3;
+    /// netlink payload bytes not captured (beyond the per-call limit, or unreadable).
+    pub const NETLINK_BYTES_CUT: u32 = 4;
+    /// netlink syscalls on sockets whose fd was not yet known (payload missed).
+    pub const NETLINK_UNKNOWN_SOCKET: u32 = 5;
+    /// netlink syscalls not followed because the in-flight syscall map was full.
+    pub const NETLINK_INFLIGHT_FULL: u32 = 6;
+    /// route-lookup records dropped because the ring buffer was full.
+    pub const ROUTE_RINGBUF_FULL: u32 = 7;
+    /// extack / exec / other small records dropped because the ring buffer was full.
+    pub const OTHER_RINGBUF_FULL: u32 = 8;
+    /// netlink receive calls with MSG_PEEK (not data: the real read follows), skipped.
+    pub const NETLINK_PEEK_SKIPPED: u32 = 9;
+    /// netlink syscalls seen with a protocol outside the selected families (not captured).
+    pub const NETLINK_FAMILY_FILTERED: u32 = 10;
+    /// Number of counters.
+    pub const COUNT: u32 = 11;
+}
+
+/// Which syscall produced a netlink chunk.
+pub mod syscall {
+    /// `sendto(2)`
+    pub const SENDTO: u32 = 1;
+    /// `sendmsg(2)`
+    pub const SENDMSG: u32 = 2;
+    /// `recvfrom(2)`
+    pub const RECVFROM: u32 = 3;
+    /// `recvmsg(2)`
+    pub const RECVMSG: u32 = 4;
+}
+
+/// Flags on a [`NetlinkChunkHeader`].
+pub mod chunk_flags {
+    /// The syscall moved more bytes than were captured (see `total_len`).
+    pub const CUT: u32 = 1;
+    /// This is the last chunk of the call.
+    pub const LAST: u32 = 2;
+    /// Reading user memory failed for this chunk; `len` is 0.
+    pub const READ_FAILED: u32 = 4;
+}
+
+/// Flags on a [`GetaddrinfoRecord`].
+pub mod gai_flags {
+    /// More than [`super::GAI_MAX_RESULTS`] results; the list is cut.
+    pub const RESULTS_CUT: u32 = 1;
+    /// `node` was NULL.
+    pub const NODE_NULL: u32 = 2;
+    /// `service` was NULL.
+    pub const SERVICE_NULL: u32 = 4;
+    /// `hints` was NULL.
+    pub const HINTS_NULL: u32 = 8;
+    /// A result entry could not be read from user memory; the list ends there.
+    pub const RESULTS_UNREADABLE: u32 = 16;
+}
+
+/// Common prefix of every record in the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EventHeader {
+    /// One of the `KIND_*` constants.
+    pub kind: u32,
+    /// CPU the record was made on.
+    pub cpu: u32,
+    /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) when the record was made.
+    pub ts_ns: u64,
+    /// `bpf_get_current_pid_tgid()`: tgid in the high 32 bits, tid in the low 32.
+    pub pid_tgid: u64,
+    /// `bpf_get_current_cgroup_id()` (cgroup v2 id; 0 where unavailable).
+    pub cgroup_id: u64,
+    /// `bpf_get_current_comm()`.
+    pub comm: [u8; 16],
+}
+
+/// One `struct addrinfo` result, with the socket address flattened.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AddrinfoEntry {
+    /// `ai_family` (2 = AF_INET, 10 = AF_INET6).
+    pub family: u32,
+    /// `ai_socktype`.
+    pub socktype: u32,
+    /// `ai_protocol`.
+    pub protocol: u32,
+    /// Port in network byte order (as in the sockaddr).
+    pub port_be: u32,
+    /// IPv4 address in the first 4 bytes, or the IPv6 address.
+    pub addr: [u8; 16],
+    /// IPv6 scope id (0 for IPv4).
+    pub scope_id: u32,
+    /// Padding, always 0.
+    pub _pad: u32,
+}
+
+/// A completed getaddrinfo call, made by the uretprobe.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GetaddrinfoRecord {
+    /// Common header; `ts_ns` is the return time.
+    pub header: EventHeader,
+    /// Entry time (`bpf_ktime_get_ns`).
+    pub start_ns: u64,
+    /// Return value (0 or an EAI_* code).
+    pub ret: i32,
+    /// `gai_flags::*`.
+    pub flags: u32,
+    /// `hints->ai_flags`.
+    pub hints_flags: i32,
+    /// `hints->ai_family`.
+    pub hints_family: i32,
+    /// `hints->ai_socktype`.
+    pub hints_socktype: i32,
+    /// `hints->ai_protocol`.
+    pub hints_protocol: i32,
+    /// Number of valid entries in `results`.
+    pub count: u32,
+    /// Padding, always 0.
+    pub _pad: u32,
+    /// `node`, NUL-terminated.
+    pub node: [u8; GAI_NODE_LEN],
+    /// `service`, NUL-terminated.
+    pub service: [u8; GAI_SERVICE_LEN],
+    /// The result list in the order returned.
+    pub results: [AddrinfoEntry; GAI_MAX_RESULTS],
+}
+
+/// Header of one chunk of a netlink send/recv buffer; `len` payload bytes follow it in the
+/// ring-buffer record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NetlinkChunkHeader {
+    /// Common header; `ts_ns` is the syscall exit time.
+    pub header: EventHeader,
+    /// Syscall entry time; with `pid_tgid` it identifies the call, so chunks are regrouped.
+    pub call_start_ns: u64,
+    /// File descriptor.
+    pub fd: i32,
+    /// Netlink protocol of the socket (0 = NETLINK_ROUTE, 16 = NETLINK_GENERIC, ...).
+    pub protocol: u32,
+    /// `syscall::*`.
+    pub syscall: u32,
+    /// Syscall return value (bytes moved, or -errno).
+    pub ret: i32,
+    /// Bytes the call moved that we tried to capture (after capping at the buffer size).
+    pub total_len: u32,
+    /// Offset of this chunk within the call's bytes.
+    pub offset: u32,
+    /// Payload bytes in this chunk.
+    pub len: u32,
+    /// `chunk_flags::*`.
+    pub flags: u32,
+}
+
+/// A raw copy of a tracepoint's fields (after the common header), decoded in userspace with the
+/// offsets from the tracepoint's `format` file.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TracepointRecord {
+    /// Common header.
+    pub header: EventHeader,
+    /// The tracepoint's bytes from offset 8 on.
+    pub raw: [u8; TRACEPOINT_RAW_LEN],
+}
+
+/// A `netlink:netlink_extack` message (the kernel's error string for a netlink request).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ExtackRecord {
+    /// Common header.
+    pub header: EventHeader,
+    /// The message, NUL-terminated.
+    pub msg: [u8; EXTACK_LEN],
+}
+
+/// A `sched:sched_process_exec` event of a traced process (used to attach to new libcs and to
+/// keep attribution of short-lived processes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ExecRecord {
+    /// Common header.
+    pub header: EventHeader,
+    /// The executed file name, NUL-terminated.
+    pub filename: [u8; EXEC_FILENAME_LEN],
+}
+
+/// State the uprobe keeps between getaddrinfo entry and return, keyed by pid_tgid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GetaddrinfoInflight {
+    /// Entry time.
+    pub start_ns: u64,
+    /// `node` pointer.
+    pub node: u64,
+    /// `service` pointer.
+    pub service: u64,
+    /// `hints` pointer.
+    pub hints: u64,
+    /// `res` pointer (a `struct addrinfo **`).
+    pub res: u64,
+}
+
+/// State kept between a netlink syscall's entry and exit, keyed by pid_tgid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NetlinkInflight {
+    /// Entry time.
+    pub start_ns: u64,
+    /// Buffer (sendto/recvfrom) or `struct user_msghdr *` (sendmsg/recvmsg).
+    pub buf: u64,
+    /// Buffer size (sendto/recvfrom); 0 for msghdr calls.
+    pub size: u64,
+    /// File descriptor.
+    pub fd: i32,
+    /// `syscall::*`.
+    pub syscall: u32,
+    /// Netlink protocol from the fd table.
+    pub protocol: u32,
+    /// Set by the sock tracepoint once the socket is confirmed AF_NETLINK.
+    pub confirmed: u32,
+}
+
+/// Size of the common header.
+pub const EVENT_HEADER_LEN: usize = core::mem::size_of::<EventHeader>();
+/// Size of a netlink chunk header.
+pub const NETLINK_CHUNK_HEADER_LEN: usize = core::mem::size_of::<NetlinkChunkHeader>();
+
+const _: () = assert!(core::mem::size_of::<EventHeader>() == 48);
+const _: () = assert!(core::mem::size_of::<AddrinfoEntry>() == 40);
+const _: () = assert!(
+    core::mem::size_of::<GetaddrinfoRecord>()
+        == 48 + 8 + 32 + GAI_NODE_LEN + GAI_SERVICE_LEN + 40 * GAI_MAX_RESULTS
+);
+const _: () = assert!(core::mem::size_of::<NetlinkChunkHeader>() == 48 + 8 + 32);
+const _: () = assert!(core::mem::size_of::<TracepointRecord>() == 48 + TRACEPOINT_RAW_LEN);
+const _: () = assert!(core::mem::size_of::<ExtackRecord>() == 48 + EXTACK_LEN);
+const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + EXEC_FILENAME_LEN);
+const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
+const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
+
+#[cfg(feature = "user")]
+mod user_pod {
+    //! `aya::Pod` impls so userspace can put these records in maps.
+    use super::*;
+    unsafe impl aya::Pod for GetaddrinfoInflight {}
+    unsafe impl aya::Pod for NetlinkInflight {}
+}

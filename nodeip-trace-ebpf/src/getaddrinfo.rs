@@ -1,0 +1,144 @@
+//! uprobe/uretprobe on libc `getaddrinfo` (glibc and musl share the `struct addrinfo` layout).
+//!
+//! Minimum kernel: 4.17 for uprobes via perf_event_open, 5.8 for ring buffers.
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf, bpf_probe_read_user_str_bytes},
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+
+};
+use nodeip_trace_common::{
+    counter, gai_flags, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS, KIND_GETADDRINFO,
+};
+
+use crate::{count, filter::traced, header, EVENTS, GAI_INFLIGHT};
+
+/// x86-64 glibc/musl `struct addrinfo`.
+#[repr(C)]
+struct Addrinfo {
+    ai_flags: i32,
+    ai_family: i32,
+    ai_socktype: i32,
+    ai_protocol: i32,
+    ai_addrlen: u32,
+    _pad: u32,
+    ai_addr: u64,
+    ai_canonname: u64,
+    ai_next: u64,
+}
+
+/// `getaddrinfo(node, service, hints, res)` entry: remember the arguments.
+#[uprobe]
+pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    let inflight = GetaddrinfoInflight {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        node: ctx.arg::<u64>(0).unwrap_or(0),
+        service: ctx.arg::<u64>(1).unwrap_or(0),
+        hints: ctx.arg::<u64>(2).unwrap_or(0),
+        res: ctx.arg::<u64>(3).unwrap_or(0),
+    };
+    if GAI_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
+        count(counter::GAI_INFLIGHT_FULL, 1);
+    }
+    0
+}
+
+/// `getaddrinfo` return: copy the arguments and the result list, in order, to the ring buffer.
+#[uretprobe]
+pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let Some(inflight) = (unsafe { GAI_INFLIGHT.get(pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = GAI_INFLIGHT.remove(pid_tgid);
+    let Some(mut entry) = EVENTS.reserve::<GetaddrinfoRecord>(0) else {
+        count(counter::GAI_RINGBUF_FULL, 1);
+        return 0;
+    };
+    let rec = entry.as_mut_ptr();
+    unsafe {
+        (*rec).header = header(KIND_GETADDRINFO, pid_tgid);
+        (*rec).start_ns = inflight.start_ns;
+        (*rec).ret = ctx.ret::<i64>() as i32;
+        (*rec).count = 0;
+        (*rec)._pad = 0;
+        let mut flags = 0;
+        (*rec).node[0] = 0;
+        (*rec).service[0] = 0;
+        if inflight.node == 0 {
+            flags |= gai_flags::NODE_NULL;
+        } else if bpf_probe_read_user_str_bytes(inflight.node as *const u8, &mut (*rec).node).is_err() {
+            (*rec).node[0] = 0;
+        }
+        if inflight.service == 0 {
+            flags |= gai_flags::SERVICE_NULL;
+        } else if bpf_probe_read_user_str_bytes(inflight.service as *const u8, &mut (*rec).service).is_err() {
+            (*rec).service[0] = 0;
+        }
+        (*rec).hints_flags = 0;
+        (*rec).hints_family = 0;
+        (*rec).hints_socktype = 0;
+        (*rec).hints_protocol = 0;
+        if inflight.hints == 0 {
+            flags |= gai_flags::HINTS_NULL;
+        } else if let Ok(h) = bpf_probe_read_user(inflight.hints as *const Addrinfo) {
+            (*rec).hints_flags = h.ai_flags;
+            (*rec).hints_family = h.ai_family;
+            (*rec).hints_socktype = h.ai_socktype;
+            (*rec).hints_protocol = h.ai_protocol;
+        }
+        let mut next: u64 = 0;
+        if (*rec).ret == 0 && inflight.res != 0 {
+            next = bpf_probe_read_user(inflight.res as *const u64).unwrap_or(0);
+        }
+        let mut n: u32 = 0;
+        for i in 0..GAI_MAX_RESULTS {
+            if next == 0 {
+                break;
+            }
+            let Ok(ai) = bpf_probe_read_user(next as *const Addrinfo) else {
+                flags |= gai_flags::RESULTS_UNREADABLE;
+                break;
+            };
+            let out = &mut (*rec).results[i];
+            out.family = ai.ai_family as u32;
+            out.socktype = ai.ai_socktype as u32;
+            out.protocol = ai.ai_protocol as u32;
+            out.port_be = 0;
+            out.scope_id = 0;
+            out._pad = 0;
+            out.addr = [0; 16];
+            // sockaddr_in: family(2) port(2) addr(4); sockaddr_in6: family(2) port(2) flowinfo(4) addr(16) scope(4)
+            if ai.ai_addr != 0 {
+                if ai.ai_family == 10 {
+                    let mut sa = [0u8; 28];
+                    if bpf_probe_read_user_buf(ai.ai_addr as *const u8, &mut sa).is_ok() {
+                        out.port_be = u16::from_ne_bytes([sa[2], sa[3]]) as u32;
+                        out.addr.copy_from_slice(&sa[8..24]);
+                        out.scope_id = u32::from_ne_bytes([sa[24], sa[25], sa[26], sa[27]]);
+                    }
+                } else {
+                    let mut sa = [0u8; 8];
+                    if bpf_probe_read_user_buf(ai.ai_addr as *const u8, &mut sa).is_ok() {
+                        out.port_be = u16::from_ne_bytes([sa[2], sa[3]]) as u32;
+                        out.addr[..4].copy_from_slice(&sa[4..8]);
+                    }
+                }
+            }
+            n += 1;
+            next = ai.ai_next;
+        }
+        if next != 0 && n as usize == GAI_MAX_RESULTS {
+            flags |= gai_flags::RESULTS_CUT;
+            count(counter::GAI_RESULTS_CUT, 1);
+        }
+        (*rec).count = n;
+        (*rec).flags = flags;
+    }
+    entry.submit(0);
+    0
+}

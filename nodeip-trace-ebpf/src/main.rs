@@ -1,0 +1,86 @@
+//! eBPF programs of nodeip-trace.
+//!
+//! One module per event source; all maps and load-time globals live here. The programs capture
+//! raw facts (copied bytes, raw tracepoint fields), filter as early as they can and count every
+//! record they could not deliver in `COUNTERS`. Decoding happens in userspace.
+#![no_std]
+#![no_main]
+
+mod filter;
+mod getaddrinfo;
+mod netlink;
+mod process;
+mod route;
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::map,
+    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+};
+use nodeip_trace_common::{
+    counter, EventHeader, GetaddrinfoInflight, NetlinkInflight, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+};
+
+/// All records go through this ring buffer; userspace sets its size before load.
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(16 * 1024 * 1024, 0);
+
+/// Per-CPU counters of everything not delivered (see `nodeip_trace_common::counter`).
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Thread groups being traced when the pid filter is on (filled by userspace and by fork).
+#[map]
+static TRACED_TGIDS: HashMap<u32, u8> = HashMap::with_max_entries(16384, 0);
+
+/// getaddrinfo calls in flight, keyed by pid_tgid.
+#[map]
+static GAI_INFLIGHT: HashMap<u64, GetaddrinfoInflight> = HashMap::with_max_entries(16384, 0);
+
+/// Known netlink sockets: key `tgid << 32 | fd`, value the netlink protocol.
+#[map]
+static NETLINK_FDS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(65536, 0);
+
+/// `socket(AF_NETLINK, …)` calls in flight: pid_tgid → protocol.
+#[map]
+static SOCKET_INFLIGHT: HashMap<u64, u32> = HashMap::with_max_entries(4096, 0);
+
+/// Netlink send/recv syscalls in flight, keyed by pid_tgid.
+#[map]
+static NETLINK_INFLIGHT: HashMap<u64, NetlinkInflight> = HashMap::with_max_entries(16384, 0);
+
+/// Per-CPU scratch where a netlink chunk is assembled (header + payload) before output.
+#[repr(C)]
+pub struct ChunkScratch {
+    bytes: [u8; NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN],
+}
+
+#[map]
+static SCRATCH: PerCpuArray<ChunkScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// Adds `n` to counter `index`.
+#[inline(always)]
+fn count(index: u32, n: u64) {
+    if let Some(c) = COUNTERS.get_ptr_mut(index) {
+        unsafe { *c += n };
+    }
+}
+
+/// The common header for a record made now.
+#[inline(always)]
+fn header(kind: u32, pid_tgid: u64) -> EventHeader {
+    EventHeader {
+        kind,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        pid_tgid,
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}

@@ -1,0 +1,305 @@
+//! Netlink traffic of every process from syscall tracepoints (no kprobes, no nlmon needed).
+//!
+//! `socket(AF_NETLINK)` results and a start-up scan by userspace fill `NETLINK_FDS`; a send/recv
+//! on a known fd is remembered at syscall entry, confirmed as AF_NETLINK by
+//! `sock:sock_{send,recv}_length` (kernel >= 6.3; older kernels trust the fd table), and copied in
+//! chunks at syscall exit. Non-netlink syscalls cost one hash lookup at entry and one at exit.
+//!
+//! Minimum kernel: 5.8 (ring buffer); 6.3 for the sock tracepoints used to confirm sockets.
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf},
+    macros::tracepoint,
+    programs::TracePointContext,
+    Global,
+};
+use nodeip_trace_common::{
+    chunk_flags, counter, syscall, NetlinkChunkHeader, NetlinkInflight, KIND_NETLINK_CHUNK,
+    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNKS_PER_IOV, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    NETLINK_MAX_IOV,
+};
+
+use crate::{count, filter::traced, header, EVENTS, NETLINK_FDS, NETLINK_INFLIGHT, SCRATCH, SOCKET_INFLIGHT};
+
+/// Bit N set = capture netlink protocol N (NETLINK_ROUTE = 0, NETLINK_GENERIC = 16).
+#[unsafe(no_mangle)]
+static NETLINK_PROTOCOLS: Global<u64> = Global::new((1 << 0) | (1 << 16));
+/// 1 when `sock:sock_{send,recv}_length` are attached and confirm each socket's family.
+#[unsafe(no_mangle)]
+static CONFIRM_WITH_SOCK_TP: Global<u32> = Global::new(1);
+
+const AF_NETLINK: u64 = 16;
+const MSG_PEEK: u64 = 2;
+
+#[inline(always)]
+fn protocol_selected(protocol: u32) -> bool {
+    protocol < 64 && NETLINK_PROTOCOLS.load() & (1u64 << protocol) != 0
+}
+
+/// `socket(family, type, protocol)` entry: remember AF_NETLINK requests.
+#[tracepoint]
+pub fn socket_enter(ctx: TracePointContext) -> u32 {
+    let family: u64 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    if family != AF_NETLINK {
+        return 0;
+    }
+    let protocol: u64 = unsafe { ctx.read_at(32) }.unwrap_or(0);
+    let _ = SOCKET_INFLIGHT.insert(aya_ebpf::helpers::bpf_get_current_pid_tgid(), protocol as u32, 0);
+    0
+}
+
+/// `socket` exit: record the new fd's netlink protocol.
+#[tracepoint]
+pub fn socket_exit(ctx: TracePointContext) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let Some(protocol) = (unsafe { SOCKET_INFLIGHT.get(pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = SOCKET_INFLIGHT.remove(pid_tgid);
+    let fd: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
+    if fd >= 0 {
+        let _ = NETLINK_FDS.insert(((pid_tgid >> 32) << 32) | fd as u64, protocol, 0);
+    }
+    0
+}
+
+#[inline(always)]
+fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
+    let fd: u64 = unsafe { ctx.read_at(16) }.unwrap_or(u64::MAX);
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let key = ((pid_tgid >> 32) << 32) | (fd & 0xffff_ffff);
+    let Some(protocol) = (unsafe { NETLINK_FDS.get(key) }).copied() else {
+        return 0;
+    };
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    if !protocol_selected(protocol) {
+        count(counter::NETLINK_FAMILY_FILTERED, 1);
+        return 0;
+    }
+    let buf: u64 = unsafe { ctx.read_at(24) }.unwrap_or(0);
+    let (size, flags): (u64, u64) = match call {
+        syscall::SENDMSG | syscall::RECVMSG => (0, unsafe { ctx.read_at(32) }.unwrap_or(0)),
+        _ => (unsafe { ctx.read_at(32) }.unwrap_or(0), unsafe { ctx.read_at(40) }.unwrap_or(0)),
+    };
+    if (call == syscall::RECVMSG || call == syscall::RECVFROM) && flags & MSG_PEEK != 0 {
+        count(counter::NETLINK_PEEK_SKIPPED, 1);
+        return 0;
+    }
+    let inflight = NetlinkInflight {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        buf,
+        size,
+        fd: fd as i32,
+        syscall: call,
+        protocol,
+        confirmed: if CONFIRM_WITH_SOCK_TP.load() != 0 { 0 } else { 1 },
+    };
+    if NETLINK_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
+        count(counter::NETLINK_INFLIGHT_FULL, 1);
+    }
+    0
+}
+
+/// `sock:sock_send_length` / `sock_recv_length`: confirm the in-flight call is on AF_NETLINK,
+/// and report netlink sockets we did not know about.
+#[inline(always)]
+fn sock_length(ctx: &TracePointContext) -> u32 {
+    let family: u16 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    if family as u64 != AF_NETLINK {
+        return 0;
+    }
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    match NETLINK_INFLIGHT.get_ptr_mut(pid_tgid) {
+        Some(inflight) => unsafe { (*inflight).confirmed = 1 },
+        None => {
+            if !traced(pid_tgid) {
+                return 0;
+            }
+            let protocol: u16 = unsafe { ctx.read_at(18) }.unwrap_or(0);
+            let flags: i32 = unsafe { ctx.read_at(24) }.unwrap_or(0);
+            if !protocol_selected(protocol as u32) || flags as u64 & MSG_PEEK != 0 {
+                return 0;
+            }
+            count(counter::NETLINK_UNKNOWN_SOCKET, 1);
+            if let Some(mut e) = EVENTS.reserve::<nodeip_trace_common::EventHeader>(0) {
+                e.write(header(KIND_UNKNOWN_NETLINK_SOCKET, pid_tgid));
+                e.submit(0);
+            } else {
+                count(counter::OTHER_RINGBUF_FULL, 1);
+            }
+        }
+    }
+    0
+}
+
+/// x86-64 `struct user_msghdr` prefix.
+#[repr(C)]
+struct UserMsghdr {
+    msg_name: u64,
+    msg_namelen: i32,
+    _pad: i32,
+    msg_iov: u64,
+    msg_iovlen: u64,
+}
+
+/// `struct iovec`.
+#[repr(C)]
+struct Iovec {
+    base: u64,
+    len: u64,
+}
+
+#[inline(always)]
+fn io_exit(ctx: &TracePointContext) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let Some(inflight) = (unsafe { NETLINK_INFLIGHT.get(pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = NETLINK_INFLIGHT.remove(pid_tgid);
+    let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
+    if inflight.confirmed == 0 {
+        // The fd is no longer a netlink socket (closed and reused): forget it.
+        if ret >= 0 {
+            let _ = NETLINK_FDS.remove(((pid_tgid >> 32) << 32) | inflight.fd as u32 as u64);
+        }
+        return 0;
+    }
+    let receiving = inflight.syscall == syscall::RECVMSG || inflight.syscall == syscall::RECVFROM;
+    if receiving && ret <= 0 {
+        return 0;
+    }
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    let scratch = unsafe { &mut (*scratch).bytes };
+    let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
+    unsafe {
+        (*hdr).header = header(KIND_NETLINK_CHUNK, pid_tgid);
+        (*hdr).call_start_ns = inflight.start_ns;
+        (*hdr).fd = inflight.fd;
+        (*hdr).protocol = inflight.protocol;
+        (*hdr).syscall = inflight.syscall;
+        (*hdr).ret = ret as i32;
+    }
+
+    // The iovec list: one entry for sendto/recvfrom, the msghdr's for sendmsg/recvmsg.
+    let (iov_ptr, iov_count, single) = match inflight.syscall {
+        syscall::SENDMSG | syscall::RECVMSG => {
+            match unsafe { bpf_probe_read_user(inflight.buf as *const UserMsghdr) } {
+                Ok(m) => (m.msg_iov, m.msg_iovlen, Iovec { base: 0, len: 0 }),
+                Err(_) => (0, 0, Iovec { base: 0, len: 0 }),
+            }
+        }
+        _ => (0, 1, Iovec { base: inflight.buf, len: inflight.size }),
+    };
+    // Bytes the call moved: the return value when it succeeded; a failed send still shows the
+    // request it tried to send.
+    let mut total: u64 = if ret >= 0 { ret as u64 } else { u64::MAX };
+    let mut captured: u64 = 0;
+    let mut offset: u64 = 0;
+    let mut wanted: u64 = 0;
+    for i in 0..NETLINK_MAX_IOV {
+        if i as u64 >= iov_count {
+            break;
+        }
+        let iov = if iov_ptr == 0 {
+            Iovec { base: single.base, len: single.len }
+        } else {
+            match unsafe { bpf_probe_read_user((iov_ptr as *const Iovec).wrapping_add(i)) } {
+                Ok(v) => v,
+                Err(_) => break,
+            }
+        };
+        let remaining = total.saturating_sub(offset);
+        let seg = if iov.len < remaining { iov.len } else { remaining };
+        wanted += seg;
+        let mut done: u64 = 0;
+        for _ in 0..NETLINK_CHUNKS_PER_IOV {
+            if done >= seg {
+                break;
+            }
+            let left = seg - done;
+            let n = if left > NETLINK_CHUNK_LEN as u64 { NETLINK_CHUNK_LEN as u64 } else { left };
+            // Keep n in 1..=NETLINK_CHUNK_LEN in a form the verifier can follow.
+            let n = (((n - 1) & (NETLINK_CHUNK_LEN as u64 - 1)) + 1) as usize;
+            let payload = &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
+            let ok = unsafe {
+                bpf_probe_read_user_buf((iov.base + done) as *const u8, &mut payload[..n]).is_ok()
+            };
+            unsafe {
+                (*hdr).offset = offset as u32;
+                (*hdr).len = if ok { n as u32 } else { 0 };
+                (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
+                (*hdr).total_len = 0;
+            }
+            let out_len = if ok { n } else { 0 };
+            if EVENTS
+                .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
+                .is_err()
+            {
+                count(counter::NETLINK_RINGBUF_FULL, 1);
+            } else if ok {
+                captured += n as u64;
+            }
+            done += n as u64;
+            offset += n as u64;
+        }
+        if offset >= total {
+            break;
+        }
+    }
+    if total == u64::MAX {
+        total = wanted;
+    }
+    // A closing zero-length chunk carries the totals, so userspace knows what the call moved.
+    unsafe {
+        (*hdr).offset = offset as u32;
+        (*hdr).len = 0;
+        (*hdr).total_len = total as u32;
+        (*hdr).flags = chunk_flags::LAST | if captured < total { chunk_flags::CUT } else { 0 };
+    }
+    if captured < total {
+        count(counter::NETLINK_BYTES_CUT, total - captured);
+    }
+    if EVENTS.output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0).is_err() {
+        count(counter::NETLINK_RINGBUF_FULL, 1);
+    }
+    0
+}
+
+/// `sendto` entry.
+#[tracepoint]
+pub fn sendto_enter(ctx: TracePointContext) -> u32 {
+    io_enter(&ctx, syscall::SENDTO)
+}
+/// `sendmsg` entry.
+#[tracepoint]
+pub fn sendmsg_enter(ctx: TracePointContext) -> u32 {
+    io_enter(&ctx, syscall::SENDMSG)
+}
+/// `recvfrom` entry.
+#[tracepoint]
+pub fn recvfrom_enter(ctx: TracePointContext) -> u32 {
+    io_enter(&ctx, syscall::RECVFROM)
+}
+/// `recvmsg` entry.
+#[tracepoint]
+pub fn recvmsg_enter(ctx: TracePointContext) -> u32 {
+    io_enter(&ctx, syscall::RECVMSG)
+}
+/// Exit of any of the four.
+#[tracepoint]
+pub fn netlink_io_exit(ctx: TracePointContext) -> u32 {
+    io_exit(&ctx)
+}
+/// `sock:sock_send_length`.
+#[tracepoint]
+pub fn sock_send_length(ctx: TracePointContext) -> u32 {
+    sock_length(&ctx)
+}
+/// `sock:sock_recv_length`.
+#[tracepoint]
+pub fn sock_recv_length(ctx: TracePointContext) -> u32 {
+    sock_length(&ctx)
+}

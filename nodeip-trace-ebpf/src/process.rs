@@ -1,0 +1,66 @@
+//! Process lifecycle: follow forks of traced thread groups (so `trace -- COMMAND` sees the
+//! command's descendants) and report execs of traced processes.
+//!
+//! Minimum kernel: 4.7 (tracepoint programs); `__data_loc` comm fields since 6.x are skipped by
+//! reading only the pid fields, whose offsets userspace sets from the format file.
+use aya_ebpf::{
+    helpers::bpf_probe_read_kernel_str_bytes, macros::tracepoint, programs::TracePointContext,
+    EbpfContext, Global,
+};
+use nodeip_trace_common::{counter, ExecRecord, KIND_EXEC};
+
+use crate::{count, filter::traced, header, EVENTS, TRACED_TGIDS};
+
+/// Offset of `child_pid` in `sched:sched_process_fork` (from its format file).
+#[unsafe(no_mangle)]
+static FORK_CHILD_PID_OFFSET: Global<u32> = Global::new(20);
+/// 1 when the pid filter is on, so children of traced processes are added to it.
+#[unsafe(no_mangle)]
+static FOLLOW_FORKS: Global<u32> = Global::new(0);
+
+/// `sched:sched_process_fork`: a child of a traced thread group is traced too.
+#[tracepoint]
+pub fn process_fork(ctx: TracePointContext) -> u32 {
+    if FOLLOW_FORKS.load() == 0 {
+        return 0;
+    }
+    let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
+    if unsafe { TRACED_TGIDS.get(tgid) }.is_none() {
+        return 0;
+    }
+    let off = FORK_CHILD_PID_OFFSET.load() as usize;
+    if off > 64 {
+        return 0;
+    }
+    let child: i32 = unsafe { ctx.read_at(off) }.unwrap_or(0);
+    if child > 0 {
+        let _ = TRACED_TGIDS.insert(child as u32, 1, 0);
+    }
+    0
+}
+
+/// `sched:sched_process_exec` of a traced process: the new image (for libc attach and
+/// attribution of short-lived processes).
+#[tracepoint]
+pub fn process_exec(ctx: TracePointContext) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    let loc: u32 = unsafe { ctx.read_at(8) }.unwrap_or(0);
+    let Some(mut entry) = EVENTS.reserve::<ExecRecord>(0) else {
+        count(counter::OTHER_RINGBUF_FULL, 1);
+        return 0;
+    };
+    let rec = entry.as_mut_ptr();
+    unsafe {
+        (*rec).header = header(KIND_EXEC, pid_tgid);
+        (*rec).filename[0] = 0;
+        let src = (ctx.as_ptr() as *const u8).wrapping_add((loc & 0xffff) as usize);
+        if bpf_probe_read_kernel_str_bytes(src, &mut (*rec).filename).is_err() {
+            (*rec).filename[0] = 0;
+        }
+    }
+    entry.submit(0);
+    0
+}

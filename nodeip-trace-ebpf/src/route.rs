@@ -1,0 +1,74 @@
+//! Route lookups (`fib:fib_table_lookup`, `fib6:fib6_table_lookup`) and netlink error strings
+//! (`netlink:netlink_extack`): raw tracepoint bytes, decoded in userspace from the format files.
+//!
+//! Minimum kernel: 4.14 (fib), 4.15 (fib6), 4.20 (netlink_extack).
+use aya_ebpf::{
+    helpers::{bpf_probe_read_kernel_buf, bpf_probe_read_kernel_str_bytes},
+    macros::tracepoint,
+    programs::TracePointContext,
+    EbpfContext,
+};
+use nodeip_trace_common::{
+    counter, ExtackRecord, TracepointRecord, KIND_EXTACK, KIND_FIB4_LOOKUP, KIND_FIB6_LOOKUP,
+};
+
+use crate::{count, filter::traced, header, EVENTS};
+
+#[inline(always)]
+fn copy_raw(ctx: &TracePointContext, kind: u32) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    let Some(mut entry) = EVENTS.reserve::<TracepointRecord>(0) else {
+        count(counter::ROUTE_RINGBUF_FULL, 1);
+        return 0;
+    };
+    let rec = entry.as_mut_ptr();
+    unsafe {
+        (*rec).header = header(kind, pid_tgid);
+        let src = (ctx.as_ptr() as *const u8).wrapping_add(8);
+        if bpf_probe_read_kernel_buf(src, &mut (*rec).raw).is_err() {
+            (*rec).raw = [0; nodeip_trace_common::TRACEPOINT_RAW_LEN];
+        }
+    }
+    entry.submit(0);
+    0
+}
+
+/// `fib:fib_table_lookup`.
+#[tracepoint]
+pub fn fib_table_lookup(ctx: TracePointContext) -> u32 {
+    copy_raw(&ctx, KIND_FIB4_LOOKUP)
+}
+
+/// `fib6:fib6_table_lookup`.
+#[tracepoint]
+pub fn fib6_table_lookup(ctx: TracePointContext) -> u32 {
+    copy_raw(&ctx, KIND_FIB6_LOOKUP)
+}
+
+/// `netlink:netlink_extack`: the message is a `__data_loc` string at offset 8.
+#[tracepoint]
+pub fn netlink_extack(ctx: TracePointContext) -> u32 {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    let loc: u32 = unsafe { ctx.read_at(8) }.unwrap_or(0);
+    let Some(mut entry) = EVENTS.reserve::<ExtackRecord>(0) else {
+        count(counter::OTHER_RINGBUF_FULL, 1);
+        return 0;
+    };
+    let rec = entry.as_mut_ptr();
+    unsafe {
+        (*rec).header = header(KIND_EXTACK, pid_tgid);
+        (*rec).msg[0] = 0;
+        let src = (ctx.as_ptr() as *const u8).wrapping_add((loc & 0xffff) as usize);
+        if bpf_probe_read_kernel_str_bytes(src, &mut (*rec).msg).is_err() {
+            (*rec).msg[0] = 0;
+        }
+    }
+    entry.submit(0);
+    0
+}

@@ -1,0 +1,98 @@
+//! Kernel monotonic time → wall clock, in exactly one place.
+//!
+//! eBPF records carry `bpf_ktime_get_ns()` (CLOCK_MONOTONIC). [`WallClock`] captures the offset
+//! between CLOCK_REALTIME and CLOCK_MONOTONIC once at start-up and converts with it; JSON keeps the
+//! raw value too (`ts_ns`).
+
+/// Converts CLOCK_MONOTONIC nanoseconds to wall-clock nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallClock {
+    /// `realtime - monotonic` at start-up, in nanoseconds.
+    offset_ns: i128,
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+impl WallClock {
+    /// Measures the offset now.
+    pub fn now() -> Self {
+        let mono = clock_ns(libc::CLOCK_MONOTONIC);
+        let real = clock_ns(libc::CLOCK_REALTIME);
+        Self { offset_ns: real - mono }
+    }
+
+    /// A clock where monotonic time equals wall time (offline sources already carry wall time).
+    pub fn identity() -> Self {
+        Self { offset_ns: 0 }
+    }
+
+    /// A clock with a given offset (tests, recordings).
+    pub fn with_offset(offset_ns: i128) -> Self {
+        Self { offset_ns }
+    }
+
+    /// Wall-clock nanoseconds since the epoch for a monotonic timestamp.
+    pub fn wall_ns(&self, monotonic_ns: u64) -> i128 {
+        monotonic_ns as i128 + self.offset_ns
+    }
+
+    /// RFC 3339 UTC rendering with nanoseconds, e.g. `2026-11-21T10:00:00.123456789Z`.
+    pub fn rfc3339(&self, monotonic_ns: u64) -> String {
+        rfc3339_from_epoch_ns(self.wall_ns(monotonic_ns))
+    }
+}
+
+/// RFC 3339 UTC rendering of nanoseconds since the epoch.
+pub fn rfc3339_from_epoch_ns(epoch_ns: i128) -> String {
+    let secs = epoch_ns.div_euclid(1_000_000_000) as i64;
+    let nanos = epoch_ns.rem_euclid(1_000_000_000) as u32;
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_epoch_and_a_known_date() {
+        assert_eq!(rfc3339_from_epoch_ns(0), "1970-01-01T00:00:00.000000000Z");
+        // 2026-11-21T13:27:05.5Z
+        assert_eq!(
+            rfc3339_from_epoch_ns(1_795_786_025_500_000_000),
+            "2026-11-21T13:27:05.500000000Z"
+        );
+    }
+
+    #[test]
+    fn offset_is_applied() {
+        let c = WallClock::with_offset(1_000_000_000);
+        assert_eq!(c.rfc3339(500), "1970-01-01T00:00:01.000000500Z");
+    }
+}

@@ -1,0 +1,3 @@
+//! Decoders: pure functions from raw bytes (eBPF records, netlink buffers, tracepoint fields) to
+//! the typed values in [`crate::event`]. No I/O here; every decoder is tested with bytes.
+pub mod netlink;

@@ -1,0 +1,236 @@
+//! The one event type that flows from sources through decode, correlate and explain to sinks.
+//!
+//! Serialized as one JSON object per line: every line has `kind`, `ts` (RFC 3339 wall clock),
+//! `ts_ns` (raw kernel CLOCK_MONOTONIC, or wall-clock ns for offline sources), `pid`, `tid`, `comm`,
+//! then the kind's own fields. The schema is documented in `docs/events.md`; bump
+//! [`SCHEMA_VERSION`] on any incompatible change.
+use serde::{Deserialize, Serialize};
+
+use crate::decode::netlink::{IpvsCommand, NetlinkMessage};
+use crate::frame::Direction;
+
+/// Version of the JSON-lines schema (see docs/events.md).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One timeline event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// RFC 3339 wall-clock time.
+    pub ts: String,
+    /// Raw timestamp in nanoseconds (kernel monotonic when live).
+    pub ts_ns: u64,
+    /// Thread-group id; 0 for events not made by a process (headers, summaries).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Process name.
+    pub comm: String,
+    /// The kind-specific part; its `kind` tag names it.
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// Kind-specific event contents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventBody {
+    /// First line of a recording.
+    Header(RecordingHeader),
+    /// A getaddrinfo call and its result list.
+    Getaddrinfo(GetaddrinfoCall),
+    /// One netlink send or receive buffer, decoded.
+    Netlink(NetlinkEvent),
+    /// A kernel route lookup (fib/fib6 tracepoints).
+    RouteLookup(RouteLookup),
+    /// An IPVS command seen on generic netlink.
+    Ipvs(IpvsEvent),
+    /// A netlink extended-ack error string from the kernel.
+    Extack(ExtackMessage),
+    /// Events the tracer could not deliver, by reason.
+    Lost(LostReport),
+    /// A known failure pattern, with evidence and remedy.
+    Diagnosis(Diagnosis),
+    /// Last line of a recording.
+    Summary(RunSummary),
+}
+
+/// First line of a JSON-lines recording.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordingHeader {
+    /// Schema version ([`SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// nodeip-trace version.
+    pub tool_version: String,
+    /// `uname -r` of the traced kernel (empty offline).
+    pub kernel: String,
+    /// Host name.
+    pub host: String,
+    /// Hook chosen per probe, e.g. `getaddrinfo: uprobe`.
+    pub hooks: Vec<String>,
+    /// Filters in effect, as given on the command line.
+    pub filters: Vec<String>,
+    /// Offset `wall - monotonic` in ns, so `ts_ns` values can be converted later.
+    pub clock_offset_ns: i64,
+}
+
+/// One `struct addrinfo` result entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddrinfoResult {
+    /// The address, as text.
+    pub address: String,
+    /// `AF_INET` / `AF_INET6` / number.
+    pub family: String,
+    /// `SOCK_STREAM` / `SOCK_DGRAM` / `SOCK_RAW` / number.
+    pub socktype: String,
+    /// Protocol number (6 = TCP, 17 = UDP).
+    pub protocol: u32,
+    /// Port (host order).
+    pub port: u16,
+}
+
+/// A completed getaddrinfo call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GetaddrinfoCall {
+    /// `node` argument (null when NULL).
+    pub node: Option<String>,
+    /// `service` argument.
+    pub service: Option<String>,
+    /// `hints->ai_family` name (`AF_UNSPEC`, `AF_INET`, `AF_INET6`).
+    pub family: String,
+    /// `hints->ai_socktype` name.
+    pub socktype: String,
+    /// `hints->ai_flags` names (`AI_ADDRCONFIG`, ...).
+    pub flags: Vec<String>,
+    /// Return value name: `0` → `OK`, else `EAI_NONAME`, ...
+    pub ret: String,
+    /// Raw return value.
+    pub ret_code: i32,
+    /// Distinct addresses in the order first returned.
+    pub addresses: Vec<String>,
+    /// Every result entry in returned order.
+    pub results: Vec<AddrinfoResult>,
+    /// More results existed than were captured.
+    pub results_truncated: bool,
+    /// Entry time (same clock as `ts_ns`).
+    pub start_ns: u64,
+    /// Duration of the call.
+    pub duration_ns: u64,
+    /// Why the order is what it is (filled by `explain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<serde_json::Value>,
+}
+
+/// One netlink send/receive buffer, decoded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetlinkEvent {
+    /// `send` (process → kernel) or `recv`.
+    pub direction: Direction,
+    /// Netlink protocol name (`NETLINK_ROUTE`, `NETLINK_GENERIC`, ...).
+    pub protocol: String,
+    /// Netlink protocol number.
+    pub protocol_id: u16,
+    /// The socket's port id, when known (the `pid` in the messages the kernel sends to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub portid: Option<u32>,
+    /// Bytes the syscall moved.
+    pub bytes: u32,
+    /// Bytes captured (less than `bytes` when `truncated`).
+    pub captured: u32,
+    /// The capture was cut; the messages are those that fit.
+    pub truncated: bool,
+    /// Decoded messages, in order.
+    pub messages: Vec<NetlinkMessage>,
+    /// Decode problems (unknown or malformed parts), never fatal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode_errors: Vec<String>,
+}
+
+/// A kernel FIB lookup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteLookup {
+    /// `inet` or `inet6`.
+    pub family: String,
+    /// Destination looked up.
+    pub dst: String,
+    /// Source in the flow key (`0.0.0.0`/`::` when the kernel was asked to choose one).
+    pub src: String,
+    /// Table id name (`local`, `main`, or the number).
+    pub table: String,
+    /// Route type when the tracepoint reports it (IPv6), else null.
+    #[serde(rename = "type")]
+    pub route_type: Option<String>,
+    /// Output interface name chosen (`dev`), or empty.
+    pub oif: String,
+    /// Gateway, when any.
+    pub gateway: Option<String>,
+    /// 0 on success, else -errno (`-11` = not in this table, the lookup goes on).
+    pub err: i32,
+}
+
+/// An IPVS command (service/destination change or query).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IpvsEvent {
+    /// The decoded command.
+    #[serde(flatten)]
+    pub command: IpvsCommand,
+    /// The kernel's answer: 0, or -errno when it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<i32>,
+}
+
+/// A netlink extended-ack message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtackMessage {
+    /// The message text.
+    pub message: String,
+}
+
+/// Counts of what was not delivered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostReport {
+    /// Reason → count (only non-zero reasons).
+    pub counts: std::collections::BTreeMap<String, u64>,
+    /// Sum of the event-loss reasons (records dropped, calls missed).
+    pub lost: u64,
+}
+
+/// A diagnosed failure pattern.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// Stable id, e.g. `gai-reordered`.
+    pub id: String,
+    /// `info`, `warning` or `error`.
+    pub severity: String,
+    /// One sentence.
+    pub summary: String,
+    /// What it rests on: references to events (`ts_ns` + kind) and facts.
+    pub evidence: Vec<String>,
+    /// What to do.
+    pub remedy: String,
+}
+
+/// Last line of a recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Events written, by kind.
+    pub events: std::collections::BTreeMap<String, u64>,
+    /// Total lost (see the `lost` events for reasons).
+    pub lost: u64,
+}
+
+impl EventBody {
+    /// The `kind` tag of this body.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::Header(_) => "header",
+            EventBody::Getaddrinfo(_) => "getaddrinfo",
+            EventBody::Netlink(_) => "netlink",
+            EventBody::RouteLookup(_) => "route_lookup",
+            EventBody::Ipvs(_) => "ipvs",
+            EventBody::Extack(_) => "extack",
+            EventBody::Lost(_) => "lost",
+            EventBody::Diagnosis(_) => "diagnosis",
+            EventBody::Summary(_) => "summary",
+        }
+    }
+}
