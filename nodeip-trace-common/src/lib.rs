@@ -20,6 +20,8 @@ pub const KIND_EXTACK: u32 = 5;
 pub const KIND_UNKNOWN_NETLINK_SOCKET: u32 = 6;
 /// Kind tag of [`ExecRecord`] (`sched:sched_process_exec`).
 pub const KIND_EXEC: u32 = 7;
+/// Kind tag of an [`EventHeader`]-only record: a getaddrinfo call started on this thread.
+pub const KIND_GETADDRINFO_ENTRY: u32 = 8;
 
 /// Maximum number of `struct addrinfo` entries copied per getaddrinfo call.
 pub const GAI_MAX_RESULTS: usize = 32;
@@ -31,8 +33,9 @@ pub const GAI_SERVICE_LEN: usize = 64;
 pub const NETLINK_CHUNK_LEN: usize = 16384;
 /// iovec entries followed per sendmsg/recvmsg.
 pub const NETLINK_MAX_IOV: usize = 8;
-/// Chunks per iovec entry: with [`NETLINK_CHUNK_LEN`] this bounds one iovec at 64 KiB.
-pub const NETLINK_CHUNKS_PER_IOV: usize = 4;
+/// Chunks per syscall: the kernel's tail-call limit (33) less the first call; with
+/// [`NETLINK_CHUNK_LEN`] one syscall is captured up to 512 KiB.
+pub const NETLINK_MAX_CHUNKS_PER_CALL: usize = 32;
 /// Raw tracepoint bytes copied for route-lookup tracepoints (after the 8-byte common header).
 pub const TRACEPOINT_RAW_LEN: usize = 104;
 /// Bytes of an extack message copied.

@@ -8,7 +8,7 @@ use aya_ebpf::{
 
 };
 use nodeip_trace_common::{
-    counter, gai_flags, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS, KIND_GETADDRINFO,
+    counter, gai_flags, EventHeader, GetaddrinfoInflight, KIND_GETADDRINFO_ENTRY, GetaddrinfoRecord, GAI_MAX_RESULTS, KIND_GETADDRINFO,
 };
 
 use crate::{count, filter::traced, header, EVENTS, GAI_INFLIGHT};
@@ -43,6 +43,15 @@ pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
     };
     if GAI_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
         count(counter::GAI_INFLIGHT_FULL, 1);
+        return 0;
+    }
+    // A small entry marker lets userspace group what the call does (netlink dumps, route
+    // lookups) under it while it runs.
+    if let Some(mut e) = EVENTS.reserve::<EventHeader>(0) {
+        e.write(header(KIND_GETADDRINFO_ENTRY, pid_tgid));
+        e.submit(0);
+    } else {
+        count(counter::GAI_RINGBUF_FULL, 1);
     }
     0
 }

@@ -15,7 +15,7 @@ mod route;
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use nodeip_trace_common::{
     counter, EventHeader, GetaddrinfoInflight, NetlinkInflight, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
@@ -57,6 +57,29 @@ pub struct ChunkScratch {
 
 #[map]
 static SCRATCH: PerCpuArray<ChunkScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// Where the chunking of one netlink call stands, carried across tail calls (per CPU: a tail
+/// call runs on the CPU that started it).
+#[repr(C)]
+pub struct ChunkState {
+    iov_ptr: u64,
+    iov_count: u64,
+    single_base: u64,
+    single_len: u64,
+    iov_index: u64,
+    iov_offset: u64,
+    offset: u64,
+    total: u64,
+    captured: u64,
+    wanted: u64,
+}
+
+#[map]
+static CHUNK_STATE: PerCpuArray<ChunkState> = PerCpuArray::with_max_entries(1, 0);
+
+/// Slot 0 holds `netlink_chunk` (installed by userspace), which tail-calls itself per chunk.
+#[map]
+static CHUNK_PROGRAMS: ProgramArray = ProgramArray::with_max_entries(1, 0);
 
 /// Adds `n` to counter `index`.
 #[inline(always)]

@@ -14,11 +14,14 @@ use aya_ebpf::{
 };
 use nodeip_trace_common::{
     chunk_flags, counter, syscall, NetlinkChunkHeader, NetlinkInflight, KIND_NETLINK_CHUNK,
-    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNKS_PER_IOV, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
     NETLINK_MAX_IOV,
 };
 
-use crate::{count, filter::traced, header, EVENTS, NETLINK_FDS, NETLINK_INFLIGHT, SCRATCH, SOCKET_INFLIGHT};
+use crate::{
+    count, filter::traced, header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS, NETLINK_FDS, NETLINK_INFLIGHT, SCRATCH,
+    SOCKET_INFLIGHT,
+};
 
 /// Bit N set = capture netlink protocol N (NETLINK_ROUTE = 0, NETLINK_GENERIC = 16).
 #[unsafe(no_mangle)]
@@ -169,11 +172,10 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
     if receiving && ret <= 0 {
         return 0;
     }
-    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+    let (Some(scratch), Some(state)) = (SCRATCH.get_ptr_mut(0), CHUNK_STATE.get_ptr_mut(0)) else {
         return 0;
     };
-    let scratch = unsafe { &mut (*scratch).bytes };
-    let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
+    let hdr = unsafe { (*scratch).bytes.as_mut_ptr() } as *mut NetlinkChunkHeader;
     unsafe {
         (*hdr).header = header(KIND_NETLINK_CHUNK, pid_tgid);
         (*hdr).call_start_ns = inflight.start_ns;
@@ -181,90 +183,118 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
         (*hdr).protocol = inflight.protocol;
         (*hdr).syscall = inflight.syscall;
         (*hdr).ret = ret as i32;
+        (*hdr).total_len = 0;
     }
-
     // The iovec list: one entry for sendto/recvfrom, the msghdr's for sendmsg/recvmsg.
-    let (iov_ptr, iov_count, single) = match inflight.syscall {
+    let st = unsafe { &mut *state };
+    st.offset = 0;
+    st.captured = 0;
+    st.iov_index = 0;
+    st.iov_offset = 0;
+    st.wanted = 0;
+    match inflight.syscall {
         syscall::SENDMSG | syscall::RECVMSG => {
-            match unsafe { bpf_probe_read_user(inflight.buf as *const UserMsghdr) } {
-                Ok(m) => (m.msg_iov, m.msg_iovlen, Iovec { base: 0, len: 0 }),
-                Err(_) => (0, 0, Iovec { base: 0, len: 0 }),
-            }
+            let m = unsafe { bpf_probe_read_user(inflight.buf as *const UserMsghdr) };
+            st.iov_ptr = m.as_ref().map(|m| m.msg_iov).unwrap_or(0);
+            st.iov_count = m.map(|m| m.msg_iovlen).unwrap_or(0);
+            st.single_base = 0;
+            st.single_len = 0;
         }
-        _ => (0, 1, Iovec { base: inflight.buf, len: inflight.size }),
-    };
-    // Bytes the call moved: the return value when it succeeded; a failed send still shows the
-    // request it tried to send.
-    let mut total: u64 = if ret >= 0 { ret as u64 } else { u64::MAX };
-    let mut captured: u64 = 0;
-    let mut offset: u64 = 0;
-    let mut wanted: u64 = 0;
-    for i in 0..NETLINK_MAX_IOV {
-        if i as u64 >= iov_count {
-            break;
-        }
-        let iov = if iov_ptr == 0 {
-            Iovec { base: single.base, len: single.len }
-        } else {
-            match unsafe { bpf_probe_read_user((iov_ptr as *const Iovec).wrapping_add(i)) } {
-                Ok(v) => v,
-                Err(_) => break,
-            }
-        };
-        let remaining = total.saturating_sub(offset);
-        let seg = if iov.len < remaining { iov.len } else { remaining };
-        wanted += seg;
-        let mut done: u64 = 0;
-        for _ in 0..NETLINK_CHUNKS_PER_IOV {
-            if done >= seg {
-                break;
-            }
-            let left = seg - done;
-            let n = if left > NETLINK_CHUNK_LEN as u64 { NETLINK_CHUNK_LEN as u64 } else { left };
-            // Keep n in 1..=NETLINK_CHUNK_LEN in a form the verifier can follow.
-            let n = (((n - 1) & (NETLINK_CHUNK_LEN as u64 - 1)) + 1) as usize;
-            let payload = &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
-            let ok = unsafe {
-                bpf_probe_read_user_buf((iov.base + done) as *const u8, &mut payload[..n]).is_ok()
-            };
-            unsafe {
-                (*hdr).offset = offset as u32;
-                (*hdr).len = if ok { n as u32 } else { 0 };
-                (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
-                (*hdr).total_len = 0;
-            }
-            let out_len = if ok { n } else { 0 };
-            if EVENTS
-                .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
-                .is_err()
-            {
-                count(counter::NETLINK_RINGBUF_FULL, 1);
-            } else if ok {
-                captured += n as u64;
-            }
-            done += n as u64;
-            offset += n as u64;
-        }
-        if offset >= total {
-            break;
+        _ => {
+            st.iov_ptr = 0;
+            st.iov_count = 1;
+            st.single_base = inflight.buf;
+            st.single_len = inflight.size;
         }
     }
-    if total == u64::MAX {
-        total = wanted;
-    }
-    // A closing zero-length chunk carries the totals, so userspace knows what the call moved.
+    // Bytes the call moved; a failed send still shows the request it tried to send.
+    st.total = if ret >= 0 { ret as u64 } else { u64::MAX };
+    unsafe { CHUNK_PROGRAMS.tail_call(ctx, 0) };
+    // The tail call failed (not installed): close the call with nothing captured.
+    finish_call(st, unsafe { &mut (*scratch).bytes }, hdr);
+    0
+}
+
+/// Emits the closing zero-length chunk that carries the call's totals.
+#[inline(always)]
+fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHeader) {
+    let total = if st.total == u64::MAX { st.wanted } else { st.total };
+    let cut = st.captured < total;
     unsafe {
-        (*hdr).offset = offset as u32;
+        (*hdr).offset = st.offset as u32;
         (*hdr).len = 0;
         (*hdr).total_len = total as u32;
-        (*hdr).flags = chunk_flags::LAST | if captured < total { chunk_flags::CUT } else { 0 };
+        (*hdr).flags = chunk_flags::LAST | if cut { chunk_flags::CUT } else { 0 };
     }
-    if captured < total {
-        count(counter::NETLINK_BYTES_CUT, total - captured);
+    if cut {
+        count(counter::NETLINK_BYTES_CUT, total - st.captured);
     }
     if EVENTS.output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0).is_err() {
         count(counter::NETLINK_RINGBUF_FULL, 1);
     }
+}
+
+/// One chunk of the current call per invocation; tail-calls itself for the next one, so the
+/// verifier checks a short straight-line program instead of an unrolled loop. The kernel's tail
+/// call limit (33) bounds a call at 32 chunks; beyond that the call is flagged CUT.
+#[tracepoint]
+pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
+    let (Some(scratch), Some(state)) = (SCRATCH.get_ptr_mut(0), CHUNK_STATE.get_ptr_mut(0)) else {
+        return 0;
+    };
+    let st = unsafe { &mut *state };
+    let scratch = unsafe { &mut (*scratch).bytes };
+    let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
+    if st.iov_index >= st.iov_count || st.iov_index >= NETLINK_MAX_IOV as u64 || st.offset >= st.total {
+        finish_call(st, scratch, hdr);
+        return 0;
+    }
+    let iov = if st.iov_ptr == 0 {
+        Iovec { base: st.single_base, len: st.single_len }
+    } else {
+        match unsafe { bpf_probe_read_user((st.iov_ptr as *const Iovec).wrapping_add(st.iov_index as usize)) } {
+            Ok(v) => v,
+            Err(_) => {
+                finish_call(st, scratch, hdr);
+                return 0;
+            }
+        }
+    };
+    let in_iov = iov.len.saturating_sub(st.iov_offset);
+    let left = st.total - st.offset;
+    let seg = if in_iov < left { in_iov } else { left };
+    if seg == 0 {
+        st.iov_index += 1;
+        st.iov_offset = 0;
+    } else {
+        let n = if seg > NETLINK_CHUNK_LEN as u64 { NETLINK_CHUNK_LEN as u64 } else { seg };
+        // Keep n in 1..=NETLINK_CHUNK_LEN in a form the verifier can follow.
+        let n = (((n - 1) & (NETLINK_CHUNK_LEN as u64 - 1)) + 1) as usize;
+        let payload = &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
+        let ok = unsafe { bpf_probe_read_user_buf((iov.base + st.iov_offset) as *const u8, &mut payload[..n]).is_ok() };
+        let out_len = if ok { n } else { 0 };
+        unsafe {
+            (*hdr).offset = st.offset as u32;
+            (*hdr).len = out_len as u32;
+            (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
+            (*hdr).total_len = 0;
+        }
+        if EVENTS.output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0).is_err() {
+            count(counter::NETLINK_RINGBUF_FULL, 1);
+        } else if ok {
+            st.captured += n as u64;
+        }
+        st.wanted += n as u64;
+        st.offset += n as u64;
+        st.iov_offset += n as u64;
+        if n as u64 == seg {
+            st.iov_index += 1;
+            st.iov_offset = 0;
+        }
+    }
+    unsafe { CHUNK_PROGRAMS.tail_call(&ctx, 0) };
+    // Tail-call limit reached: the rest of the call is not captured.
+    finish_call(st, scratch, hdr);
     0
 }
 

@@ -115,6 +115,10 @@ pub struct GetaddrinfoCall {
     pub start_ns: u64,
     /// Duration of the call.
     pub duration_ns: u64,
+    /// How many of the events that follow this one happened on this thread during the call
+    /// (the netlink dumps and route lookups libc made for it).
+    #[serde(default)]
+    pub during: u32,
     /// Why the order is what it is (filled by `explain`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<serde_json::Value>,

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod command;
 pub mod correlate;
 pub mod decode;
 pub mod event;

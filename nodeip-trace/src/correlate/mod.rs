@@ -1,1 +1,175 @@
-//! TODO
+//! correlate: raw records and frames → ordered timeline events. Reassembles netlink chunks into
+//! buffers, decodes them, and groups what a thread does during a getaddrinfo call right after
+//! that call's event (its `during` count says how many follow), so sinks and explainers see the
+//! call with the netlink dumps and route lookups it caused.
+pub mod chunks;
+
+use std::collections::HashMap;
+
+use crate::clock::WallClock;
+use crate::decode::addrinfo::decode_getaddrinfo;
+use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
+use crate::decode::record::{c_string, KernelRecord};
+use crate::decode::route_lookup::RouteLookupDecoder;
+use crate::event::{Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent};
+use crate::frame::{Direction, NetlinkFrame, Task};
+use chunks::ChunkAssembler;
+
+/// What the pipeline produces.
+#[derive(Clone, Debug)]
+pub enum Emitted {
+    /// A whole netlink buffer (for pcap sinks), in capture order.
+    Frame(NetlinkFrame),
+    /// A timeline event.
+    Event(Event),
+}
+
+/// Events held while a getaddrinfo call is open on a thread.
+struct OpenSpan {
+    held: Vec<Emitted>,
+}
+
+/// The bound on events held for one open getaddrinfo call; beyond it they are released ungrouped.
+const MAX_HELD_PER_SPAN: usize = 4096;
+
+/// Turns kernel records (live) or frames (offline) into timeline events.
+pub struct Pipeline {
+    clock: WallClock,
+    chunks: ChunkAssembler,
+    netlink: NetlinkDecoder,
+    routes: RouteLookupDecoder,
+    spans: HashMap<u32, OpenSpan>,
+    /// Records the kernel side reported as undecodable or unknown sockets, for the summary.
+    pub unknown_socket_tgids: Vec<u32>,
+}
+
+fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
+    Task { pid: (pid_tgid >> 32) as u32, tid: pid_tgid as u32, comm: c_string(comm) }
+}
+
+impl Pipeline {
+    /// A pipeline converting kernel time with `clock`.
+    pub fn new(clock: WallClock, routes: RouteLookupDecoder) -> Self {
+        Self {
+            clock,
+            chunks: ChunkAssembler::default(),
+            netlink: NetlinkDecoder::new(),
+            routes,
+            spans: HashMap::new(),
+            unknown_socket_tgids: Vec::new(),
+        }
+    }
+
+    /// The netlink decoder (to teach it family ids and interface names).
+    pub fn netlink_decoder(&mut self) -> &mut NetlinkDecoder {
+        &mut self.netlink
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> WallClock {
+        self.clock
+    }
+
+    fn event(&self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
+        Event { ts: self.clock.rfc3339(ts_ns), ts_ns, pid: task.pid, tid: task.tid, comm: task.comm.clone(), body }
+    }
+
+    /// Routes an output through an open span of its thread, or straight out.
+    fn emit(&mut self, tid: u32, item: Emitted, out: &mut Vec<Emitted>) {
+        if let Some(span) = self.spans.get_mut(&tid) {
+            if span.held.len() < MAX_HELD_PER_SPAN {
+                span.held.push(item);
+                return;
+            }
+        }
+        out.push(item);
+    }
+
+    /// Handles one live kernel record.
+    pub fn on_kernel_record(&mut self, rec: KernelRecord, out: &mut Vec<Emitted>) {
+        match rec {
+            KernelRecord::GetaddrinfoEntry(h) => {
+                let tid = h.pid_tgid as u32;
+                if let Some(stale) = self.spans.insert(tid, OpenSpan { held: Vec::new() }) {
+                    out.extend(stale.held);
+                }
+            }
+            KernelRecord::Getaddrinfo(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let mut call = decode_getaddrinfo(&r);
+                let held = self.spans.remove(&task.tid).map(|s| s.held).unwrap_or_default();
+                call.during = held.iter().filter(|e| matches!(e, Emitted::Event(_))).count() as u32;
+                let ev = self.event(r.header.ts_ns, &task, EventBody::Getaddrinfo(call));
+                out.push(Emitted::Event(ev));
+                out.extend(held);
+            }
+            KernelRecord::NetlinkChunk(h, payload) => {
+                if let Some(frame) = self.chunks.push(&h, &payload, &self.clock) {
+                    self.on_frame(frame, out);
+                }
+            }
+            KernelRecord::Fib4Lookup(r) | KernelRecord::Fib6Lookup(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let lookup = if r.header.kind == nodeip_trace_common::KIND_FIB6_LOOKUP {
+                    self.routes.decode_v6(&r.raw)
+                } else {
+                    self.routes.decode_v4(&r.raw)
+                };
+                let ev = self.event(r.header.ts_ns, &task, EventBody::RouteLookup(lookup));
+                self.emit(task.tid, Emitted::Event(ev), out);
+            }
+            KernelRecord::Extack(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let ev = self.event(r.header.ts_ns, &task, EventBody::Extack(ExtackMessage { message: c_string(&r.msg) }));
+                self.emit(task.tid, Emitted::Event(ev), out);
+            }
+            KernelRecord::UnknownNetlinkSocket(h) => {
+                self.unknown_socket_tgids.push((h.pid_tgid >> 32) as u32);
+            }
+            KernelRecord::Exec(_) => {}
+        }
+    }
+
+    /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
+    pub fn on_frame(&mut self, frame: NetlinkFrame, out: &mut Vec<Emitted>) {
+        let decoded = self.netlink.decode(frame.protocol, &frame.bytes);
+        let task = frame.task.clone().unwrap_or_default();
+        let direction = frame.direction.unwrap_or(Direction::Send);
+        let ipvs: Vec<_> = decoded.messages.iter().filter_map(ipvs_command).collect();
+        let body = EventBody::Netlink(NetlinkEvent {
+            direction,
+            protocol: protocol_name(frame.protocol),
+            protocol_id: frame.protocol,
+            portid: None,
+            bytes: frame.total_len.max(frame.bytes.len() as u32),
+            captured: frame.bytes.len() as u32,
+            truncated: frame.truncated(),
+            messages: decoded.messages,
+            decode_errors: decoded.errors.iter().map(|e| e.to_string()).collect(),
+        });
+        let ev = self.event(frame.ts_ns, &task, body);
+        let tid = task.tid;
+        let ts_ns = frame.ts_ns;
+        self.emit(tid, Emitted::Frame(frame), out);
+        self.emit(tid, Emitted::Event(ev), out);
+        if direction == Direction::Send {
+            for command in ipvs {
+                let ev = self.event(ts_ns, &task, EventBody::Ipvs(IpvsEvent { command, result: None }));
+                self.emit(tid, Emitted::Event(ev), out);
+            }
+        }
+    }
+
+    /// Releases everything held (end of trace): open calls become truncated frames; events of
+    /// getaddrinfo calls that never returned are released ungrouped.
+    pub fn finish(&mut self, out: &mut Vec<Emitted>) {
+        for frame in self.chunks.drain() {
+            self.on_frame(frame, out);
+        }
+        let mut spans: Vec<_> = self.spans.drain().collect();
+        spans.sort_by_key(|(tid, _)| *tid);
+        for (_, span) in spans {
+            out.extend(span.held);
+        }
+    }
+}

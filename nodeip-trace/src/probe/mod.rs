@@ -1,1 +1,55 @@
-//! TODO
+//! probe: everything that talks to the kernel to trace — what it offers ([`features`]), where
+//! libc lives ([`libc_locator`]), which netlink sockets exist ([`netlink_sockets`]), tracefs
+//! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
+//! ([`loader`]).
+pub mod features;
+pub mod libc_locator;
+pub mod loader;
+pub mod netlink_sockets;
+pub mod tracefs;
+
+/// Errors of the probe layer: each says what failed, on what, and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// Mounting tracefs failed.
+    #[error("tracefs is not mounted at {path} and mounting it failed ({source}); run `mount -t tracefs tracefs {path}` as root")]
+    TracefsMount {
+        /// Mount point.
+        path: String,
+        /// The mount(2) error.
+        source: std::io::Error,
+    },
+    /// The eBPF object failed to load.
+    #[error("loading the eBPF programs failed: {0}; run `nodeip-trace doctor` to see what this kernel allows (root or CAP_BPF+CAP_PERFMON are needed)")]
+    Load(#[source] aya::EbpfError),
+    /// A program is missing from the embedded object.
+    #[error("eBPF program {0} is missing from the embedded object: rebuild nodeip-trace")]
+    MissingProgram(String),
+    /// A map is missing from the embedded object.
+    #[error("eBPF map {0} is missing from the embedded object: rebuild nodeip-trace")]
+    MissingMap(String),
+    /// Loading or attaching one program failed.
+    #[error("attaching {program} to {target} failed: {source}")]
+    Attach {
+        /// Program name.
+        program: String,
+        /// Attach target (tracepoint, libc path, function).
+        target: String,
+        /// aya's error.
+        source: aya::programs::ProgramError,
+    },
+    /// A map operation failed.
+    #[error("eBPF map {map}: {source}")]
+    Map {
+        /// Map name.
+        map: String,
+        /// aya's error.
+        source: aya::maps::MapError,
+    },
+    /// Not privileged.
+    #[error("tracing needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE): run as root, e.g. `sudo nodeip-trace …`")]
+    NotPrivileged,
+    /// Nothing could be attached.
+    #[error("no probe could be attached on this kernel; run `nodeip-trace doctor` for the reasons")]
+    NothingAttached,
+}

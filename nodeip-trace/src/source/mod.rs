@@ -1,1 +1,3 @@
-//! TODO
+//! source: where records come from — the live eBPF ring buffer ([`live`]), pcap/pcapng captures
+//! ([`capture`]) and JSON-lines recordings ([`recording`]).
+pub mod live;

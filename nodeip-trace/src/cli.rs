@@ -1,0 +1,178 @@
+//! Command-line flags (clap) → validated library options. Nothing here traces or decodes.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand, ValueEnum};
+use nodeip_trace::command::{doctor, trace};
+use nodeip_trace::decode::netlink::protocol_from_name;
+use nodeip_trace::probe::loader::TraceConfig;
+
+/// Which process picked which node IP address, and why.
+///
+/// Traces getaddrinfo calls (with the order glibc returned), every netlink conversation
+/// (route gets, address and route dumps, IPVS commands) and the kernel's route lookups, and
+/// shows them as a timeline per process. Run as root.
+#[derive(Parser, Debug)]
+#[command(name = "nodeip-trace", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Trace live (as root): the whole node, some processes, or a command you give after `--`.
+    ///
+    /// Examples:
+    ///   nodeip-trace trace --duration 30                 # whole node for 30 s, text timeline
+    ///   nodeip-trace trace --comm kubelet --output k.jsonl
+    ///   nodeip-trace trace --format json -- getent ahosts node-a
+    ///   nodeip-trace trace --pid 1234 --netlink-family route
+    #[command(verbatim_doc_comment)]
+    Trace(TraceArgs),
+    /// Report what this kernel offers and which hook each probe would use; exit 0 when tracing
+    /// is possible here.
+    Doctor {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Format {
+    /// Human-readable.
+    Text,
+    /// JSON (lines, for trace).
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+struct TraceArgs {
+    /// Trace only this process (thread-group id); repeat for more.
+    #[arg(long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    /// Trace only tasks with this name (as in /proc/PID/comm, at most 15 characters).
+    #[arg(long, value_name = "NAME")]
+    comm: Option<String>,
+    /// Timeline format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also write the JSON-lines recording here (replay it later with `nodeip-trace replay`).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Stop after this many seconds (default: until Ctrl-C, or until COMMAND exits).
+    #[arg(long, short = 'd', value_name = "SECS")]
+    duration: Option<f64>,
+    /// Netlink families to capture, by name or number (route, generic, xfrm, …); repeatable.
+    /// Default: route and generic. XFRM is only captured when named, and its payload is redacted.
+    #[arg(long = "netlink-family", value_name = "FAMILY")]
+    netlink_families: Vec<String>,
+    /// Do not attach the getaddrinfo uprobes.
+    #[arg(long)]
+    no_getaddrinfo: bool,
+    /// Do not capture netlink traffic.
+    #[arg(long)]
+    no_netlink: bool,
+    /// Do not record kernel route lookups.
+    #[arg(long)]
+    no_route_lookups: bool,
+    /// Ring-buffer size in MiB (a power of two); raise it if `lost` reports a full ring buffer.
+    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    ring_buffer_mib: u32,
+    /// Write this file once probes are attached (for scripts and tests).
+    #[arg(long, hide = true, value_name = "FILE")]
+    ready_file: Option<PathBuf>,
+    /// Run this command, trace only it and its descendants, and exit with its status.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+fn netlink_mask(families: &[String]) -> anyhow::Result<u64> {
+    if families.is_empty() {
+        return Ok((1 << 0) | (1 << 16));
+    }
+    let mut mask = 0u64;
+    for f in families {
+        let Some(p) = protocol_from_name(f) else {
+            bail!("unknown netlink family {f:?}: use a name (route, generic, xfrm, audit, …) or a number 0–31");
+        };
+        if p >= 64 {
+            bail!("netlink family {p} out of range 0–63");
+        }
+        mask |= 1 << p;
+    }
+    Ok(mask)
+}
+
+fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
+    if !a.ring_buffer_mib.is_power_of_two() || a.ring_buffer_mib > 1024 {
+        bail!("--ring-buffer-mib must be a power of two up to 1024, got {}", a.ring_buffer_mib);
+    }
+    let duration = match a.duration {
+        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds, got {d}"),
+        Some(d) => Some(Duration::from_secs_f64(d)),
+        None => None,
+    };
+    if !a.command.is_empty() && !a.pids.is_empty() {
+        bail!("give either --pid or a COMMAND after `--`, not both");
+    }
+    let mut filters = Vec::new();
+    filters.extend(a.pids.iter().map(|p| format!("pid={p}")));
+    if let Some(c) = &a.comm {
+        if c.len() > 15 {
+            bail!("--comm {c:?} is longer than 15 characters; the kernel keeps only the first 15 ({:?})", &c[..15]);
+        }
+        filters.push(format!("comm={c}"));
+    }
+    if !a.command.is_empty() {
+        filters.push(format!("command={}", a.command.join(" ")));
+    }
+    let config = TraceConfig {
+        pids: a.pids,
+        comm: a.comm,
+        netlink_protocols: netlink_mask(&a.netlink_families)?,
+        ring_buffer_bytes: a.ring_buffer_mib << 20,
+        getaddrinfo: !a.no_getaddrinfo,
+        netlink: !a.no_netlink,
+        route_lookups: !a.no_route_lookups,
+        ..TraceConfig::default()
+    };
+    Ok(trace::TraceOptions {
+        config,
+        format: match a.format {
+            Format::Text => trace::StdoutFormat::Text,
+            Format::Json => trace::StdoutFormat::Json,
+        },
+        output: a.output,
+        duration,
+        command: a.command,
+        ready_file: a.ready_file,
+        filter_description: filters,
+    })
+}
+
+/// Parses the command line and runs the subcommand.
+pub fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Doctor { format } => {
+            let fmt = if format == Format::Json { doctor::DoctorFormat::Json } else { doctor::DoctorFormat::Text };
+            let ok = doctor::run(fmt, &mut std::io::stdout().lock()).context("writing the doctor report")?;
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Trace(args) => {
+            let opts = trace_options(args)?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            match rt.block_on(trace::run(opts))? {
+                trace::TraceEnd::CommandExited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+                trace::TraceEnd::Stopped => Ok(ExitCode::SUCCESS),
+            }
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! `nodeip-trace trace`: attach, optionally run a command, stream the timeline until the command
+//! exits, the duration passes, or Ctrl-C/SIGTERM; then detach, flush and report what was lost.
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nodeip_trace_common::counter;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::clock::WallClock;
+use crate::correlate::{Emitted, Pipeline};
+use crate::decode::record::RecordError;
+use crate::decode::route_lookup::RouteLookupDecoder;
+use crate::event::{Event, EventBody, LostReport, RecordingHeader, RunSummary, SCHEMA_VERSION};
+use crate::probe::features::KernelFeatures;
+use crate::probe::loader::{LiveTracer, TraceConfig};
+use crate::probe::netlink_sockets::{scan_all, sockets_of, NetnsCache};
+use crate::probe::{tracefs, ProbeError};
+use crate::sink::json::JsonLinesSink;
+use crate::sink::text::TextTimelineSink;
+use crate::sink::{EventSink, SinkError};
+use crate::source::live::LiveSource;
+
+/// Timeline format on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdoutFormat {
+    /// The human timeline.
+    Text,
+    /// JSON lines.
+    Json,
+    /// Nothing (only files are written).
+    None,
+}
+
+/// Options of a trace run (validated by the CLI).
+#[derive(Clone, Debug)]
+pub struct TraceOptions {
+    /// What the kernel side traces.
+    pub config: TraceConfig,
+    /// Format on stdout.
+    pub format: StdoutFormat,
+    /// JSON-lines recording file.
+    pub output: Option<PathBuf>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Run this command and trace only it and its descendants.
+    pub command: Vec<String>,
+    /// Written once probes are attached (for tests and scripts).
+    pub ready_file: Option<PathBuf>,
+    /// The filters as given, for the recording header.
+    pub filter_description: Vec<String>,
+}
+
+/// Errors of a trace run.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// Probe layer.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// Sink layer.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// No such process for --pid.
+    #[error("no process with pid {0}: check the pid with `ps -p {0}`")]
+    NoSuchPid(u32),
+    /// The command could not be started.
+    #[error("cannot run `{command}`: {source}; check that it exists and is executable (it is run without a shell)")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The output file could not be created.
+    #[error("cannot create {path}: {source}")]
+    Create {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Other I/O (ring buffer polling, signals).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// How the run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEnd {
+    /// The command exited with this code (128+signal when killed).
+    CommandExited(i32),
+    /// Duration passed, or stopped by a signal.
+    Stopped,
+}
+
+/// Counters that mean events were lost (not merely filtered).
+const LOSS_COUNTERS: [(u32, &str); 9] = [
+    (counter::GAI_RINGBUF_FULL, "getaddrinfo_ringbuf_full"),
+    (counter::GAI_INFLIGHT_FULL, "getaddrinfo_inflight_map_full"),
+    (counter::GAI_RESULTS_CUT, "getaddrinfo_results_cut"),
+    (counter::NETLINK_RINGBUF_FULL, "netlink_chunks_ringbuf_full"),
+    (counter::NETLINK_BYTES_CUT, "netlink_bytes_cut"),
+    (counter::NETLINK_UNKNOWN_SOCKET, "netlink_calls_on_unknown_socket"),
+    (counter::NETLINK_INFLIGHT_FULL, "netlink_inflight_map_full"),
+    (counter::ROUTE_RINGBUF_FULL, "route_lookups_ringbuf_full"),
+    (counter::OTHER_RINGBUF_FULL, "other_records_ringbuf_full"),
+];
+
+/// Turns the kernel counters into a lost report (bytes cut are reported, not summed as events).
+pub fn lost_report(counters: &[u64], record_errors: u64) -> LostReport {
+    let mut counts = BTreeMap::new();
+    let mut lost = 0;
+    for (index, name) in LOSS_COUNTERS {
+        let v = counters.get(index as usize).copied().unwrap_or(0);
+        if v > 0 {
+            counts.insert(name.to_string(), v);
+            if index != counter::NETLINK_BYTES_CUT && index != counter::GAI_RESULTS_CUT {
+                lost += v;
+            }
+        }
+    }
+    if record_errors > 0 {
+        counts.insert("undecodable_records".into(), record_errors);
+        lost += record_errors;
+    }
+    LostReport { counts, lost }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
+}
+
+struct Sinks {
+    sinks: Vec<Box<dyn EventSink>>,
+    counts: BTreeMap<String, u64>,
+}
+
+impl Sinks {
+    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
+        if let Emitted::Event(e) = item {
+            *self.counts.entry(e.body.kind().to_string()).or_default() += 1;
+        }
+        for s in &mut self.sinks {
+            s.write(item)?;
+        }
+        Ok(())
+    }
+}
+
+fn meta_event(clock: &WallClock, body: EventBody) -> Event {
+    let ts_ns = monotonic_now();
+    Event { ts: clock.rfc3339(ts_ns), ts_ns, pid: 0, tid: 0, comm: String::new(), body }
+}
+
+fn monotonic_now() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes into our timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Starts the command. The caller has put this process in the pid filter with fork following on,
+/// so the kernel side adds the child at fork time, before it can exec or do anything.
+fn spawn_command(command: &[String], stdout_to_stderr: bool) -> Result<tokio::process::Child, TraceError> {
+    use std::os::fd::{AsFd, OwnedFd};
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    if stdout_to_stderr {
+        let stderr: Result<OwnedFd, _> = std::io::stderr().as_fd().try_clone_to_owned();
+        if let Ok(fd) = stderr {
+            cmd.stdout(std::process::Stdio::from(fd));
+        }
+    }
+    cmd.spawn().map_err(|source| TraceError::Spawn { command: command.join(" "), source })
+}
+
+/// Runs a trace.
+pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
+    for pid in &opts.config.pids {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(TraceError::NoSuchPid(*pid));
+        }
+    }
+    let started = Instant::now();
+    let features = KernelFeatures::detect(true);
+    if !features.privileged {
+        return Err(ProbeError::NotPrivileged.into());
+    }
+    let mut config = opts.config.clone();
+    if !opts.command.is_empty() {
+        config.filter_by_pid = true;
+        config.follow_forks = true;
+    }
+    let mut tracer = LiveTracer::start(&config, &features, &features.libcs)?;
+    let mut known = 0usize;
+    for s in scan_all(std::path::Path::new("/proc")) {
+        if tracer.add_netlink_socket(&s).is_ok() {
+            known += 1;
+        }
+    }
+    let mut source = LiveSource::new(tracer.take_ring_buffer()?)
+        .map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
+    let clock = WallClock::now();
+    let routes = match tracefs::find() {
+        Some(root) => RouteLookupDecoder::new(
+            &tracefs::event_format(&root, "fib", "fib_table_lookup").unwrap_or_default(),
+            &tracefs::event_format(&root, "fib6", "fib6_table_lookup").unwrap_or_default(),
+        ),
+        None => RouteLookupDecoder::default(),
+    };
+    let mut pipeline = Pipeline::new(clock, routes);
+
+    // Sinks.
+    let stdout_machine = opts.format == StdoutFormat::Json;
+    let mut sinks = Sinks { sinks: Vec::new(), counts: BTreeMap::new() };
+    match opts.format {
+        StdoutFormat::Text => sinks.sinks.push(Box::new(TextTimelineSink::new(std::io::stdout(), "stdout", true))),
+        StdoutFormat::Json => sinks.sinks.push(Box::new(JsonLinesSink::new(std::io::stdout(), "stdout", true))),
+        StdoutFormat::None => {}
+    }
+    if let Some(path) = &opts.output {
+        let file = std::fs::File::create(path).map_err(|source| TraceError::Create { path: path.clone(), source })?;
+        sinks.sinks.push(Box::new(JsonLinesSink::new(std::io::BufWriter::new(file), path.display().to_string(), false)));
+    }
+    let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
+    let header = meta_event(
+        &clock,
+        EventBody::Header(RecordingHeader {
+            schema: SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            kernel: features.kernel.clone(),
+            host: host_name(),
+            hooks: hooks.clone(),
+            filters: opts.filter_description.clone(),
+            clock_offset_ns: (clock.wall_ns(0)) as i64,
+        }),
+    );
+    if opts.format == StdoutFormat::Json || opts.output.is_some() {
+        // The header goes to machine-readable outputs only.
+        for s in sinks.sinks.iter_mut().skip(usize::from(opts.format == StdoutFormat::Text)) {
+            s.write(&Emitted::Event(header.clone()))?;
+        }
+    }
+
+    let attached = tracer.hooks.iter().filter(|h| h.status.is_ok()).count();
+    let failed: Vec<String> = tracer.hooks.iter().filter(|h| h.status.is_err()).map(|h| h.describe()).collect();
+    eprintln!(
+        "nodeip-trace: {attached} hooks attached in {} ms, {known} netlink sockets known{}; Ctrl-C stops",
+        started.elapsed().as_millis(),
+        if failed.is_empty() { String::new() } else { format!(", {} not attached (see `nodeip-trace doctor`)", failed.len()) }
+    );
+
+    // The command: our own fork of it is followed by the kernel side, so it is traced from
+    // its first instruction; then we leave the filter again.
+    let mut child = None;
+    if !opts.command.is_empty() {
+        let me = std::process::id();
+        tracer.add_traced_pid(me)?;
+        let spawned = spawn_command(&opts.command, stdout_machine);
+        tracer.remove_traced_pid(me)?;
+        child = Some(spawned?);
+    }
+    if let Some(path) = &opts.ready_file {
+        let _ = std::fs::write(path, format!("{}\n", std::process::id()));
+    }
+
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|source| TraceError::Io { what: "installing SIGINT handler", source })?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|source| TraceError::Io { what: "installing SIGTERM handler", source })?;
+    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut records = Vec::new();
+    let mut record_errors: Vec<RecordError> = Vec::new();
+    let mut record_error_count = 0u64;
+    let mut out = Vec::new();
+    let mut rescanned: HashMap<u32, Instant> = HashMap::new();
+    let mut netns_cache = NetnsCache::default();
+    let mut end = TraceEnd::Stopped;
+    let result: Result<(), TraceError> = async {
+        loop {
+            let child_wait = async {
+                match child.as_mut() {
+                    Some(c) => c.wait().await.ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let mut stop = false;
+            tokio::select! {
+                r = source.readable() => { r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?; }
+                status = child_wait => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let code = status.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))).unwrap_or(1);
+                    end = TraceEnd::CommandExited(code);
+                    stop = true;
+                }
+                _ = sleep => { stop = true; }
+                _ = sigint.recv() => { stop = true; }
+                _ = sigterm.recv() => { stop = true; }
+            }
+            if stop {
+                // Give in-flight records a moment to land, then drain everything.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            loop {
+                records.clear();
+                source.drain(&mut records, &mut record_errors, 4096);
+                let batch = records.len();
+                for rec in records.drain(..) {
+                    if let crate::decode::record::KernelRecord::UnknownNetlinkSocket(h) = &rec {
+                        let tgid = (h.pid_tgid >> 32) as u32;
+                        let due = rescanned.get(&tgid).map(|t| t.elapsed() > Duration::from_secs(1)).unwrap_or(true);
+                        if due {
+                            rescanned.insert(tgid, Instant::now());
+                            for s in sockets_of(std::path::Path::new("/proc"), tgid, &mut netns_cache) {
+                                let _ = tracer.add_netlink_socket(&s);
+                            }
+                        }
+                    }
+                    pipeline.on_kernel_record(rec, &mut out);
+                }
+                for item in out.drain(..) {
+                    sinks.write(&item)?;
+                }
+                if batch < 4096 {
+                    break;
+                }
+            }
+            for e in record_errors.drain(..) {
+                record_error_count += 1;
+                if record_error_count == 1 {
+                    eprintln!("nodeip-trace: {e}");
+                }
+            }
+            if stop {
+                return Ok(());
+            }
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        if let TraceError::Sink(s) = &e {
+            if s.is_broken_pipe() {
+                return Ok(end);
+            }
+        }
+        return Err(e);
+    }
+    pipeline.finish(&mut out);
+    for item in out.drain(..) {
+        sinks.write(&item)?;
+    }
+    let counters = tracer.counters()?;
+    let lost = lost_report(&counters, record_error_count);
+    let lost_total = lost.lost;
+    if !lost.counts.is_empty() {
+        sinks.write(&Emitted::Event(meta_event(&clock, EventBody::Lost(lost.clone()))))?;
+    }
+    let summary = RunSummary { events: sinks.counts.clone(), lost: lost_total };
+    let summary_event = meta_event(&clock, EventBody::Summary(summary.clone()));
+    let text_index = usize::from(opts.format == StdoutFormat::Text);
+    for s in sinks.sinks.iter_mut().skip(text_index) {
+        s.write(&Emitted::Event(summary_event.clone()))?;
+    }
+    for s in &mut sinks.sinks {
+        s.finish()?;
+    }
+    let total: u64 = summary.events.values().sum();
+    let _ = writeln!(
+        std::io::stderr(),
+        "nodeip-trace: {total} events, {lost_total} lost{}",
+        if lost.counts.is_empty() { String::new() } else { format!(" ({:?})", lost.counts) }
+    );
+    drop(tracer);
+    Ok(end)
+}

@@ -1,0 +1,210 @@
+//! getaddrinfo records → [`GetaddrinfoCall`]: names for families, socket types, flags and
+//! EAI_* return codes, and the result list in the order libc returned it.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use nodeip_trace_common::{gai_flags, GetaddrinfoRecord};
+
+use crate::decode::record::c_string;
+use crate::event::{AddrinfoResult, GetaddrinfoCall};
+
+/// `AF_*` name of an address family number.
+pub fn family_name(family: i32) -> String {
+    match family {
+        0 => "AF_UNSPEC".into(),
+        2 => "AF_INET".into(),
+        10 => "AF_INET6".into(),
+        n => n.to_string(),
+    }
+}
+
+/// `SOCK_*` name of a socket type (0 = any).
+pub fn socktype_name(socktype: i32) -> String {
+    match socktype {
+        0 => "ANY".into(),
+        1 => "SOCK_STREAM".into(),
+        2 => "SOCK_DGRAM".into(),
+        3 => "SOCK_RAW".into(),
+        n => n.to_string(),
+    }
+}
+
+/// glibc `AI_*` flag names set in `flags`; unknown bits as hex.
+pub fn ai_flag_names(flags: i32) -> Vec<String> {
+    const NAMES: [(i32, &str); 11] = [
+        (0x1, "AI_PASSIVE"),
+        (0x2, "AI_CANONNAME"),
+        (0x4, "AI_NUMERICHOST"),
+        (0x8, "AI_V4MAPPED"),
+        (0x10, "AI_ALL"),
+        (0x20, "AI_ADDRCONFIG"),
+        (0x40, "AI_IDN"),
+        (0x80, "AI_CANONIDN"),
+        (0x100, "AI_IDN_ALLOW_UNASSIGNED"),
+        (0x200, "AI_IDN_USE_STD3_ASCII_RULES"),
+        (0x400, "AI_NUMERICSERV"),
+    ];
+    let mut out: Vec<String> =
+        NAMES.iter().filter(|(bit, _)| flags & bit != 0).map(|(_, n)| n.to_string()).collect();
+    let known: i32 = NAMES.iter().map(|(b, _)| b).sum();
+    if flags & !known != 0 {
+        out.push(format!("{:#x}", flags & !known));
+    }
+    out
+}
+
+/// glibc's name for a getaddrinfo return code (`OK` for 0).
+pub fn eai_name(ret: i32) -> String {
+    match ret {
+        0 => "OK",
+        -1 => "EAI_BADFLAGS",
+        -2 => "EAI_NONAME",
+        -3 => "EAI_AGAIN",
+        -4 => "EAI_FAIL",
+        -5 => "EAI_NODATA",
+        -6 => "EAI_FAMILY",
+        -7 => "EAI_SOCKTYPE",
+        -8 => "EAI_SERVICE",
+        -9 => "EAI_ADDRFAMILY",
+        -10 => "EAI_MEMORY",
+        -11 => "EAI_SYSTEM",
+        -12 => "EAI_OVERFLOW",
+        -100 => "EAI_INPROGRESS",
+        -101 => "EAI_CANCELED",
+        -102 => "EAI_NOTCANCELED",
+        -103 => "EAI_ALLDONE",
+        -104 => "EAI_INTR",
+        -105 => "EAI_IDN_ENCODE",
+        _ => return format!("EAI_{ret}"),
+    }
+    .into()
+}
+
+/// Decodes a getaddrinfo record (pure).
+pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
+    let count = (rec.count as usize).min(rec.results.len());
+    let mut results = Vec::with_capacity(count);
+    let mut addresses: Vec<String> = Vec::new();
+    for entry in &rec.results[..count] {
+        let ip: IpAddr = if entry.family == 10 {
+            Ipv6Addr::from(entry.addr).into()
+        } else {
+            Ipv4Addr::new(entry.addr[0], entry.addr[1], entry.addr[2], entry.addr[3]).into()
+        };
+        let address = ip.to_string();
+        if !addresses.contains(&address) {
+            addresses.push(address.clone());
+        }
+        results.push(AddrinfoResult {
+            address,
+            family: family_name(entry.family as i32),
+            socktype: socktype_name(entry.socktype as i32),
+            protocol: entry.protocol,
+            port: u16::from_be(entry.port_be as u16),
+        });
+    }
+    let hints = rec.flags & gai_flags::HINTS_NULL == 0;
+    GetaddrinfoCall {
+        node: (rec.flags & gai_flags::NODE_NULL == 0).then(|| c_string(&rec.node)),
+        service: (rec.flags & gai_flags::SERVICE_NULL == 0).then(|| c_string(&rec.service)),
+        family: family_name(if hints { rec.hints_family } else { 0 }),
+        socktype: socktype_name(if hints { rec.hints_socktype } else { 0 }),
+        flags: if hints {
+            ai_flag_names(rec.hints_flags)
+        } else {
+            // glibc's default for NULL hints.
+            vec!["AI_V4MAPPED".into(), "AI_ADDRCONFIG".into()]
+        },
+        ret: eai_name(rec.ret),
+        ret_code: rec.ret,
+        addresses,
+        results,
+        results_truncated: rec.flags & (gai_flags::RESULTS_CUT | gai_flags::RESULTS_UNREADABLE) != 0,
+        start_ns: rec.start_ns,
+        duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
+        during: 0,
+        why: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodeip_trace_common::{AddrinfoEntry, EventHeader, GAI_MAX_RESULTS};
+
+    fn entry(family: u32, socktype: u32, addr: &[u8]) -> AddrinfoEntry {
+        let mut a = [0u8; 16];
+        a[..addr.len()].copy_from_slice(addr);
+        AddrinfoEntry { family, socktype, protocol: 6, port_be: 80u16.to_be() as u32, addr: a, scope_id: 0, _pad: 0 }
+    }
+
+    fn record() -> GetaddrinfoRecord {
+        let mut node = [0u8; 256];
+        node[..8].copy_from_slice(b"node-a.x");
+        let empty = entry(0, 0, &[]);
+        let mut results = [empty; GAI_MAX_RESULTS];
+        results[0] = entry(2, 1, &[172, 18, 45, 20]);
+        results[1] = entry(2, 2, &[172, 18, 45, 20]);
+        results[2] = entry(2, 1, &[172, 18, 45, 6]);
+        let mut v6 = [0u8; 16];
+        v6[0] = 0xfd;
+        v6[15] = 1;
+        results[3] = entry(10, 1, &v6);
+        GetaddrinfoRecord {
+            header: EventHeader { kind: 1, cpu: 0, ts_ns: 1_500, pid_tgid: 0, cgroup_id: 0, comm: [0; 16] },
+            start_ns: 1_000,
+            ret: 0,
+            flags: gai_flags::SERVICE_NULL,
+            hints_flags: 0x20 | 0x8,
+            hints_family: 2,
+            hints_socktype: 0,
+            hints_protocol: 0,
+            count: 4,
+            _pad: 0,
+            node,
+            service: [0; 64],
+            results,
+        }
+    }
+
+    #[test]
+    fn keeps_returned_order_and_dedupes_addresses() {
+        let call = decode_getaddrinfo(&record());
+        assert_eq!(call.node.as_deref(), Some("node-a.x"));
+        assert_eq!(call.service, None);
+        assert_eq!(call.family, "AF_INET");
+        assert_eq!(call.flags, vec!["AI_V4MAPPED", "AI_ADDRCONFIG"]);
+        assert_eq!(call.ret, "OK");
+        assert_eq!(call.addresses, vec!["172.18.45.20", "172.18.45.6", "fd00::1"]);
+        assert_eq!(call.results.len(), 4);
+        assert_eq!(call.results[1].socktype, "SOCK_DGRAM");
+        assert_eq!(call.results[0].port, 80);
+        assert_eq!(call.duration_ns, 500);
+        assert!(!call.results_truncated);
+    }
+
+    #[test]
+    fn failed_call_has_no_addresses_and_a_name() {
+        let mut r = record();
+        r.ret = -2;
+        r.count = 0;
+        let call = decode_getaddrinfo(&r);
+        assert_eq!(call.ret, "EAI_NONAME");
+        assert!(call.addresses.is_empty());
+        assert_eq!(eai_name(-77), "EAI_-77");
+    }
+
+    #[test]
+    fn count_larger_than_array_is_clamped() {
+        let mut r = record();
+        r.count = 1000;
+        r.flags |= gai_flags::RESULTS_CUT;
+        let call = decode_getaddrinfo(&r);
+        assert_eq!(call.results.len(), GAI_MAX_RESULTS);
+        assert!(call.results_truncated);
+    }
+
+    #[test]
+    fn unknown_flag_bits_are_kept() {
+        assert_eq!(ai_flag_names(0x1 | 0x4000), vec!["AI_PASSIVE".to_string(), "0x4000".into()]);
+    }
+}

@@ -1,0 +1,309 @@
+//! Loads the embedded eBPF object with the start-up filters as globals, attaches every program
+//! the kernel allows (recording the hook chosen and why others were not), and gives access to the
+//! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
+use std::path::Path;
+
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::uprobe::UProbeScope;
+use aya::programs::{TracePoint, UProbe};
+use aya::{Ebpf, EbpfLoader};
+use nodeip_trace_common::counter;
+
+use super::features::KernelFeatures;
+use super::libc_locator::LibcTarget;
+use super::netlink_sockets::NetlinkSocket;
+use super::ProbeError;
+
+/// The eBPF object built by build.rs.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nodeip-trace"));
+
+/// What to trace, decided before load.
+#[derive(Clone, Debug)]
+pub struct TraceConfig {
+    /// Only these thread groups (and, with `follow_forks`, their descendants); empty = all.
+    pub pids: Vec<u32>,
+    /// Add children of traced processes to the pid filter.
+    pub follow_forks: bool,
+    /// Only tasks with this comm.
+    pub comm: Option<String>,
+    /// Bitmask of netlink protocols to capture (bit N = protocol N).
+    pub netlink_protocols: u64,
+    /// Ring buffer size in bytes (power of two, multiple of the page size).
+    pub ring_buffer_bytes: u32,
+    /// Attach the getaddrinfo uprobes.
+    pub getaddrinfo: bool,
+    /// Capture netlink traffic.
+    pub netlink: bool,
+    /// Record route lookups.
+    pub route_lookups: bool,
+    /// Use the pid filter even when `pids` is empty (a COMMAND is added after load).
+    pub filter_by_pid: bool,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        Self {
+            pids: Vec::new(),
+            follow_forks: false,
+            comm: None,
+            netlink_protocols: (1 << 0) | (1 << 16),
+            ring_buffer_bytes: 16 << 20,
+            getaddrinfo: true,
+            netlink: true,
+            route_lookups: true,
+            filter_by_pid: false,
+        }
+    }
+}
+
+/// One hook as chosen at start-up.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AttachedHook {
+    /// Program name in the eBPF object.
+    pub program: String,
+    /// Mode: `uprobe`, `uretprobe`, `tracepoint`.
+    pub mode: String,
+    /// Attach target.
+    pub target: String,
+    /// Attached, or the reason it is not.
+    pub status: Result<(), String>,
+}
+
+impl AttachedHook {
+    /// One-line description for headers and logs.
+    pub fn describe(&self) -> String {
+        match &self.status {
+            Ok(()) => format!("{} {} {}", self.program, self.mode, self.target),
+            Err(e) => format!("{} {} {} FAILED: {e}", self.program, self.mode, self.target),
+        }
+    }
+}
+
+/// Loaded and attached eBPF programs.
+pub struct LiveTracer {
+    ebpf: Ebpf,
+    /// Every hook tried, in order.
+    pub hooks: Vec<AttachedHook>,
+}
+
+fn raise_memlock() {
+    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: setrlimit with a valid struct; failure only matters on kernels < 5.11.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}
+
+/// Offset of `child_pid` in `sched:sched_process_fork`, from its format file.
+fn fork_child_pid_offset(tracefs: Option<&Path>) -> u32 {
+    tracefs
+        .and_then(|r| super::tracefs::event_format(r, "sched", "sched_process_fork"))
+        .map(|f| crate::decode::tracepoint_format::TracepointLayout::parse(&f))
+        .and_then(|l| l.field("child_pid"))
+        .map(|(off, _)| off as u32)
+        .unwrap_or(20)
+}
+
+impl LiveTracer {
+    /// Loads the programs with `config` and attaches what `features` says is available.
+    pub fn start(config: &TraceConfig, features: &KernelFeatures, libcs: &[LibcTarget]) -> Result<Self, ProbeError> {
+        if !features.privileged {
+            return Err(ProbeError::NotPrivileged);
+        }
+        raise_memlock();
+        let tracefs = super::tracefs::find();
+        let filter_tgids: u32 = (config.filter_by_pid || !config.pids.is_empty()) as u32;
+        let follow: u32 = (config.follow_forks && filter_tgids == 1) as u32;
+        let mut comm = [0u8; 16];
+        if let Some(c) = &config.comm {
+            let b = c.as_bytes();
+            comm[..b.len().min(15)].copy_from_slice(&b[..b.len().min(15)]);
+        }
+        let filter_comm: u32 = config.comm.is_some() as u32;
+        let self_tgid: u32 = std::process::id();
+        let confirm: u32 = features.tracepoint_available("sock", "sock_send_length") as u32;
+        let fork_off = fork_child_pid_offset(tracefs.as_deref());
+        let ebpf = EbpfLoader::new()
+            .override_global("FILTER_TGIDS", &filter_tgids, true)
+            .override_global("FILTER_COMM", &filter_comm, true)
+            .override_global("FILTER_COMM_NAME", &comm, true)
+            .override_global("SELF_TGID", &self_tgid, true)
+            .override_global("NETLINK_PROTOCOLS", &config.netlink_protocols, true)
+            .override_global("CONFIRM_WITH_SOCK_TP", &confirm, true)
+            .override_global("FORK_CHILD_PID_OFFSET", &fork_off, true)
+            .override_global("FOLLOW_FORKS", &follow, true)
+            .map_max_entries("EVENTS", config.ring_buffer_bytes)
+            .load(EBPF_OBJECT)
+            .map_err(ProbeError::Load)?;
+        let mut tracer = LiveTracer { ebpf, hooks: Vec::new() };
+        for pid in &config.pids {
+            tracer.add_traced_pid(*pid)?;
+        }
+        tracer.attach_all(config, features, libcs)?;
+        if !tracer.hooks.iter().any(|h| h.status.is_ok()) {
+            return Err(ProbeError::NothingAttached);
+        }
+        Ok(tracer)
+    }
+
+    fn attach_all(&mut self, config: &TraceConfig, features: &KernelFeatures, libcs: &[LibcTarget]) -> Result<(), ProbeError> {
+        if config.netlink {
+            let status = self.install_chunk_program().map_err(|e| e.to_string());
+            self.hooks.push(AttachedHook {
+                program: "netlink_chunk".into(),
+                mode: "tail call".into(),
+                target: "CHUNK_PROGRAMS[0]".into(),
+                status,
+            });
+        }
+        let mut tps: Vec<(&str, &str, &str)> = vec![("process_fork", "sched", "sched_process_fork"), ("process_exec", "sched", "sched_process_exec")];
+        if config.netlink {
+            tps.extend([
+                ("socket_enter", "syscalls", "sys_enter_socket"),
+                ("socket_exit", "syscalls", "sys_exit_socket"),
+                ("sendto_enter", "syscalls", "sys_enter_sendto"),
+                ("sendmsg_enter", "syscalls", "sys_enter_sendmsg"),
+                ("recvfrom_enter", "syscalls", "sys_enter_recvfrom"),
+                ("recvmsg_enter", "syscalls", "sys_enter_recvmsg"),
+                ("netlink_io_exit", "syscalls", "sys_exit_sendto"),
+                ("netlink_io_exit", "syscalls", "sys_exit_sendmsg"),
+                ("netlink_io_exit", "syscalls", "sys_exit_recvfrom"),
+                ("netlink_io_exit", "syscalls", "sys_exit_recvmsg"),
+                ("sock_send_length", "sock", "sock_send_length"),
+                ("sock_recv_length", "sock", "sock_recv_length"),
+                ("netlink_extack", "netlink", "netlink_extack"),
+            ]);
+        }
+        if config.route_lookups {
+            tps.extend([("fib_table_lookup", "fib", "fib_table_lookup"), ("fib6_table_lookup", "fib6", "fib6_table_lookup")]);
+        }
+        for (program, category, name) in tps {
+            let target = format!("{category}:{name}");
+            let t0 = std::time::Instant::now();
+            let status = if !features.tracepoint_available(category, name) {
+                Err("tracepoint not available on this kernel".to_string())
+            } else {
+                self.attach_tracepoint(program, category, name).map_err(|e| e.to_string())
+            };
+            if std::env::var_os("NODEIP_TRACE_DEBUG").is_some() {
+                eprintln!("debug: {program} {target} {:?} in {:?}", status, t0.elapsed());
+            }
+            self.hooks.push(AttachedHook { program: program.into(), mode: "tracepoint".into(), target, status });
+        }
+        if config.getaddrinfo {
+            for libc in libcs {
+                for (program, mode) in [("getaddrinfo_entry", "uprobe"), ("getaddrinfo_return", "uretprobe")] {
+                    let status = self.attach_uprobe(program, &libc.path).map_err(|e| e.to_string());
+                    self.hooks.push(AttachedHook {
+                        program: program.into(),
+                        mode: mode.into(),
+                        target: format!("getaddrinfo@{}", libc.path.display()),
+                        status,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn attach_tracepoint(&mut self, program: &str, category: &str, name: &str) -> Result<(), ProbeError> {
+        let attach_err = |source| ProbeError::Attach { program: program.into(), target: format!("{category}:{name}"), source };
+        let prog: &mut TracePoint = self
+            .ebpf
+            .program_mut(program)
+            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
+            .try_into()
+            .map_err(attach_err)?;
+        if prog.fd().is_err() {
+            prog.load().map_err(attach_err)?;
+        }
+        prog.attach(category, name).map_err(attach_err)?;
+        Ok(())
+    }
+
+    fn attach_uprobe(&mut self, program: &str, libc: &Path) -> Result<(), ProbeError> {
+        let attach_err = |source| ProbeError::Attach { program: program.into(), target: libc.display().to_string(), source };
+        let prog: &mut UProbe = self
+            .ebpf
+            .program_mut(program)
+            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
+            .try_into()
+            .map_err(attach_err)?;
+        if prog.fd().is_err() {
+            prog.load().map_err(attach_err)?;
+        }
+        prog.attach("getaddrinfo", libc, UProbeScope::AllProcesses).map_err(attach_err)?;
+        Ok(())
+    }
+
+    /// Loads `netlink_chunk` and puts it in slot 0 of `CHUNK_PROGRAMS`: the netlink exit
+    /// programs tail-call it once per chunk.
+    fn install_chunk_program(&mut self) -> Result<(), ProbeError> {
+        let program = "netlink_chunk";
+        let attach_err = |source| ProbeError::Attach { program: program.into(), target: "CHUNK_PROGRAMS".into(), source };
+        let prog: &mut TracePoint = self
+            .ebpf
+            .program_mut(program)
+            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
+            .try_into()
+            .map_err(attach_err)?;
+        prog.load().map_err(attach_err)?;
+        let fd = prog.fd().map_err(attach_err)?.try_clone().map_err(|e| ProbeError::Attach {
+            program: program.into(),
+            target: "CHUNK_PROGRAMS".into(),
+            source: aya::programs::ProgramError::IOError(e),
+        })?;
+        let map_err = |source| ProbeError::Map { map: "CHUNK_PROGRAMS".into(), source };
+        let mut array = aya::maps::ProgramArray::try_from(
+            self.ebpf.map_mut("CHUNK_PROGRAMS").ok_or_else(|| ProbeError::MissingMap("CHUNK_PROGRAMS".into()))?,
+        )
+        .map_err(map_err)?;
+        array.set(0, &fd, 0).map_err(map_err)
+    }
+
+    /// Takes the ring buffer (once).
+    pub fn take_ring_buffer(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
+        let map = self.ebpf.take_map("EVENTS").ok_or_else(|| ProbeError::MissingMap("EVENTS".into()))?;
+        RingBuf::try_from(map).map_err(|source| ProbeError::Map { map: "EVENTS".into(), source })
+    }
+
+    /// Adds a thread group to the pid filter.
+    pub fn add_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
+        let map_err = |source| ProbeError::Map { map: "TRACED_TGIDS".into(), source };
+        let mut map: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
+            self.ebpf.map_mut("TRACED_TGIDS").ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
+        )
+        .map_err(map_err)?;
+        map.insert(tgid, 1, 0).map_err(map_err)
+    }
+
+    /// Removes a thread group from the pid filter.
+    pub fn remove_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
+        let map_err = |source| ProbeError::Map { map: "TRACED_TGIDS".into(), source };
+        let mut map: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
+            self.ebpf.map_mut("TRACED_TGIDS").ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
+        )
+        .map_err(map_err)?;
+        map.remove(&tgid).map_err(map_err)
+    }
+
+    /// Tells the kernel side about a netlink socket found by a /proc scan.
+    pub fn add_netlink_socket(&mut self, socket: &NetlinkSocket) -> Result<(), ProbeError> {
+        let map_err = |source| ProbeError::Map { map: "NETLINK_FDS".into(), source };
+        let mut map: BpfHashMap<&mut MapData, u64, u32> = BpfHashMap::try_from(
+            self.ebpf.map_mut("NETLINK_FDS").ok_or_else(|| ProbeError::MissingMap("NETLINK_FDS".into()))?,
+        )
+        .map_err(map_err)?;
+        map.insert(((socket.tgid as u64) << 32) | socket.fd as u64, socket.protocol, 0).map_err(map_err)
+    }
+
+    /// The drop/cut counters summed over CPUs, indexed by `nodeip_trace_common::counter`.
+    pub fn counters(&self) -> Result<Vec<u64>, ProbeError> {
+        let map_err = |source| ProbeError::Map { map: "COUNTERS".into(), source };
+        let map: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.ebpf.map("COUNTERS").ok_or_else(|| ProbeError::MissingMap("COUNTERS".into()))?,
+        )
+        .map_err(map_err)?;
+        (0..counter::COUNT)
+            .map(|i| map.get(&i, 0).map(|v| v.iter().sum()).map_err(map_err))
+            .collect()
+    }
+}
