@@ -1,1 +1,89 @@
-fn main(){}
+//! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
+//! live trace), `bless` (refresh golden files). Run as `cargo xtask <task>`.
+mod demo;
+mod setup;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "nodeip-trace developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building and testing need (apt packages, rust-src, bpf-linker); idempotent.
+    Setup,
+    /// Bootstrap, then run every test (unit, end-to-end as root, clippy). CI runs this.
+    Test {
+        /// Skip `cargo xtask setup`.
+        #[arg(long)]
+        no_setup: bool,
+    },
+    /// Bootstrap, build, and trace a reproduction of seed incident 000 in a scratch network
+    /// namespace (kubelet's node IP reordered by glibc's getaddrinfo sort).
+    Demo {
+        /// Skip `cargo xtask setup`.
+        #[arg(long)]
+        no_setup: bool,
+    },
+    /// Regenerate golden files (only when an output change is intended).
+    Bless,
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+/// Runs a command, failing with its command line when it fails.
+pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// `cargo` with the workspace as current directory.
+pub fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+fn test() -> anyhow::Result<()> {
+    let root = workspace_root();
+    run(cargo().args(["build", "--package", "nodeip-trace", "--bins"]))?;
+    let bin = root.join("target/debug/nodeip-trace");
+    run(cargo().args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"]).env("NODEIP_TRACE_BIN", &bin))?;
+    run(cargo().args(["clippy", "--workspace", "--exclude", "nodeip-trace-ebpf", "--all-targets", "--", "-D", "warnings"]))?;
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    println!("xtask test: all passed");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::setup(),
+        Task::Test { no_setup } => {
+            if !no_setup {
+                setup::setup()?;
+            }
+            test()
+        }
+        Task::Demo { no_setup } => {
+            if !no_setup {
+                setup::setup()?;
+            }
+            demo::demo()
+        }
+        Task::Bless => run(cargo().args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"]).env("BLESS", "1")),
+    }
+}

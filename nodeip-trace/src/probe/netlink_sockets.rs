@@ -111,6 +111,13 @@ ffff8880047d4800 16  -4001      00000000 0        0        0     2        0     
         // SAFETY: plain socket(2) call; the fd is closed below.
         let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) };
         assert!(fd >= 0);
+        // Unbound netlink sockets are not listed in /proc/net/netlink; bind (autobind) first.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        let rc = unsafe {
+            libc::bind(fd, (&addr as *const libc::sockaddr_nl).cast(), std::mem::size_of::<libc::sockaddr_nl>() as u32)
+        };
+        assert_eq!(rc, 0);
         let mut cache = NetnsCache::default();
         let found = sockets_of(Path::new("/proc"), std::process::id(), &mut cache);
         unsafe { libc::close(fd) };

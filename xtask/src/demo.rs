@@ -1,0 +1,47 @@
+//! `cargo xtask demo`: seed incident 000 live. A scratch network namespace gets a veth whose peer
+//! stays in a second scratch namespace (nothing reaches the host), a primary address and an alias
+//! in one /27, and a hosts file listing the node name with the primary first — as kubelet's node
+//! had. `getent ahostsv4` (real glibc) then resolves the name under `nodeip-trace trace`, and the
+//! timeline shows which address glibc put first and the netlink dump it made to decide.
+use std::process::Command;
+
+use crate::{cargo, run, workspace_root};
+
+const NS: &str = "nit-demo";
+const PEER_NS: &str = "nit-demo-peer";
+
+struct Namespaces;
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in [NS, PEER_NS] {
+            let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(format!("/etc/netns/{NS}"));
+    }
+}
+
+fn ip(args: &[&str]) -> anyhow::Result<()> {
+    run(Command::new("ip").args(args))
+}
+
+/// Runs the demo.
+pub fn demo() -> anyhow::Result<()> {
+    run(cargo().args(["build", "--release", "--package", "nodeip-trace", "--bins"]))?;
+    let bin = workspace_root().join("target/release/nodeip-trace");
+    drop(Namespaces); // leftovers of an interrupted run
+    let _guard = Namespaces;
+    ip(&["netns", "add", NS])?;
+    ip(&["netns", "add", PEER_NS])?;
+    ip(&["-n", NS, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", PEER_NS])?;
+    ip(&["-n", NS, "link", "set", "lo", "up"])?;
+    ip(&["-n", NS, "link", "set", "eth0", "up"])?;
+    ip(&["-n", NS, "addr", "add", "172.18.45.6/27", "dev", "eth0"])?;
+    ip(&["-n", NS, "addr", "add", "172.18.45.20/27", "dev", "eth0", "label", "eth0:vip"])?;
+    std::fs::create_dir_all(format!("/etc/netns/{NS}"))?;
+    std::fs::write(format!("/etc/netns/{NS}/hosts"), "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n")?;
+    println!("== seed 000: node-a is 172.18.45.6 (primary) and 172.18.45.20 (alias eth0:vip); /etc/hosts lists .6 first");
+    println!("== nodeip-trace trace -- ip netns exec {NS} getent ahostsv4 node-a\n");
+    run(Command::new(&bin).args(["trace", "--", "ip", "netns", "exec", NS, "getent", "ahostsv4", "node-a"]))?;
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! `cargo xtask setup`: installs what is missing — Debian packages (LLVM 22 for bpf-linker,
+//! iproute2, tshark, strace, tcpdump, ipvsadm), the `rust-src` component, `bpf-linker` 0.13 built
+//! against LLVM 22 — and says what it did. Seconds when everything is there.
+use std::process::Command;
+
+use anyhow::{bail, Context as _};
+
+use crate::run;
+
+/// Packages the build and the tests need.
+const APT_PACKAGES: [&str; 12] = [
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+    "iproute2",
+    "tshark",
+    "strace",
+    "tcpdump",
+    "ipvsadm",
+    "procps",
+    "kmod",
+    "libc-bin",
+];
+
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+fn missing_packages() -> Vec<&'static str> {
+    APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            let out = Command::new("dpkg-query").args(["-W", "-f=${Status}", p]).output();
+            !matches!(out, Ok(o) if String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        })
+        .collect()
+}
+
+fn cargo_home_bin() -> std::path::PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")))
+        .unwrap_or_else(|| "/root/.cargo".into())
+        .join("bin")
+}
+
+fn bpf_linker_ok() -> bool {
+    let bin = cargo_home_bin().join("bpf-linker");
+    Command::new(&bin)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(BPF_LINKER_VERSION))
+        .unwrap_or(false)
+}
+
+fn rust_src_installed() -> bool {
+    Command::new("rustup")
+        .args(["component", "list", "--installed", "--toolchain", "stable"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("rust-src")))
+        .unwrap_or(false)
+}
+
+/// Installs whatever is missing.
+pub fn setup() -> anyhow::Result<()> {
+    let t0 = std::time::Instant::now();
+    let mut did = Vec::new();
+    let missing = missing_packages();
+    if !missing.is_empty() {
+        if effective_uid() != 0 {
+            bail!("apt packages missing ({}) and not root: run `sudo cargo xtask setup`", missing.join(" "));
+        }
+        eprintln!("setup: installing apt packages: {}", missing.join(" "));
+        run(Command::new("apt-get").args(["update", "-q"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+        did.push(format!("installed {}", missing.join(" ")));
+    }
+    if !rust_src_installed() {
+        eprintln!("setup: adding rust-src to the stable toolchain");
+        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "stable"]))?;
+        did.push("added rust-src".into());
+    }
+    if !bpf_linker_ok() {
+        eprintln!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
+        let path = format!("/usr/lib/llvm-22/bin:{}", std::env::var("PATH").unwrap_or_default());
+        run(Command::new("cargo")
+            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features", "llvm-22"])
+            .env("PATH", path)
+            .env("LLVM_PREFIX", "/usr/lib/llvm-22"))
+        .context("building bpf-linker failed: check that llvm-22-dev and libpolly-22-dev are installed")?;
+        did.push(format!("installed bpf-linker {BPF_LINKER_VERSION}"));
+    }
+    if did.is_empty() {
+        eprintln!("setup: everything present ({} ms)", t0.elapsed().as_millis());
+    } else {
+        eprintln!("setup: {} ({} s)", did.join("; "), t0.elapsed().as_secs());
+    }
+    Ok(())
+}
+
+fn effective_uid() -> u32 {
+    // Reads /proc instead of calling libc so xtask needs no extra dependency.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:").map(|v| v.split_whitespace().nth(1).unwrap_or("1").to_string())))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
