@@ -1,0 +1,1 @@
+//! IPVS byte fixtures.
