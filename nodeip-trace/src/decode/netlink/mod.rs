@@ -452,9 +452,12 @@ impl NetlinkDecoder {
         self.families.iter().map(|(id, name)| (*id, name.as_str()))
     }
 
-    /// Records that interface `index` is `name`.
+    /// Records that interface `index` is `name`. Index 0 is ignored: it means "no interface"
+    /// or, in an `RTM_NEWLINK` request, "let the kernel pick".
     pub fn set_interface_name(&mut self, index: u32, name: &str) {
-        self.interfaces.insert(index, name.to_string());
+        if index != 0 {
+            self.interfaces.insert(index, name.to_string());
+        }
     }
 
     /// The name of interface `index`, when known.

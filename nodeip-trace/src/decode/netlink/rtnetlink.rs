@@ -149,34 +149,6 @@ impl ObjectKind {
             Self::Rule => &[1, 2, 3, 6, 10, 15, 17],
         }
     }
-
-    /// The record of a request that carries only the family (`struct rtgenmsg`), as glibc
-    /// and busybox send for dumps.
-    fn family_only(self, family: u8) -> MessageBody {
-        let family = address_family_name(family.into());
-        match self {
-            Self::Link => MessageBody::Link(LinkBody {
-                family,
-                ..LinkBody::default()
-            }),
-            Self::Address => MessageBody::Address(AddressBody {
-                family,
-                ..AddressBody::default()
-            }),
-            Self::Route => MessageBody::Route(RouteBody {
-                family,
-                ..RouteBody::default()
-            }),
-            Self::Neighbour => MessageBody::Neighbour(NeighbourBody {
-                family,
-                ..NeighbourBody::default()
-            }),
-            Self::Rule => MessageBody::Rule(RuleBody {
-                family,
-                ..RuleBody::default()
-            }),
-        }
-    }
 }
 
 /// Decodes an rtnetlink body of type `type_id` (named `type_name`) starting at `offset`.
@@ -193,10 +165,16 @@ pub(crate) fn decode(
         return raw();
     };
     let header_len = kind.header_len();
+    // Dump requests from glibc and busybox carry only `struct rtgenmsg` (the family, padded
+    // to 4 bytes): read them as a zero-filled header.
+    let padded;
+    let payload = if payload.len() < header_len && type_name.starts_with("RTM_GET") {
+        padded = [payload, &[0; 16][..header_len - payload.len()]].concat();
+        &padded[..]
+    } else {
+        payload
+    };
     if payload.len() < header_len {
-        if type_name.starts_with("RTM_GET") {
-            return kind.family_only(payload.first().copied().unwrap_or(0));
-        }
         errors.push(DecodeError::Body {
             offset,
             message_type: type_name.to_string(),
@@ -268,9 +246,10 @@ pub struct LinkBody {
     /// `IFLA_IFNAME`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ifname: Option<String>,
-    /// `IFLA_INFO_KIND` (`veth`, `vxlan`, `ipip`, `gre`, ...).
+    /// `IFLA_INFO_KIND` (`veth`, `vxlan`, `ipip`, `gre`, ...). Not named `kind`: that is the
+    /// body's tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub info_kind: Option<String>,
     /// `ARPHRD_*` link type (1 = ether, 772 = loopback).
     pub link_type: u16,
     /// `IFF_*` names (`UP`, `LOWER_UP`, ...).
@@ -404,7 +383,8 @@ pub struct RouteBody {
     /// `RTA_MARK`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mark: Option<u32>,
-    /// `RTM_F_*` and `RTNH_F_*` names (`CLONED`, `LOOKUP_TABLE`, `FIB_MATCH`, `LINKDOWN`, ...).
+    /// `RTM_F_*` and `RTNH_F_*` names (`CLONED`, `LOOKUP_TABLE`, `FIB_MATCH`, `LINKDOWN`, ...);
+    /// in IPv4 lookup answers (`CLONED`) also the route cache's `RTCF_*` (`RTCF_LOCAL`).
     pub flags: Vec<String>,
     /// `rtm_flags` as sent.
     pub flags_raw: u32,
@@ -538,8 +518,37 @@ const ROUTE_FLAGS: &[(u32, &str)] = &[
     (0x2000, "FIB_MATCH"),
     (0x4000, "RTM_OFFLOAD"),
     (0x8000, "RTM_TRAP"),
-    (0x2000_0000, "OFFLOAD_FAILED"),
 ];
+
+/// `RTM_F_CLONED`: an IPv4 route-lookup answer, whose upper 16 flag bits are the route cache's
+/// `RTCF_*` flags (`rt_fill_info`) rather than `RTM_F_OFFLOAD_FAILED`.
+const RTM_F_CLONED: u32 = 0x200;
+
+/// Upper flag bits of a route that is not a lookup answer.
+const ROUTE_UPPER_FLAGS: &[(u32, &str)] = &[(0x2000_0000, "OFFLOAD_FAILED")];
+
+/// `RTCF_*` (`linux/in_route.h`): upper flag bits of an IPv4 route-lookup answer.
+const ROUTE_CACHE_FLAGS: &[(u32, &str)] = &[
+    (0x0001_0000, "RTCF_NOTIFY"),
+    (0x0004_0000, "RTCF_REDIRECTED"),
+    (0x0100_0000, "RTCF_DOREDIRECT"),
+    (0x0400_0000, "RTCF_DIRECTSRC"),
+    (0x0800_0000, "RTCF_DNAT"),
+    (0x1000_0000, "RTCF_BROADCAST"),
+    (0x2000_0000, "RTCF_MULTICAST"),
+    (0x8000_0000, "RTCF_LOCAL"),
+];
+
+/// Names of `rtm_flags`, reading the upper bits as `RTCF_*` in lookup answers.
+fn route_flag_names(flags: u32) -> Vec<String> {
+    let upper = if flags & RTM_F_CLONED != 0 {
+        ROUTE_CACHE_FLAGS
+    } else {
+        ROUTE_UPPER_FLAGS
+    };
+    let table: Vec<(u32, &str)> = ROUTE_FLAGS.iter().chain(upper).copied().collect();
+    bit_names(flags, &table)
+}
 
 /// `NUD_*` neighbour states.
 const NEIGHBOUR_STATES: &[(u32, &str)] = &[
@@ -690,7 +699,7 @@ fn link_body(decoder: &NetlinkDecoder, message: LinkMessage, other: Vec<RawAttri
             LinkAttribute::LinkInfo(infos) => {
                 for info in infos {
                     match info {
-                        LinkInfo::Kind(kind) => body.kind = Some(kind.to_string()),
+                        LinkInfo::Kind(kind) => body.info_kind = Some(kind.to_string()),
                         LinkInfo::Data(data) => set_tunnel_endpoints(&mut body, data),
                         _ => {}
                     }
@@ -797,7 +806,7 @@ fn route_body(
         tos: header.tos,
         dst_len: header.destination_prefix_length,
         src_len: header.source_prefix_length,
-        flags: bit_names(flags, ROUTE_FLAGS),
+        flags: route_flag_names(flags),
         flags_raw: flags,
         other_attributes: other,
         ..RouteBody::default()
