@@ -188,22 +188,22 @@ pub(crate) fn decode(
                     decoder.learn_family(id, name);
                 }
             }
-            MessageBody::Nlctrl(body)
+            MessageBody::Nlctrl(Box::new(body))
         }
-        Some(ipvs::IPVS_GENL_NAME) => MessageBody::Ipvs(ipvs::decode(
+        Some(ipvs::IPVS_GENL_NAME) => MessageBody::Ipvs(Box::new(ipvs::decode(
             cmd,
             version,
             attributes,
             attributes_offset,
             errors,
-        )),
-        family => MessageBody::Genl(GenlBody {
+        ))),
+        family => MessageBody::Genl(Box::new(GenlBody {
             family: family.map(str::to_string),
             family_id,
             cmd,
             version,
             hex: hex(attributes),
-        }),
+        })),
     }
 }
 

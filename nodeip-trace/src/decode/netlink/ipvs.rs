@@ -113,7 +113,8 @@ pub(crate) fn command_name(cmd: u8) -> String {
 }
 
 /// A decoded IPVS message: a command and whatever service, destination, daemon, timeouts or
-/// info it carries. Serializes as one JSON object (it is flattened into `ipvs` events).
+/// info it carries. Serializes as one JSON object (it is flattened into `ipvs` events); the
+/// nested records are boxed to keep events small.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IpvsCommand {
     /// Command name (`IPVS_CMD_NEW_SERVICE`). Dump replies use the NEW names.
@@ -124,13 +125,13 @@ pub struct IpvsCommand {
     pub version: u8,
     /// The virtual service (`IPVS_CMD_ATTR_SERVICE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<IpvsService>,
+    pub service: Option<Box<IpvsService>>,
     /// The real server (`IPVS_CMD_ATTR_DEST`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dest: Option<IpvsDest>,
+    pub dest: Option<Box<IpvsDest>>,
     /// The sync daemon (`IPVS_CMD_ATTR_DAEMON`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub daemon: Option<IpvsDaemon>,
+    pub daemon: Option<Box<IpvsDaemon>>,
     /// `IPVS_CMD_ATTR_TIMEOUT_TCP`, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_tcp: Option<u32>,
@@ -276,7 +277,7 @@ pub struct IpvsInfo {
 /// The IPVS command in `message`, when it is an IPVS message (to make an `ipvs` event of it).
 pub fn ipvs_command(message: &NetlinkMessage) -> Option<IpvsCommand> {
     match &message.body {
-        MessageBody::Ipvs(command) => Some(command.clone()),
+        MessageBody::Ipvs(command) => Some(command.as_ref().clone()),
         _ => None,
     }
 }
@@ -316,9 +317,13 @@ pub(crate) fn decode(
             continue;
         }
         match attribute.kind {
-            IPVS_CMD_ATTR_SERVICE => command.service = Some(decode_service(attribute, errors)),
+            IPVS_CMD_ATTR_SERVICE => {
+                command.service = Some(Box::new(decode_service(attribute, errors)))
+            }
             IPVS_CMD_ATTR_DEST => dest_attribute = Some(attribute),
-            IPVS_CMD_ATTR_DAEMON => command.daemon = Some(decode_daemon(attribute, errors)),
+            IPVS_CMD_ATTR_DAEMON => {
+                command.daemon = Some(Box::new(decode_daemon(attribute, errors)))
+            }
             IPVS_CMD_ATTR_TIMEOUT_TCP => command.timeout_tcp = attribute.u32(),
             IPVS_CMD_ATTR_TIMEOUT_TCP_FIN => command.timeout_tcp_fin = attribute.u32(),
             IPVS_CMD_ATTR_TIMEOUT_UDP => command.timeout_udp = attribute.u32(),
@@ -327,7 +332,7 @@ pub(crate) fn decode(
     }
     if let Some(attribute) = dest_attribute {
         let service_af = command.service.as_ref().and_then(|s| s.af.clone());
-        command.dest = Some(decode_dest(attribute, service_af, errors));
+        command.dest = Some(Box::new(decode_dest(attribute, service_af, errors)));
     }
     command
 }

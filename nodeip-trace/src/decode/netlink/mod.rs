@@ -1,7 +1,7 @@
 //! Netlink buffers → decoded messages. This file is the entry point ([`NetlinkDecoder::decode`]):
 //! it splits a send/receive buffer into messages, decodes each `nlmsghdr` and its flags, the
 //! control messages (`NLMSG_ERROR` with extended ack, `NLMSG_DONE`, `NLMSG_NOOP`/`OVERRUN`),
-//! and hands the rest to the family decoders: [`rtnetlink`](self) (links, addresses, routes,
+//! and hands the rest to the family decoders: `rtnetlink` (links, addresses, routes,
 //! neighbours, rules), `genl` (generic netlink header, nlctrl) and `ipvs`. `NETLINK_XFRM`
 //! bodies are never decoded (they carry keys); other protocols stay raw hex.
 //!
@@ -218,7 +218,7 @@ pub struct NetlinkMessage {
     pub error: Option<String>,
 }
 
-/// A message body, by kind.
+/// A message body, by kind. Object bodies are boxed to keep the enum small.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum MessageBody {
@@ -229,21 +229,21 @@ pub enum MessageBody {
     /// `NLMSG_DONE`: end of a dump.
     Done(DoneBody),
     /// `RTM_{NEW,DEL,GET,SET}LINK`.
-    Link(LinkBody),
+    Link(Box<LinkBody>),
     /// `RTM_{NEW,DEL,GET}ADDR`.
-    Address(AddressBody),
+    Address(Box<AddressBody>),
     /// `RTM_{NEW,DEL,GET}ROUTE`.
-    Route(RouteBody),
+    Route(Box<RouteBody>),
     /// `RTM_{NEW,DEL,GET}NEIGH`.
-    Neighbour(NeighbourBody),
+    Neighbour(Box<NeighbourBody>),
     /// `RTM_{NEW,DEL,GET}RULE`.
-    Rule(RuleBody),
+    Rule(Box<RuleBody>),
     /// Generic netlink controller (family id 0x10).
-    Nlctrl(NlctrlBody),
+    Nlctrl(Box<NlctrlBody>),
     /// The IPVS generic netlink family.
-    Ipvs(IpvsCommand),
+    Ipvs(Box<IpvsCommand>),
     /// Another generic netlink family: header decoded, payload raw.
-    Genl(GenlBody),
+    Genl(Box<GenlBody>),
     /// A body deliberately not decoded (`NETLINK_XFRM`: keys).
     Redacted(RedactedBody),
     /// A body this decoder does not interpret.

@@ -208,27 +208,27 @@ pub(crate) fn decode(
             if let (RTM_NEWLINK, Some(name)) = (type_id, &body.ifname) {
                 decoder.set_interface_name(body.index, name);
             }
-            MessageBody::Link(body)
+            MessageBody::Link(Box::new(body))
         }
         RouteNetlinkMessage::NewAddress(address)
         | RouteNetlinkMessage::DelAddress(address)
         | RouteNetlinkMessage::GetAddress(address) => {
-            MessageBody::Address(address_body(decoder, address, other_attributes))
+            MessageBody::Address(Box::new(address_body(decoder, address, other_attributes)))
         }
         RouteNetlinkMessage::NewRoute(route)
         | RouteNetlinkMessage::DelRoute(route)
         | RouteNetlinkMessage::GetRoute(route) => {
-            MessageBody::Route(route_body(decoder, route, other_attributes))
+            MessageBody::Route(Box::new(route_body(decoder, route, other_attributes)))
         }
         RouteNetlinkMessage::NewNeighbour(neighbour)
         | RouteNetlinkMessage::DelNeighbour(neighbour)
-        | RouteNetlinkMessage::GetNeighbour(neighbour) => {
-            MessageBody::Neighbour(neighbour_body(decoder, neighbour, other_attributes))
-        }
+        | RouteNetlinkMessage::GetNeighbour(neighbour) => MessageBody::Neighbour(Box::new(
+            neighbour_body(decoder, neighbour, other_attributes),
+        )),
         RouteNetlinkMessage::NewRule(rule)
         | RouteNetlinkMessage::DelRule(rule)
         | RouteNetlinkMessage::GetRule(rule) => {
-            MessageBody::Rule(rule_body(rule, other_attributes))
+            MessageBody::Rule(Box::new(rule_body(rule, other_attributes)))
         }
         _ => raw(),
     }

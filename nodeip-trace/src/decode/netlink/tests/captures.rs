@@ -12,7 +12,7 @@ use crate::decode::netlink::{
     ipvs_command, DecodedBuffer, MessageBody, NetlinkDecoder, NetlinkMessage,
 };
 
-const BUSYBOX: &str = "busybox-ip-ipvsadm-getent";
+pub(super) const BUSYBOX: &str = "busybox-ip-ipvsadm-getent";
 const IPROUTE2: &str = "iproute2-secondary-ipvs";
 
 fn repo_root() -> PathBuf {
@@ -24,13 +24,13 @@ fn repo_root() -> PathBuf {
 
 /// One nlmon frame: netlink protocol (bytes 14-15 of the 16-byte header, big-endian) and the
 /// messages after the header.
-struct Frame {
-    number: usize,
-    protocol: u16,
-    bytes: Vec<u8>,
+pub(super) struct Frame {
+    pub(super) number: usize,
+    pub(super) protocol: u16,
+    pub(super) bytes: Vec<u8>,
 }
 
-fn read_nlmon(fixture: &str) -> Vec<Frame> {
+pub(super) fn read_nlmon(fixture: &str) -> Vec<Frame> {
     let path = repo_root().join(format!("tests/fixtures/nlmon/{fixture}.pcap"));
     let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut reader = PcapReader::new(file).expect("pcap header");
