@@ -1,21 +1,707 @@
-//! Netlink buffers → decoded messages (rtnetlink, generic netlink, nlctrl, IPVS).
+//! Netlink buffers → decoded messages. This file is the entry point ([`NetlinkDecoder::decode`]):
+//! it splits a send/receive buffer into messages, decodes each `nlmsghdr` and its flags, the
+//! control messages (`NLMSG_ERROR` with extended ack, `NLMSG_DONE`, `NLMSG_NOOP`/`OVERRUN`),
+//! and hands the rest to the family decoders: `rtnetlink` (links, addresses, routes,
+//! neighbours, rules), `genl` (generic netlink header, nlctrl) and `ipvs`. `NETLINK_XFRM`
+//! bodies are never decoded (they carry keys); other protocols stay raw hex.
 //!
-//! STUB: the full decoder replaces this file.
+//! Decoding never fails as a whole and never panics: a malformed part ends the walk at that
+//! point with a [`DecodeError`] naming its byte offset, and everything before it is kept.
+mod attributes;
+mod errno;
+mod genl;
+mod ipvs;
+mod rtnetlink;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+pub use attributes::RawAttribute;
+use attributes::{align4, bit_names, collect_attributes, hex, read_u16, read_u32};
+pub use errno::{errno_name, errno_text};
+pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody, GENL_ID_CTRL};
+pub use ipvs::{ipvs_command, IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
+pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
+
+/// `NETLINK_ROUTE`: rtnetlink (links, addresses, routes, neighbours, rules).
+pub const NETLINK_ROUTE: u16 = 0;
+/// `NETLINK_XFRM`: IPsec state and policy (bodies carry keys and are never decoded).
+pub const NETLINK_XFRM: u16 = 6;
+/// `NETLINK_GENERIC`: generic netlink (nlctrl, IPVS, ...).
+pub const NETLINK_GENERIC: u16 = 16;
+
+/// Length of `struct nlmsghdr`.
+const NLMSG_HDRLEN: usize = 16;
+/// Message types below this are netlink control messages, shared by every protocol.
+const NLMSG_MIN_TYPE: u16 = 0x10;
+const NLMSG_NOOP: u16 = 1;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLMSG_OVERRUN: u16 = 4;
+
+/// `NLM_F_CAPPED`: the error echoes only the request header, not its payload.
+const NLM_F_CAPPED: u16 = 0x100;
+/// `NLM_F_ACK_TLVS`: extended-ack attributes follow.
+const NLM_F_ACK_TLVS: u16 = 0x200;
+
+/// `NLMSGERR_ATTR_MSG`: the extack message string.
+const NLMSGERR_ATTR_MSG: u16 = 1;
+/// `NLMSGERR_ATTR_OFFS`: offset of the offending attribute in the request.
+const NLMSGERR_ATTR_OFFS: u16 = 2;
+
+/// Netlink protocol numbers and names (`NETLINK_*` in `linux/netlink.h`).
+const PROTOCOL_NAMES: &[(u16, &str)] = &[
+    (0, "NETLINK_ROUTE"),
+    (1, "NETLINK_UNUSED"),
+    (2, "NETLINK_USERSOCK"),
+    (3, "NETLINK_FIREWALL"),
+    (4, "NETLINK_SOCK_DIAG"),
+    (5, "NETLINK_NFLOG"),
+    (6, "NETLINK_XFRM"),
+    (7, "NETLINK_SELINUX"),
+    (8, "NETLINK_ISCSI"),
+    (9, "NETLINK_AUDIT"),
+    (10, "NETLINK_FIB_LOOKUP"),
+    (11, "NETLINK_CONNECTOR"),
+    (12, "NETLINK_NETFILTER"),
+    (13, "NETLINK_IP6_FW"),
+    (14, "NETLINK_DNRTMSG"),
+    (15, "NETLINK_KOBJECT_UEVENT"),
+    (16, "NETLINK_GENERIC"),
+    (18, "NETLINK_SCSITRANSPORT"),
+    (19, "NETLINK_ECRYPTFS"),
+    (20, "NETLINK_RDMA"),
+    (21, "NETLINK_CRYPTO"),
+    (22, "NETLINK_SMC"),
+];
+
+/// The name of a netlink protocol (`NETLINK_ROUTE`), or `NETLINK_<n>` when unknown.
+pub fn protocol_name(protocol: u16) -> String {
+    PROTOCOL_NAMES
+        .iter()
+        .find(|(number, _)| *number == protocol)
+        .map_or_else(
+            || format!("NETLINK_{protocol}"),
+            |(_, name)| name.to_string(),
+        )
+}
+
+/// Parses a protocol as a user writes it: `route`, `NETLINK_GENERIC`, `inet_diag`, `16`.
+pub fn protocol_from_name(name: &str) -> Option<u16> {
+    let name = name.trim();
+    if let Ok(number) = name.parse::<u16>() {
+        return Some(number);
+    }
+    let upper = name.to_ascii_uppercase();
+    let short = upper.strip_prefix("NETLINK_").unwrap_or(&upper);
+    let short = match short {
+        "INET_DIAG" => "SOCK_DIAG",
+        "GENL" => "GENERIC",
+        "RTNETLINK" => "ROUTE",
+        other => other,
+    };
+    PROTOCOL_NAMES
+        .iter()
+        .find(|(_, full)| full.strip_prefix("NETLINK_") == Some(short))
+        .map(|(number, _)| *number)
+}
+
+/// An address family name as iproute2 prints it (`inet`, `inet6`), else the number.
+pub(crate) fn address_family_name(family: u16) -> String {
+    match family {
+        0 => "unspec".into(),
+        1 => "unix".into(),
+        2 => "inet".into(),
+        7 => "bridge".into(),
+        10 => "inet6".into(),
+        16 => "netlink".into(),
+        17 => "packet".into(),
+        28 => "mpls".into(),
+        128 => "ipmr".into(),
+        129 => "ip6mr".into(),
+        other => other.to_string(),
+    }
+}
+
+/// What went wrong where in a buffer. Never fatal: the decoder keeps what came before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Fewer bytes than a netlink header are left (and they are not zero padding).
+    #[error("truncated netlink header at byte {offset}: {available} bytes left, 16 needed")]
+    TruncatedHeader {
+        /// Byte offset of the partial header in the buffer.
+        offset: usize,
+        /// Bytes left in the buffer.
+        available: usize,
+    },
+    /// `nlmsg_len` is smaller than the header itself.
+    #[error("netlink message at byte {offset} has nlmsg_len {len}, less than the 16-byte header")]
+    LengthTooSmall {
+        /// Byte offset of the message in the buffer.
+        offset: usize,
+        /// The `nlmsg_len` it claims.
+        len: u32,
+    },
+    /// `nlmsg_len` runs past the end of the buffer (a cut capture, or garbage).
+    #[error(
+        "netlink message at byte {offset} has nlmsg_len {len} but only {available} bytes are left"
+    )]
+    LengthOverrun {
+        /// Byte offset of the message in the buffer.
+        offset: usize,
+        /// The `nlmsg_len` it claims.
+        len: u32,
+        /// Bytes left in the buffer from `offset`.
+        available: usize,
+    },
+    /// An attribute's length is below its 4-byte header or runs past its container.
+    #[error(
+        "attribute type {attr_type} at byte {offset} has length {len} but {available} bytes are left"
+    )]
+    BadAttribute {
+        /// Byte offset of the attribute header in the buffer.
+        offset: usize,
+        /// Its type (flag bits removed).
+        attr_type: u16,
+        /// The `nla_len` it claims.
+        len: usize,
+        /// Bytes left in its container from `offset`.
+        available: usize,
+    },
+    /// A message body could not be decoded as its type says; the message is kept raw.
+    #[error("{message_type} body at byte {offset}: {reason}")]
+    Body {
+        /// Byte offset of the body (after the netlink header) in the buffer.
+        offset: usize,
+        /// The message type name.
+        message_type: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The decoded `struct nlmsghdr`, with names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageHeader {
+    /// Type name: `RTM_GETROUTE`, `NLMSG_ERROR`, `nlctrl CTRL_CMD_GETFAMILY`,
+    /// `IPVS_CMD_NEW_SERVICE`, ...
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// `nlmsg_type` as sent (a genl family id for generic netlink).
+    pub type_id: u16,
+    /// Names of the `NLM_F_*` flags set (`REQUEST`, `DUMP`, `ACK`, `MULTI`, ...); the bits from
+    /// 0x100 up are read as GET, NEW, DELETE or ACK flags depending on the message.
+    pub flags: Vec<String>,
+    /// `nlmsg_flags` as sent.
+    pub flags_raw: u16,
+    /// `nlmsg_seq`.
+    pub seq: u32,
+    /// `nlmsg_pid`: the sender's port id in requests (0 = to the kernel), the receiver's in replies.
+    pub pid: u32,
+    /// `nlmsg_len`.
+    pub len: u32,
+}
 
 /// One decoded netlink message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetlinkMessage {
-    /// Message type name (`RTM_GETROUTE`, `NLMSG_ERROR`, `IPVS_CMD_NEW_SERVICE`, ...).
-    #[serde(rename = "type")]
-    pub type_name: String,
+    /// The header.
+    #[serde(flatten)]
+    pub header: MessageHeader,
+    /// The decoded body.
+    pub body: MessageBody,
+    /// What could not be decoded in this message, when anything (also in [`DecodedBuffer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
-/// A decoded IPVS command.
+/// A message body, by kind. Object bodies are boxed to keep the enum small.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IpvsCommand {
-    /// Command name.
-    pub cmd: String,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MessageBody {
+    /// No body (`NLMSG_NOOP`, `NLMSG_OVERRUN`).
+    Empty,
+    /// `NLMSG_ERROR`: an error or an ACK.
+    Error(ErrorBody),
+    /// `NLMSG_DONE`: end of a dump.
+    Done(DoneBody),
+    /// `RTM_{NEW,DEL,GET,SET}LINK`.
+    Link(Box<LinkBody>),
+    /// `RTM_{NEW,DEL,GET}ADDR`.
+    Address(Box<AddressBody>),
+    /// `RTM_{NEW,DEL,GET}ROUTE`.
+    Route(Box<RouteBody>),
+    /// `RTM_{NEW,DEL,GET}NEIGH`.
+    Neighbour(Box<NeighbourBody>),
+    /// `RTM_{NEW,DEL,GET}RULE`.
+    Rule(Box<RuleBody>),
+    /// Generic netlink controller (family id 0x10).
+    Nlctrl(Box<NlctrlBody>),
+    /// The IPVS generic netlink family.
+    Ipvs(Box<IpvsCommand>),
+    /// Another generic netlink family: header decoded, payload raw.
+    Genl(Box<GenlBody>),
+    /// A body deliberately not decoded (`NETLINK_XFRM`: keys).
+    Redacted(RedactedBody),
+    /// A body this decoder does not interpret.
+    Raw(RawBody),
+}
+
+/// `NLMSG_ERROR`: `error` 0 is an ACK.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error as the kernel sends it: 0 or a negative errno.
+    pub error: i32,
+    /// `ACK` for 0, else the errno name (`ENODEV`).
+    pub errno: String,
+    /// The `strerror` text (`No such device`).
+    pub text: String,
+    /// The echoed request header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<MessageHeader>,
+    /// Extended ack: the kernel's message (`NLMSGERR_ATTR_MSG`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack_msg: Option<String>,
+    /// Extended ack: offset of the offending attribute in the request (`NLMSGERR_ATTR_OFFS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack_offset: Option<u32>,
+    /// Other extended-ack attributes (cookie, policy, missing type), raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extack_attributes: Vec<RawAttribute>,
+}
+
+/// `NLMSG_DONE`: the dump's final status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoneBody {
+    /// The status (0, or a negative errno when the dump failed), when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<i32>,
+    /// The errno name when the status is non-zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    /// Extended ack message, when the kernel added one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack_msg: Option<String>,
+}
+
+/// A body that is never decoded; only its size is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactedBody {
+    /// Body length in bytes.
+    pub payload_len: usize,
+}
+
+/// A body kept as hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawBody {
+    /// The body in hex.
+    pub hex: String,
+}
+
+/// The result of decoding one buffer: every message that could be decoded, and what could not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecodedBuffer {
+    /// Messages in buffer order.
+    pub messages: Vec<NetlinkMessage>,
+    /// Problems, each with its byte offset in the buffer.
+    pub errors: Vec<DecodeError>,
+}
+
+/// How the flag bits from 0x100 up are to be read for a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlagMeaning {
+    /// GET requests: ROOT, MATCH (both = DUMP), ATOMIC.
+    Get,
+    /// NEW/SET requests and notifications: REPLACE, EXCL, CREATE, APPEND.
+    New,
+    /// DEL requests: NONREC, BULK.
+    Delete,
+    /// NLMSG_ERROR/NLMSG_DONE: CAPPED, ACK_TLVS.
+    Ack,
+    /// Unknown: bits given in hex.
+    Unknown,
+}
+
+const COMMON_FLAGS: &[(u32, &str)] = &[
+    (0x01, "REQUEST"),
+    (0x02, "MULTI"),
+    (0x04, "ACK"),
+    (0x08, "ECHO"),
+    (0x10, "DUMP_INTR"),
+    (0x20, "DUMP_FILTERED"),
+];
+const GET_FLAGS: &[(u32, &str)] = &[
+    (0x300, "DUMP"),
+    (0x100, "ROOT"),
+    (0x200, "MATCH"),
+    (0x400, "ATOMIC"),
+];
+const NEW_FLAGS: &[(u32, &str)] = &[
+    (0x100, "REPLACE"),
+    (0x200, "EXCL"),
+    (0x400, "CREATE"),
+    (0x800, "APPEND"),
+];
+const DELETE_FLAGS: &[(u32, &str)] = &[(0x100, "NONREC"), (0x200, "BULK")];
+const ACK_FLAGS: &[(u32, &str)] = &[(0x100, "CAPPED"), (0x200, "ACK_TLVS")];
+
+/// Names of `nlmsg_flags`, reading the high bits as `meaning` says.
+fn flag_names(flags: u16, meaning: FlagMeaning) -> Vec<String> {
+    let specific: &[(u32, &str)] = match meaning {
+        FlagMeaning::Get => GET_FLAGS,
+        FlagMeaning::New => NEW_FLAGS,
+        FlagMeaning::Delete => DELETE_FLAGS,
+        FlagMeaning::Ack => ACK_FLAGS,
+        FlagMeaning::Unknown => &[],
+    };
+    let table: Vec<(u32, &str)> = COMMON_FLAGS.iter().chain(specific).copied().collect();
+    bit_names(u32::from(flags), &table)
+}
+
+/// The flag meaning from a type name: the verb after its prefix (`RTM_GETROUTE`,
+/// `IPVS_CMD_NEW_SERVICE`, `nlctrl CTRL_CMD_GETFAMILY`, `XFRM_MSG_UPDSA`).
+fn flag_meaning(type_id: u16, type_name: &str) -> FlagMeaning {
+    if type_id == NLMSG_ERROR || type_id == NLMSG_DONE {
+        return FlagMeaning::Ack;
+    }
+    let last = type_name.rsplit(' ').next().unwrap_or(type_name);
+    let verb = ["RTM_", "XFRM_MSG_", "CTRL_CMD_", "IPVS_CMD_"]
+        .iter()
+        .find_map(|prefix| last.strip_prefix(prefix))
+        .unwrap_or("");
+    if verb.starts_with("GET") {
+        FlagMeaning::Get
+    } else if ["NEW", "SET", "UPD"].iter().any(|v| verb.starts_with(v)) {
+        FlagMeaning::New
+    } else if verb.starts_with("DEL") {
+        FlagMeaning::Delete
+    } else {
+        FlagMeaning::Unknown
+    }
+}
+
+/// `NETLINK_XFRM` message names (`XFRM_MSG_*` in `linux/xfrm.h`), from type 16.
+const XFRM_MESSAGE_NAMES: &[&str] = &[
+    "NEWSA",
+    "DELSA",
+    "GETSA",
+    "NEWPOLICY",
+    "DELPOLICY",
+    "GETPOLICY",
+    "ALLOCSPI",
+    "ACQUIRE",
+    "EXPIRE",
+    "UPDPOLICY",
+    "UPDSA",
+    "POLEXPIRE",
+    "FLUSHSA",
+    "FLUSHPOLICY",
+    "NEWAE",
+    "GETAE",
+    "REPORT",
+    "MIGRATE",
+    "NEWSADINFO",
+    "GETSADINFO",
+    "NEWSPDINFO",
+    "GETSPDINFO",
+    "MAPPING",
+    "SETDEFAULT",
+    "GETDEFAULT",
+];
+
+/// Decodes netlink buffers, learning names as it goes: interface names from `RTM_NEWLINK`,
+/// generic netlink family ids from nlctrl replies, so later messages are named and decoded.
+#[derive(Clone, Debug)]
+pub struct NetlinkDecoder {
+    families: BTreeMap<u16, String>,
+    interfaces: BTreeMap<u32, String>,
+}
+
+impl Default for NetlinkDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NetlinkDecoder {
+    /// A decoder that knows only nlctrl (generic netlink family 0x10).
+    pub fn new() -> Self {
+        let mut families = BTreeMap::new();
+        families.insert(GENL_ID_CTRL, genl::NLCTRL_NAME.to_string());
+        Self {
+            families,
+            interfaces: BTreeMap::new(),
+        }
+    }
+
+    /// Records that generic netlink family `id` is `name` (e.g. `IPVS`).
+    pub fn learn_family(&mut self, id: u16, name: &str) {
+        self.families.insert(id, name.to_string());
+    }
+
+    /// The name of generic netlink family `id`, when known.
+    pub fn family_name(&self, id: u16) -> Option<&str> {
+        self.families.get(&id).map(String::as_str)
+    }
+
+    /// Every known generic netlink family (nlctrl included), by id.
+    pub fn families(&self) -> impl Iterator<Item = (u16, &str)> {
+        self.families.iter().map(|(id, name)| (*id, name.as_str()))
+    }
+
+    /// Records that interface `index` is `name`. Index 0 is ignored: it means "no interface"
+    /// or, in an `RTM_NEWLINK` request, "let the kernel pick".
+    pub fn set_interface_name(&mut self, index: u32, name: &str) {
+        if index != 0 {
+            self.interfaces.insert(index, name.to_string());
+        }
+    }
+
+    /// The name of interface `index`, when known.
+    pub fn interface_name(&self, index: u32) -> Option<&str> {
+        self.interfaces.get(&index).map(String::as_str)
+    }
+
+    /// Decodes one send/recv buffer (one or more messages) of netlink `protocol`
+    /// (0 = ROUTE, 16 = GENERIC, 6 = XFRM, others raw).
+    pub fn decode(&mut self, protocol: u16, bytes: &[u8]) -> DecodedBuffer {
+        let mut out = DecodedBuffer::default();
+        let mut offset = 0;
+        while offset < bytes.len() {
+            let rest = &bytes[offset..];
+            // Zeros after the last message are padding (iproute2 sends its whole request
+            // buffer; the kernel stops at a zero length too).
+            if rest.iter().all(|&b| b == 0) {
+                break;
+            }
+            let Some(header) = RawHeader::parse(rest) else {
+                out.errors.push(DecodeError::TruncatedHeader {
+                    offset,
+                    available: rest.len(),
+                });
+                break;
+            };
+            let len = header.len as usize;
+            if len < NLMSG_HDRLEN {
+                out.errors.push(DecodeError::LengthTooSmall {
+                    offset,
+                    len: header.len,
+                });
+                break;
+            }
+            if len > rest.len() {
+                out.errors.push(DecodeError::LengthOverrun {
+                    offset,
+                    len: header.len,
+                    available: rest.len(),
+                });
+                break;
+            }
+            let payload = &rest[NLMSG_HDRLEN..len];
+            let message = self.decode_message(protocol, &header, payload, offset, &mut out.errors);
+            out.messages.push(message);
+            offset = offset.saturating_add(align4(len));
+        }
+        out
+    }
+
+    fn decode_message(
+        &mut self,
+        protocol: u16,
+        raw: &RawHeader,
+        payload: &[u8],
+        offset: usize,
+        errors: &mut Vec<DecodeError>,
+    ) -> NetlinkMessage {
+        let header = self.named_header(protocol, raw, payload);
+        let errors_before = errors.len();
+        let body_offset = offset + NLMSG_HDRLEN;
+        let body = match raw.type_id {
+            NLMSG_NOOP | NLMSG_OVERRUN => MessageBody::Empty,
+            NLMSG_ERROR => self.decode_error(protocol, raw.flags, payload, body_offset, errors),
+            NLMSG_DONE => decode_done(raw.flags, payload, body_offset, errors),
+            type_id if type_id < NLMSG_MIN_TYPE => raw_body(payload),
+            type_id => match protocol {
+                NETLINK_ROUTE => rtnetlink::decode(
+                    self,
+                    type_id,
+                    &header.type_name,
+                    payload,
+                    body_offset,
+                    errors,
+                ),
+                NETLINK_GENERIC => genl::decode(self, type_id, payload, body_offset, errors),
+                NETLINK_XFRM => MessageBody::Redacted(RedactedBody {
+                    payload_len: payload.len(),
+                }),
+                _ => raw_body(payload),
+            },
+        };
+        let error = (errors.len() > errors_before).then(|| {
+            errors[errors_before..]
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        NetlinkMessage {
+            header,
+            body,
+            error,
+        }
+    }
+
+    /// Names the header; `payload` (possibly empty) lets genl messages be named by command.
+    fn named_header(&self, protocol: u16, raw: &RawHeader, payload: &[u8]) -> MessageHeader {
+        let type_name = self.type_name(protocol, raw.type_id, payload);
+        let flags = flag_names(raw.flags, flag_meaning(raw.type_id, &type_name));
+        MessageHeader {
+            type_name,
+            type_id: raw.type_id,
+            flags,
+            flags_raw: raw.flags,
+            seq: raw.seq,
+            pid: raw.pid,
+            len: raw.len,
+        }
+    }
+
+    fn type_name(&self, protocol: u16, type_id: u16, payload: &[u8]) -> String {
+        match type_id {
+            NLMSG_NOOP => return "NLMSG_NOOP".into(),
+            NLMSG_ERROR => return "NLMSG_ERROR".into(),
+            NLMSG_DONE => return "NLMSG_DONE".into(),
+            NLMSG_OVERRUN => return "NLMSG_OVERRUN".into(),
+            type_id if type_id < NLMSG_MIN_TYPE => return format!("NLMSG_{type_id}"),
+            _ => {}
+        }
+        match protocol {
+            NETLINK_ROUTE => rtnetlink::message_type_name(type_id),
+            NETLINK_GENERIC => genl::message_type_name(self, type_id, payload.first().copied()),
+            NETLINK_XFRM => XFRM_MESSAGE_NAMES
+                .get(usize::from(type_id - NLMSG_MIN_TYPE))
+                .map_or_else(
+                    || format!("XFRM_MSG_{type_id}"),
+                    |name| format!("XFRM_MSG_{name}"),
+                ),
+            _ => format!("{} type {type_id}", protocol_name(protocol)),
+        }
+    }
+
+    fn decode_error(
+        &self,
+        protocol: u16,
+        flags: u16,
+        payload: &[u8],
+        offset: usize,
+        errors: &mut Vec<DecodeError>,
+    ) -> MessageBody {
+        let Some(error) = read_u32(payload, 0).map(|e| e as i32) else {
+            errors.push(DecodeError::Body {
+                offset,
+                message_type: "NLMSG_ERROR".into(),
+                reason: format!("{} bytes, the error code needs 4", payload.len()),
+            });
+            return raw_body(payload);
+        };
+        let echoed = payload.get(4..).and_then(RawHeader::parse);
+        let request = echoed.as_ref().map(|raw| {
+            // Without NLM_F_CAPPED the whole request follows its header; a genl request's
+            // command then names it. Never more than the echoed header is shown.
+            let echoed_payload = if flags & NLM_F_CAPPED == 0 {
+                let end = (raw.len as usize).min(payload.len() - 4);
+                payload.get(4 + NLMSG_HDRLEN..4 + end).unwrap_or(&[])
+            } else {
+                &[]
+            };
+            self.named_header(protocol, raw, echoed_payload)
+        });
+        let mut body = ErrorBody {
+            error,
+            errno: if error == 0 {
+                "ACK".into()
+            } else {
+                errno_name(error).into()
+            },
+            text: errno_text(error),
+            request,
+            extack_msg: None,
+            extack_offset: None,
+            extack_attributes: Vec::new(),
+        };
+        if flags & NLM_F_ACK_TLVS != 0 {
+            let echoed_len = match echoed {
+                Some(raw) if flags & NLM_F_CAPPED == 0 => align4(raw.len as usize),
+                _ => NLMSG_HDRLEN,
+            };
+            let tlv_start = 4 + echoed_len;
+            let tlvs = payload.get(tlv_start..).unwrap_or(&[]);
+            for attribute in collect_attributes(tlvs, offset + tlv_start, errors) {
+                match attribute.kind {
+                    NLMSGERR_ATTR_MSG => body.extack_msg = Some(attribute.string()),
+                    NLMSGERR_ATTR_OFFS => body.extack_offset = attribute.u32(),
+                    _ => body.extack_attributes.push(attribute.to_raw()),
+                }
+            }
+        }
+        MessageBody::Error(body)
+    }
+}
+
+/// `NLMSG_DONE`: a 4-byte status when present, then extack attributes when flagged.
+fn decode_done(
+    flags: u16,
+    payload: &[u8],
+    offset: usize,
+    errors: &mut Vec<DecodeError>,
+) -> MessageBody {
+    let status = read_u32(payload, 0).map(|s| s as i32);
+    let mut body = DoneBody {
+        status,
+        errno: status
+            .filter(|&s| s != 0)
+            .map(|s| errno_name(s).to_string()),
+        extack_msg: None,
+    };
+    if flags & NLM_F_ACK_TLVS != 0 && payload.len() > 4 {
+        for attribute in collect_attributes(&payload[4..], offset + 4, errors) {
+            if attribute.kind == NLMSGERR_ATTR_MSG {
+                body.extack_msg = Some(attribute.string());
+            }
+        }
+    }
+    MessageBody::Done(body)
+}
+
+/// A body kept as hex.
+fn raw_body(payload: &[u8]) -> MessageBody {
+    MessageBody::Raw(RawBody { hex: hex(payload) })
+}
+
+/// `struct nlmsghdr` as read from the buffer (host byte order).
+#[derive(Clone, Copy, Debug)]
+struct RawHeader {
+    len: u32,
+    type_id: u16,
+    flags: u16,
+    seq: u32,
+    pid: u32,
+}
+
+impl RawHeader {
+    /// The header at the start of `buf`, or `None` when fewer than 16 bytes are there.
+    fn parse(buf: &[u8]) -> Option<Self> {
+        Some(Self {
+            len: read_u32(buf, 0)?,
+            type_id: read_u16(buf, 4)?,
+            flags: read_u16(buf, 6)?,
+            seq: read_u32(buf, 8)?,
+            pid: read_u32(buf, 12)?,
+        })
+    }
 }
 
 /// A problem in a buffer.

@@ -1,0 +1,290 @@
+//! Netlink attribute (TLV) walking and value readers, shared by every family decoder here.
+//!
+//! A netlink attribute is `u16 len` (header included), `u16 type` (top bits: nested, network
+//! byte order), then the value, padded to 4 bytes. [`AttributeWalker`] yields them in order and
+//! stops at the first malformed one, reporting its byte offset in the whole buffer.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+use super::DecodeError;
+
+/// Attribute header length (`struct nlattr`).
+const NLA_HEADER_LEN: usize = 4;
+/// `NLA_F_NESTED`: the value is itself a list of attributes.
+const NLA_F_NESTED: u16 = 0x8000;
+/// `NLA_F_NET_BYTEORDER`: the value is in network byte order.
+const NLA_F_NET_BYTEORDER: u16 = 0x4000;
+/// Mask that leaves the attribute type without its flag bits.
+const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | NLA_F_NET_BYTEORDER);
+
+/// Rounds `len` up to the 4-byte netlink alignment.
+pub(crate) fn align4(len: usize) -> usize {
+    len.saturating_add(3) & !3
+}
+
+/// One attribute, borrowed from the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Attribute<'a> {
+    /// Attribute type without the nested/byte-order flag bits.
+    pub kind: u16,
+    /// The raw type field as sent (flag bits included).
+    pub raw_kind: u16,
+    /// The value (header and padding excluded).
+    pub value: &'a [u8],
+    /// Byte offset of the attribute header in the whole decoded buffer.
+    pub offset: usize,
+}
+
+impl<'a> Attribute<'a> {
+    /// Byte offset of the value in the whole buffer (where nested attributes start).
+    pub fn value_offset(&self) -> usize {
+        self.offset + NLA_HEADER_LEN
+    }
+
+    /// Keeps this attribute as type number + hex.
+    pub fn to_raw(self) -> RawAttribute {
+        RawAttribute {
+            attr_type: self.kind,
+            nested: self.raw_kind & NLA_F_NESTED != 0,
+            hex: hex(self.value),
+        }
+    }
+
+    /// `u8` value, or `None` when the value is too short.
+    pub fn u8(&self) -> Option<u8> {
+        self.value.first().copied()
+    }
+
+    /// Host-order `u16` value.
+    pub fn u16(&self) -> Option<u16> {
+        Some(u16::from_ne_bytes(self.value.get(..2)?.try_into().ok()?))
+    }
+
+    /// Network-order (big-endian) `u16` value, e.g. a port.
+    pub fn be16(&self) -> Option<u16> {
+        Some(u16::from_be_bytes(self.value.get(..2)?.try_into().ok()?))
+    }
+
+    /// Host-order `u32` value.
+    pub fn u32(&self) -> Option<u32> {
+        read_u32(self.value, 0)
+    }
+
+    /// Host-order `i32` value.
+    pub fn i32(&self) -> Option<i32> {
+        self.u32().map(|v| v as i32)
+    }
+
+    /// Host-order `u64` value.
+    pub fn u64(&self) -> Option<u64> {
+        Some(u64::from_ne_bytes(self.value.get(..8)?.try_into().ok()?))
+    }
+
+    /// NUL-terminated (or not) string value, lossily decoded.
+    pub fn string(&self) -> String {
+        c_string(self.value)
+    }
+}
+
+/// Host-order `u32` at `at`, when the buffer is long enough.
+pub(crate) fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
+    let end = at.checked_add(4)?;
+    Some(u32::from_ne_bytes(buf.get(at..end)?.try_into().ok()?))
+}
+
+/// Host-order `u16` at `at`, when the buffer is long enough.
+pub(crate) fn read_u16(buf: &[u8], at: usize) -> Option<u16> {
+    let end = at.checked_add(2)?;
+    Some(u16::from_ne_bytes(buf.get(at..end)?.try_into().ok()?))
+}
+
+/// Bytes up to the first NUL, as UTF-8 (lossy).
+pub(crate) fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Lower-case hex, no separators.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// An IPv4 (4 bytes) or IPv6 (16 bytes) address, by length.
+pub(crate) fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
+    match bytes.len() {
+        4 => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(bytes).ok()?))),
+        16 => Some(IpAddr::V6(Ipv6Addr::from(
+            <[u8; 16]>::try_from(bytes).ok()?,
+        ))),
+        _ => None,
+    }
+}
+
+/// A link-layer address as `aa:bb:cc:...`.
+pub(crate) fn link_layer_address(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Names of the bits set in `bits`, from `table` (first match wins, so a multi-bit entry listed
+/// first hides its parts); bits not in the table are given in hex.
+pub(crate) fn bit_names(bits: u32, table: &[(u32, &str)]) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut left = bits;
+    for &(bit, name) in table {
+        if bit != 0 && left & bit == bit {
+            names.push(name.to_string());
+            left &= !bit;
+        }
+    }
+    if left != 0 {
+        names.push(format!("{left:#x}"));
+    }
+    names
+}
+
+/// An attribute this decoder does not interpret, kept as type number + hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawAttribute {
+    /// Attribute type (without the nested/byte-order flag bits).
+    #[serde(rename = "type")]
+    pub attr_type: u16,
+    /// The sender marked it nested (`NLA_F_NESTED`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nested: bool,
+    /// The value in hex.
+    pub hex: String,
+}
+
+/// Iterator over the attributes of one buffer region; ends at the first malformed attribute,
+/// which it yields as an error.
+pub(crate) struct AttributeWalker<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base_offset: usize,
+    failed: bool,
+}
+
+impl<'a> AttributeWalker<'a> {
+    /// Walks `buf`, whose first byte is at `base_offset` in the whole decoded buffer.
+    pub fn new(buf: &'a [u8], base_offset: usize) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            base_offset,
+            failed: false,
+        }
+    }
+}
+
+impl<'a> Iterator for AttributeWalker<'a> {
+    type Item = Result<Attribute<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let left = self.buf.len().saturating_sub(self.pos);
+        // Fewer bytes than a header: alignment padding at the end, not an attribute.
+        if self.failed || left < NLA_HEADER_LEN {
+            return None;
+        }
+        let offset = self.base_offset + self.pos;
+        let len = read_u16(self.buf, self.pos).unwrap_or(0) as usize;
+        let raw_kind = read_u16(self.buf, self.pos + 2).unwrap_or(0);
+        if len < NLA_HEADER_LEN || len > left {
+            self.failed = true;
+            return Some(Err(DecodeError::BadAttribute {
+                offset,
+                attr_type: raw_kind & NLA_TYPE_MASK,
+                len,
+                available: left,
+            }));
+        }
+        let value = &self.buf[self.pos + NLA_HEADER_LEN..self.pos + len];
+        self.pos += align4(len);
+        Some(Ok(Attribute {
+            kind: raw_kind & NLA_TYPE_MASK,
+            raw_kind,
+            value,
+            offset,
+        }))
+    }
+}
+
+/// The well-formed attributes of `buf` (whose first byte is at `base_offset` in the whole
+/// buffer), in order; a malformed attribute ends the list and is pushed to `errors`. The one
+/// attribute loop every family decoder in this module uses.
+pub(crate) fn collect_attributes<'a>(
+    buf: &'a [u8],
+    base_offset: usize,
+    errors: &mut Vec<DecodeError>,
+) -> Vec<Attribute<'a>> {
+    let mut attributes = Vec::new();
+    for item in AttributeWalker::new(buf, base_offset) {
+        match item {
+            Ok(attribute) => attributes.push(attribute),
+            Err(error) => errors.push(error),
+        }
+    }
+    attributes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walks_attributes_and_keeps_offsets() {
+        // len 8 type 1 value 0x01020304; len 5 type 0x8002 value "a" + 3 padding.
+        let buf = [8, 0, 1, 0, 4, 3, 2, 1, 5, 0, 2, 0x80, b'a', 0, 0, 0];
+        let attrs: Vec<_> = AttributeWalker::new(&buf, 100)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(attrs.len(), 2);
+        assert_eq!(attrs[0].u32(), Some(0x01020304));
+        assert_eq!(attrs[0].offset, 100);
+        assert_eq!(attrs[1].kind, 2);
+        assert_eq!(attrs[1].offset, 108);
+        assert!(attrs[1].to_raw().nested);
+    }
+
+    #[test]
+    fn zero_length_attribute_stops_with_offset() {
+        let buf = [8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, 2, 3, 4];
+        let items: Vec<_> = AttributeWalker::new(&buf, 20).collect();
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[1],
+            Err(DecodeError::BadAttribute {
+                offset: 28,
+                attr_type: 7,
+                len: 0,
+                available: 8
+            })
+        );
+    }
+
+    #[test]
+    fn overrunning_attribute_is_an_error() {
+        let buf = [40, 0, 1, 0, 1, 2, 3, 4];
+        let items: Vec<_> = AttributeWalker::new(&buf, 0).collect();
+        assert!(matches!(
+            items[..],
+            [Err(DecodeError::BadAttribute { len: 40, .. })]
+        ));
+    }
+
+    #[test]
+    fn bit_names_keep_unknown_bits() {
+        let names = bit_names(0x1 | 0x40, &[(0x1, "A"), (0x2, "B")]);
+        assert_eq!(names, ["A", "0x40"]);
+    }
+}

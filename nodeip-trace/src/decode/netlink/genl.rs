@@ -1,0 +1,283 @@
+//! Generic netlink: the 4-byte genl header, message naming by family and command, and the
+//! controller family nlctrl (`CTRL_CMD_GETFAMILY`/`NEWFAMILY`), whose replies teach the
+//! decoder dynamic family ids such as IPVS's. IPVS bodies are handed to `ipvs`.
+use serde::{Deserialize, Serialize};
+
+use super::attributes::{bit_names, collect_attributes, hex, Attribute, RawAttribute};
+use super::{ipvs, DecodeError, MessageBody, NetlinkDecoder};
+
+/// `GENL_ID_CTRL`: the fixed family id of nlctrl.
+pub const GENL_ID_CTRL: u16 = 0x10;
+/// nlctrl's family name.
+pub(crate) const NLCTRL_NAME: &str = "nlctrl";
+/// `struct genlmsghdr`: cmd, version, reserved u16.
+const GENL_HDRLEN: usize = 4;
+
+/// nlctrl commands (`CTRL_CMD_*`), by number.
+const CTRL_COMMANDS: &[&str] = &[
+    "CTRL_CMD_UNSPEC",
+    "CTRL_CMD_NEWFAMILY",
+    "CTRL_CMD_DELFAMILY",
+    "CTRL_CMD_GETFAMILY",
+    "CTRL_CMD_NEWOPS",
+    "CTRL_CMD_DELOPS",
+    "CTRL_CMD_GETOPS",
+    "CTRL_CMD_NEWMCAST_GRP",
+    "CTRL_CMD_DELMCAST_GRP",
+    "CTRL_CMD_GETMCAST_GRP",
+    "CTRL_CMD_GETPOLICY",
+];
+const CTRL_CMD_NEWFAMILY: u8 = 1;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const CTRL_ATTR_VERSION: u16 = 3;
+const CTRL_ATTR_HDRSIZE: u16 = 4;
+const CTRL_ATTR_MAXATTR: u16 = 5;
+const CTRL_ATTR_OPS: u16 = 6;
+const CTRL_ATTR_MCAST_GROUPS: u16 = 7;
+const CTRL_ATTR_OP_ID: u16 = 1;
+const CTRL_ATTR_OP_FLAGS: u16 = 2;
+const CTRL_ATTR_MCAST_GRP_NAME: u16 = 1;
+const CTRL_ATTR_MCAST_GRP_ID: u16 = 2;
+
+/// `GENL_*` operation flags.
+const OP_FLAGS: &[(u32, &str)] = &[
+    (0x01, "ADMIN_PERM"),
+    (0x02, "CMD_CAP_DO"),
+    (0x04, "CMD_CAP_DUMP"),
+    (0x08, "CMD_CAP_HASPOL"),
+    (0x10, "UNS_ADMIN_PERM"),
+];
+
+/// An nlctrl command name (`CTRL_CMD_GETFAMILY`).
+fn ctrl_command_name(cmd: u8) -> String {
+    CTRL_COMMANDS
+        .get(usize::from(cmd))
+        .map_or_else(|| format!("CTRL_CMD_{cmd}"), |name| name.to_string())
+}
+
+/// A command name within a family, when the family is one this module knows.
+fn command_name(family: Option<&str>, cmd: u8) -> Option<String> {
+    match family {
+        Some(NLCTRL_NAME) => Some(ctrl_command_name(cmd)),
+        Some(ipvs::IPVS_GENL_NAME) => Some(ipvs::command_name(cmd)),
+        _ => None,
+    }
+}
+
+/// The `type` of a genl message: `nlctrl CTRL_CMD_GETFAMILY`, `IPVS_CMD_NEW_SERVICE`,
+/// `nl80211 cmd 5`, `genl family 0x25 cmd 5`; without a command, just the family.
+pub(crate) fn message_type_name(
+    decoder: &NetlinkDecoder,
+    family_id: u16,
+    cmd: Option<u8>,
+) -> String {
+    let family = decoder.family_name(family_id);
+    let family_label = family.map_or_else(|| format!("genl family {family_id:#x}"), str::to_string);
+    match (family, cmd) {
+        (_, None) => family_label,
+        (Some(NLCTRL_NAME), Some(cmd)) => format!("{NLCTRL_NAME} {}", ctrl_command_name(cmd)),
+        (family, Some(cmd)) => {
+            command_name(family, cmd).unwrap_or_else(|| format!("{family_label} cmd {cmd}"))
+        }
+    }
+}
+
+/// Another generic netlink family: genl header decoded, the rest raw (it may start with a
+/// family-specific header, so it is not walked as attributes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenlBody {
+    /// Family name, when learned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// Family id (the message type).
+    pub family_id: u16,
+    /// genl command number.
+    pub cmd: u8,
+    /// genl family version.
+    pub version: u8,
+    /// The payload after the genl header, hex.
+    pub hex: String,
+}
+
+/// One operation a family supports (`CTRL_ATTR_OPS`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenlOperation {
+    /// Command number.
+    pub id: u32,
+    /// Command name, when the family is one this decoder knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `GENL_*` flag names (`ADMIN_PERM`, `CMD_CAP_DO`, ...).
+    pub flags: Vec<String>,
+}
+
+/// One multicast group of a family (`CTRL_ATTR_MCAST_GROUPS`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McastGroup {
+    /// Group name.
+    pub name: String,
+    /// Group id.
+    pub id: u32,
+}
+
+/// An nlctrl message (family lookup request or reply).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NlctrlBody {
+    /// Command name (`CTRL_CMD_NEWFAMILY`).
+    pub cmd: String,
+    /// Command number.
+    pub cmd_id: u8,
+    /// genl header version.
+    pub version: u8,
+    /// `CTRL_ATTR_FAMILY_NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_name: Option<String>,
+    /// `CTRL_ATTR_FAMILY_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_id: Option<u16>,
+    /// `CTRL_ATTR_VERSION`: the family's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_version: Option<u32>,
+    /// `CTRL_ATTR_HDRSIZE`: the family's user header size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdrsize: Option<u32>,
+    /// `CTRL_ATTR_MAXATTR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxattr: Option<u32>,
+    /// `CTRL_ATTR_OPS`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<GenlOperation>,
+    /// `CTRL_ATTR_MCAST_GROUPS`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcast_groups: Vec<McastGroup>,
+    /// Attributes not interpreted here (policies, ...), raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_attributes: Vec<RawAttribute>,
+}
+
+/// Decodes a generic netlink message of family `family_id`.
+pub(crate) fn decode(
+    decoder: &mut NetlinkDecoder,
+    family_id: u16,
+    payload: &[u8],
+    offset: usize,
+    errors: &mut Vec<DecodeError>,
+) -> MessageBody {
+    if payload.len() < GENL_HDRLEN {
+        errors.push(DecodeError::Body {
+            offset,
+            message_type: message_type_name(decoder, family_id, None),
+            reason: format!(
+                "{} bytes, the genl header needs {GENL_HDRLEN}",
+                payload.len()
+            ),
+        });
+        return MessageBody::Raw(super::RawBody { hex: hex(payload) });
+    }
+    let (cmd, version) = (payload[0], payload[1]);
+    let attributes = &payload[GENL_HDRLEN..];
+    let attributes_offset = offset + GENL_HDRLEN;
+    match decoder.family_name(family_id) {
+        Some(NLCTRL_NAME) => {
+            let body = decode_nlctrl(cmd, version, attributes, attributes_offset, errors);
+            if let (Some(id), Some(name)) = (body.family_id, &body.family_name) {
+                if cmd == CTRL_CMD_NEWFAMILY || cmd == CTRL_CMD_GETFAMILY {
+                    decoder.learn_family(id, name);
+                }
+            }
+            MessageBody::Nlctrl(Box::new(body))
+        }
+        Some(ipvs::IPVS_GENL_NAME) => MessageBody::Ipvs(Box::new(ipvs::decode(
+            cmd,
+            version,
+            attributes,
+            attributes_offset,
+            errors,
+        ))),
+        family => MessageBody::Genl(Box::new(GenlBody {
+            family: family.map(str::to_string),
+            family_id,
+            cmd,
+            version,
+            hex: hex(attributes),
+        })),
+    }
+}
+
+fn decode_nlctrl(
+    cmd: u8,
+    version: u8,
+    attributes: &[u8],
+    offset: usize,
+    errors: &mut Vec<DecodeError>,
+) -> NlctrlBody {
+    let mut body = NlctrlBody {
+        cmd: ctrl_command_name(cmd),
+        cmd_id: cmd,
+        version,
+        family_name: None,
+        family_id: None,
+        family_version: None,
+        hdrsize: None,
+        maxattr: None,
+        ops: Vec::new(),
+        mcast_groups: Vec::new(),
+        other_attributes: Vec::new(),
+    };
+    // Ops and groups are arrays: a nested attribute per entry, each holding attributes.
+    let mut ops: Vec<Attribute> = Vec::new();
+    let mut groups: Vec<Attribute> = Vec::new();
+    for attribute in collect_attributes(attributes, offset, errors) {
+        match attribute.kind {
+            CTRL_ATTR_FAMILY_ID => body.family_id = attribute.u16(),
+            CTRL_ATTR_FAMILY_NAME => body.family_name = Some(attribute.string()),
+            CTRL_ATTR_VERSION => body.family_version = attribute.u32(),
+            CTRL_ATTR_HDRSIZE => body.hdrsize = attribute.u32(),
+            CTRL_ATTR_MAXATTR => body.maxattr = attribute.u32(),
+            CTRL_ATTR_OPS => ops.push(attribute),
+            CTRL_ATTR_MCAST_GROUPS => groups.push(attribute),
+            _ => body.other_attributes.push(attribute.to_raw()),
+        }
+    }
+    let family = body.family_name.clone();
+    for array in ops {
+        for entry in collect_attributes(array.value, array.value_offset(), errors) {
+            let mut op = GenlOperation {
+                id: 0,
+                name: None,
+                flags: Vec::new(),
+            };
+            for field in collect_attributes(entry.value, entry.value_offset(), errors) {
+                match field.kind {
+                    CTRL_ATTR_OP_ID => op.id = field.u32().unwrap_or(0),
+                    CTRL_ATTR_OP_FLAGS => op.flags = bit_names(field.u32().unwrap_or(0), OP_FLAGS),
+                    _ => {}
+                }
+            }
+            op.name = u8::try_from(op.id)
+                .ok()
+                .and_then(|id| command_name(family.as_deref(), id));
+            body.ops.push(op);
+        }
+    }
+    for array in groups {
+        for entry in collect_attributes(array.value, array.value_offset(), errors) {
+            let mut group = McastGroup {
+                name: String::new(),
+                id: 0,
+            };
+            for field in collect_attributes(entry.value, entry.value_offset(), errors) {
+                match field.kind {
+                    CTRL_ATTR_MCAST_GRP_NAME => group.name = field.string(),
+                    CTRL_ATTR_MCAST_GRP_ID => group.id = field.u32().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            body.mcast_groups.push(group);
+        }
+    }
+    body
+}

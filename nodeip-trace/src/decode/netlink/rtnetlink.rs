@@ -1,0 +1,907 @@
+//! rtnetlink (`NETLINK_ROUTE`) bodies: links, addresses, routes, neighbours and rules, parsed
+//! with `netlink-packet-route` and turned into flat, named records (iproute2's names for
+//! tables, types, protocols and scopes). Attributes those records do not show are kept raw;
+//! a body the crate rejects is kept as hex with the reason. `RTM_NEWLINK` teaches the decoder
+//! interface names.
+use netlink_packet_core::ParseableParametrized;
+use netlink_packet_route::{
+    address::{AddressAttribute, AddressMessage},
+    link::{
+        InfoData, InfoGre, InfoGre6, InfoIpTunnel, InfoVxlan, LinkAttribute, LinkInfo, LinkMessage,
+    },
+    neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage},
+    route::{RouteAddress, RouteAttribute, RouteMessage},
+    rule::{RuleAttribute, RuleMessage},
+    RouteNetlinkMessage,
+};
+use serde::{Deserialize, Serialize};
+
+use super::attributes::{bit_names, collect_attributes, hex, link_layer_address, RawAttribute};
+use super::{address_family_name, DecodeError, MessageBody, NetlinkDecoder, RawBody};
+
+/// `RTM_*` message names, by type number.
+const MESSAGE_NAMES: &[(u16, &str)] = &[
+    (16, "RTM_NEWLINK"),
+    (17, "RTM_DELLINK"),
+    (18, "RTM_GETLINK"),
+    (19, "RTM_SETLINK"),
+    (20, "RTM_NEWADDR"),
+    (21, "RTM_DELADDR"),
+    (22, "RTM_GETADDR"),
+    (24, "RTM_NEWROUTE"),
+    (25, "RTM_DELROUTE"),
+    (26, "RTM_GETROUTE"),
+    (28, "RTM_NEWNEIGH"),
+    (29, "RTM_DELNEIGH"),
+    (30, "RTM_GETNEIGH"),
+    (32, "RTM_NEWRULE"),
+    (33, "RTM_DELRULE"),
+    (34, "RTM_GETRULE"),
+    (36, "RTM_NEWQDISC"),
+    (37, "RTM_DELQDISC"),
+    (38, "RTM_GETQDISC"),
+    (40, "RTM_NEWTCLASS"),
+    (41, "RTM_DELTCLASS"),
+    (42, "RTM_GETTCLASS"),
+    (44, "RTM_NEWTFILTER"),
+    (45, "RTM_DELTFILTER"),
+    (46, "RTM_GETTFILTER"),
+    (48, "RTM_NEWACTION"),
+    (49, "RTM_DELACTION"),
+    (50, "RTM_GETACTION"),
+    (52, "RTM_NEWPREFIX"),
+    (58, "RTM_GETMULTICAST"),
+    (62, "RTM_GETANYCAST"),
+    (64, "RTM_NEWNEIGHTBL"),
+    (66, "RTM_GETNEIGHTBL"),
+    (67, "RTM_SETNEIGHTBL"),
+    (68, "RTM_NEWNDUSEROPT"),
+    (72, "RTM_NEWADDRLABEL"),
+    (73, "RTM_DELADDRLABEL"),
+    (74, "RTM_GETADDRLABEL"),
+    (78, "RTM_GETDCB"),
+    (79, "RTM_SETDCB"),
+    (80, "RTM_NEWNETCONF"),
+    (81, "RTM_DELNETCONF"),
+    (82, "RTM_GETNETCONF"),
+    (84, "RTM_NEWMDB"),
+    (85, "RTM_DELMDB"),
+    (86, "RTM_GETMDB"),
+    (88, "RTM_NEWNSID"),
+    (89, "RTM_DELNSID"),
+    (90, "RTM_GETNSID"),
+    (92, "RTM_NEWSTATS"),
+    (94, "RTM_GETSTATS"),
+    (95, "RTM_SETSTATS"),
+    (96, "RTM_NEWCACHEREPORT"),
+    (100, "RTM_NEWCHAIN"),
+    (101, "RTM_DELCHAIN"),
+    (102, "RTM_GETCHAIN"),
+    (104, "RTM_NEWNEXTHOP"),
+    (105, "RTM_DELNEXTHOP"),
+    (106, "RTM_GETNEXTHOP"),
+    (108, "RTM_NEWLINKPROP"),
+    (109, "RTM_DELLINKPROP"),
+    (110, "RTM_GETLINKPROP"),
+    (112, "RTM_NEWVLAN"),
+    (113, "RTM_DELVLAN"),
+    (114, "RTM_GETVLAN"),
+    (116, "RTM_NEWNEXTHOPBUCKET"),
+    (117, "RTM_DELNEXTHOPBUCKET"),
+    (118, "RTM_GETNEXTHOPBUCKET"),
+    (120, "RTM_NEWTUNNEL"),
+    (121, "RTM_DELTUNNEL"),
+    (122, "RTM_GETTUNNEL"),
+];
+
+/// An rtnetlink message name (`RTM_GETROUTE`), or `RTM_<n>`.
+pub(crate) fn message_type_name(type_id: u16) -> String {
+    MESSAGE_NAMES
+        .iter()
+        .find(|(number, _)| *number == type_id)
+        .map_or_else(|| format!("RTM_{type_id}"), |(_, name)| name.to_string())
+}
+
+/// The object families decoded here, with their fixed header length and the attribute types
+/// their record shows (the others are kept raw).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObjectKind {
+    Link,
+    Address,
+    Route,
+    Neighbour,
+    Rule,
+}
+
+impl ObjectKind {
+    fn of(type_id: u16) -> Option<Self> {
+        match type_id {
+            16..=19 => Some(Self::Link),
+            20..=22 => Some(Self::Address),
+            24..=26 => Some(Self::Route),
+            28..=30 => Some(Self::Neighbour),
+            32..=34 => Some(Self::Rule),
+            _ => None,
+        }
+    }
+
+    /// `sizeof` ifinfomsg, ifaddrmsg, rtmsg, ndmsg, fib_rule_hdr.
+    fn header_len(self) -> usize {
+        match self {
+            Self::Link => 16,
+            Self::Address => 8,
+            Self::Route | Self::Neighbour | Self::Rule => 12,
+        }
+    }
+
+    /// Attribute types the record shows.
+    fn shown_attributes(self) -> &'static [u16] {
+        match self {
+            // IFLA_ADDRESS, BROADCAST, IFNAME, MTU, LINK, MASTER, OPERSTATE, LINKINFO
+            Self::Link => &[1, 2, 3, 4, 5, 10, 16, 18],
+            // IFA_ADDRESS, LOCAL, LABEL, BROADCAST, ANYCAST, FLAGS
+            Self::Address => &[1, 2, 3, 4, 5, 8],
+            // RTA_DST, SRC, IIF, OIF, GATEWAY, PRIORITY, PREFSRC, TABLE, MARK
+            Self::Route => &[1, 2, 3, 4, 5, 6, 7, 15, 16],
+            // NDA_DST, LLADDR
+            Self::Neighbour => &[1, 2],
+            // FRA_DST, SRC, IIFNAME, PRIORITY, FWMARK, TABLE, OIFNAME
+            Self::Rule => &[1, 2, 3, 6, 10, 15, 17],
+        }
+    }
+}
+
+/// Decodes an rtnetlink body of type `type_id` (named `type_name`) starting at `offset`.
+pub(crate) fn decode(
+    decoder: &mut NetlinkDecoder,
+    type_id: u16,
+    type_name: &str,
+    payload: &[u8],
+    offset: usize,
+    errors: &mut Vec<DecodeError>,
+) -> MessageBody {
+    let raw = || MessageBody::Raw(RawBody { hex: hex(payload) });
+    let Some(kind) = ObjectKind::of(type_id) else {
+        return raw();
+    };
+    let header_len = kind.header_len();
+    // Dump requests from glibc and busybox carry only `struct rtgenmsg` (the family, padded
+    // to 4 bytes): read them as a zero-filled header.
+    let padded;
+    let payload = if payload.len() < header_len && type_name.starts_with("RTM_GET") {
+        padded = [payload, &[0; 16][..header_len - payload.len()]].concat();
+        &padded[..]
+    } else {
+        payload
+    };
+    if payload.len() < header_len {
+        errors.push(DecodeError::Body {
+            offset,
+            message_type: type_name.to_string(),
+            reason: format!("{} bytes, the header needs {header_len}", payload.len()),
+        });
+        return raw();
+    }
+    let message = match RouteNetlinkMessage::parse_with_param(payload, type_id) {
+        Ok(message) => message,
+        Err(error) => {
+            errors.push(DecodeError::Body {
+                offset,
+                message_type: type_name.to_string(),
+                reason: error.to_string(),
+            });
+            return raw();
+        }
+    };
+    let mut other_attributes = Vec::new();
+    for attribute in collect_attributes(&payload[header_len..], offset + header_len, errors) {
+        if !kind.shown_attributes().contains(&attribute.kind) {
+            other_attributes.push(attribute.to_raw());
+        }
+    }
+    match message {
+        RouteNetlinkMessage::NewLink(link)
+        | RouteNetlinkMessage::DelLink(link)
+        | RouteNetlinkMessage::GetLink(link)
+        | RouteNetlinkMessage::SetLink(link) => {
+            let body = link_body(decoder, link, other_attributes);
+            if let (RTM_NEWLINK, Some(name)) = (type_id, &body.ifname) {
+                decoder.set_interface_name(body.index, name);
+            }
+            MessageBody::Link(Box::new(body))
+        }
+        RouteNetlinkMessage::NewAddress(address)
+        | RouteNetlinkMessage::DelAddress(address)
+        | RouteNetlinkMessage::GetAddress(address) => {
+            MessageBody::Address(Box::new(address_body(decoder, address, other_attributes)))
+        }
+        RouteNetlinkMessage::NewRoute(route)
+        | RouteNetlinkMessage::DelRoute(route)
+        | RouteNetlinkMessage::GetRoute(route) => {
+            MessageBody::Route(Box::new(route_body(decoder, route, other_attributes)))
+        }
+        RouteNetlinkMessage::NewNeighbour(neighbour)
+        | RouteNetlinkMessage::DelNeighbour(neighbour)
+        | RouteNetlinkMessage::GetNeighbour(neighbour) => MessageBody::Neighbour(Box::new(
+            neighbour_body(decoder, neighbour, other_attributes),
+        )),
+        RouteNetlinkMessage::NewRule(rule)
+        | RouteNetlinkMessage::DelRule(rule)
+        | RouteNetlinkMessage::GetRule(rule) => {
+            MessageBody::Rule(Box::new(rule_body(rule, other_attributes)))
+        }
+        _ => raw(),
+    }
+}
+
+const RTM_NEWLINK: u16 = 16;
+
+/// A link (interface).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkBody {
+    /// Address family (`unspec` for most link messages).
+    pub family: String,
+    /// Interface index (0 in dump requests).
+    pub index: u32,
+    /// `IFLA_IFNAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// `IFLA_INFO_KIND` (`veth`, `vxlan`, `ipip`, `gre`, ...). Not named `kind`: that is the
+    /// body's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info_kind: Option<String>,
+    /// `ARPHRD_*` link type (1 = ether, 772 = loopback).
+    pub link_type: u16,
+    /// `IFF_*` names (`UP`, `LOWER_UP`, ...).
+    pub flags: Vec<String>,
+    /// `ifi_flags` as sent.
+    pub flags_raw: u32,
+    /// `IFLA_MTU`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// `IFLA_ADDRESS` (`aa:bb:...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// `IFLA_BROADCAST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broadcast: Option<String>,
+    /// `IFLA_MASTER`: index of the bridge/bond/VRF it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master: Option<u32>,
+    /// Name of `master`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_name: Option<String>,
+    /// `IFLA_LINK`: the underlying or peer interface index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<u32>,
+    /// `IFLA_OPERSTATE` (`UP`, `DOWN`, `UNKNOWN`, `LOWERLAYERDOWN`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operstate: Option<String>,
+    /// Tunnel local address (ipip/sit/ip6tnl, gre, vxlan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_local: Option<String>,
+    /// Tunnel remote address (vxlan: the group/remote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_remote: Option<String>,
+    /// Attributes not shown above (stats, af_spec, ...), raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_attributes: Vec<RawAttribute>,
+}
+
+/// An interface address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressBody {
+    /// `inet` or `inet6`.
+    pub family: String,
+    /// Prefix length.
+    pub prefix_len: u8,
+    /// Scope (`global`, `link`, `host`, ...).
+    pub scope: String,
+    /// Interface index.
+    pub index: u32,
+    /// Interface name, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// `IFA_LABEL` (IPv4: `eth0`, `eth0:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// `IFA_F_*` names (`secondary`, `permanent`, `noprefixroute`, ...), from `IFA_FLAGS` when
+    /// present, else the header.
+    pub flags: Vec<String>,
+    /// The flags as a number.
+    pub flags_raw: u32,
+    /// `IFA_F_SECONDARY`: a secondary address of its prefix (never chosen as source when a
+    /// primary of the same prefix exists).
+    pub secondary: bool,
+    /// `IFA_LOCAL`: the interface's own address (IPv4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    /// `IFA_ADDRESS`: the address (IPv6) or the peer for point-to-point (IPv4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// `IFA_BROADCAST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broadcast: Option<String>,
+    /// `IFA_ANYCAST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anycast: Option<String>,
+    /// Attributes not shown above (cacheinfo, ...), raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_attributes: Vec<RawAttribute>,
+}
+
+/// A route (or a route lookup request/answer).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteBody {
+    /// `inet` or `inet6`.
+    pub family: String,
+    /// Table name (`local`, `main`, `default`, `unspec`) or number; `RTA_TABLE` wins over the
+    /// header's 8-bit field.
+    pub table: String,
+    /// Table id.
+    pub table_id: u32,
+    /// Route type (`unicast`, `local`, `broadcast`, `unreachable`, ...).
+    #[serde(rename = "type")]
+    pub route_type: String,
+    /// Who installed it (`kernel`, `boot`, `static`, `dhcp`, ...).
+    pub protocol: String,
+    /// Scope (`global`, `link`, `host`, ...).
+    pub scope: String,
+    /// TOS.
+    pub tos: u8,
+    /// `RTA_DST` (absent for a default route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// Destination prefix length.
+    pub dst_len: u8,
+    /// `RTA_SRC` (source routing / lookup source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Source prefix length.
+    pub src_len: u8,
+    /// `RTA_PREFSRC`: the source address the kernel prefers for this route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefsrc: Option<String>,
+    /// `RTA_GATEWAY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// `RTA_OIF`: output interface index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oif: Option<u32>,
+    /// Output interface name, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oif_name: Option<String>,
+    /// `RTA_IIF`: input interface index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iif: Option<u32>,
+    /// Input interface name, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iif_name: Option<String>,
+    /// `RTA_PRIORITY` (the metric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+    /// `RTA_MARK`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<u32>,
+    /// `RTM_F_*` and `RTNH_F_*` names (`CLONED`, `LOOKUP_TABLE`, `FIB_MATCH`, `LINKDOWN`, ...);
+    /// in IPv4 lookup answers (`CLONED`) also the route cache's `RTCF_*` (`RTCF_LOCAL`).
+    pub flags: Vec<String>,
+    /// `rtm_flags` as sent.
+    pub flags_raw: u32,
+    /// Attributes not shown above (multipath, metrics, cacheinfo, ...), raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_attributes: Vec<RawAttribute>,
+}
+
+/// A neighbour (ARP/NDP) entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighbourBody {
+    /// `inet`, `inet6` or `bridge`.
+    pub family: String,
+    /// Interface index.
+    pub ifindex: u32,
+    /// Interface name, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// `NUD_*` names (`REACHABLE`, `STALE`, `PERMANENT`, ...; `NONE` for 0).
+    pub state: Vec<String>,
+    /// `ndm_state` as sent.
+    pub state_raw: u16,
+    /// `NTF_*` names.
+    pub flags: Vec<String>,
+    /// Route type of the entry (`unicast`, `local`, ...).
+    #[serde(rename = "type")]
+    pub neighbour_type: String,
+    /// `NDA_DST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// `NDA_LLADDR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lladdr: Option<String>,
+    /// Attributes not shown above, raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_attributes: Vec<RawAttribute>,
+}
+
+/// A policy routing rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleBody {
+    /// `inet` or `inet6`.
+    pub family: String,
+    /// Table name or number (`FRA_TABLE` wins over the header's 8-bit field).
+    pub table: String,
+    /// Table id.
+    pub table_id: u32,
+    /// `to_table`, `goto`, `nop`, `blackhole`, `unreachable`, `prohibit`.
+    pub action: String,
+    /// `FRA_PRIORITY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+    /// `FRA_SRC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Source prefix length.
+    pub src_len: u8,
+    /// `FRA_DST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// Destination prefix length.
+    pub dst_len: u8,
+    /// `FRA_IIFNAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iifname: Option<String>,
+    /// `FRA_OIFNAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oifname: Option<String>,
+    /// `FRA_FWMARK`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwmark: Option<u32>,
+    /// Attributes not shown above, raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_attributes: Vec<RawAttribute>,
+}
+
+/// `IFF_*` interface flags.
+const INTERFACE_FLAGS: &[(u32, &str)] = &[
+    (0x1, "UP"),
+    (0x2, "BROADCAST"),
+    (0x4, "DEBUG"),
+    (0x8, "LOOPBACK"),
+    (0x10, "POINTOPOINT"),
+    (0x20, "NOTRAILERS"),
+    (0x40, "RUNNING"),
+    (0x80, "NOARP"),
+    (0x100, "PROMISC"),
+    (0x200, "ALLMULTI"),
+    (0x400, "MASTER"),
+    (0x800, "SLAVE"),
+    (0x1000, "MULTICAST"),
+    (0x2000, "PORTSEL"),
+    (0x4000, "AUTOMEDIA"),
+    (0x8000, "DYNAMIC"),
+    (0x10000, "LOWER_UP"),
+    (0x20000, "DORMANT"),
+    (0x40000, "ECHO"),
+];
+
+/// `IFA_F_*` address flags, as `ip address` prints them.
+const ADDRESS_FLAGS: &[(u32, &str)] = &[
+    (0x01, "secondary"),
+    (0x02, "nodad"),
+    (0x04, "optimistic"),
+    (0x08, "dadfailed"),
+    (0x10, "homeaddress"),
+    (0x20, "deprecated"),
+    (0x40, "tentative"),
+    (0x80, "permanent"),
+    (0x100, "mngtmpaddr"),
+    (0x200, "noprefixroute"),
+    (0x400, "autojoin"),
+    (0x800, "stable-privacy"),
+];
+const IFA_F_SECONDARY: u32 = 0x01;
+
+/// `RTNH_F_*` (low byte) and `RTM_F_*` route flags.
+const ROUTE_FLAGS: &[(u32, &str)] = &[
+    (0x1, "DEAD"),
+    (0x2, "PERVASIVE"),
+    (0x4, "ONLINK"),
+    (0x8, "OFFLOAD"),
+    (0x10, "LINKDOWN"),
+    (0x20, "UNRESOLVED"),
+    (0x40, "TRAP"),
+    (0x100, "NOTIFY"),
+    (0x200, "CLONED"),
+    (0x400, "EQUALIZE"),
+    (0x800, "PREFIX"),
+    (0x1000, "LOOKUP_TABLE"),
+    (0x2000, "FIB_MATCH"),
+    (0x4000, "RTM_OFFLOAD"),
+    (0x8000, "RTM_TRAP"),
+];
+
+/// `RTM_F_CLONED`: an IPv4 route-lookup answer, whose upper 16 flag bits are the route cache's
+/// `RTCF_*` flags (`rt_fill_info`) rather than `RTM_F_OFFLOAD_FAILED`.
+const RTM_F_CLONED: u32 = 0x200;
+
+/// Upper flag bits of a route that is not a lookup answer.
+const ROUTE_UPPER_FLAGS: &[(u32, &str)] = &[(0x2000_0000, "OFFLOAD_FAILED")];
+
+/// `RTCF_*` (`linux/in_route.h`): upper flag bits of an IPv4 route-lookup answer.
+const ROUTE_CACHE_FLAGS: &[(u32, &str)] = &[
+    (0x0001_0000, "RTCF_NOTIFY"),
+    (0x0004_0000, "RTCF_REDIRECTED"),
+    (0x0100_0000, "RTCF_DOREDIRECT"),
+    (0x0400_0000, "RTCF_DIRECTSRC"),
+    (0x0800_0000, "RTCF_DNAT"),
+    (0x1000_0000, "RTCF_BROADCAST"),
+    (0x2000_0000, "RTCF_MULTICAST"),
+    (0x8000_0000, "RTCF_LOCAL"),
+];
+
+/// Names of `rtm_flags`, reading the upper bits as `RTCF_*` in lookup answers.
+fn route_flag_names(flags: u32) -> Vec<String> {
+    let upper = if flags & RTM_F_CLONED != 0 {
+        ROUTE_CACHE_FLAGS
+    } else {
+        ROUTE_UPPER_FLAGS
+    };
+    let table: Vec<(u32, &str)> = ROUTE_FLAGS.iter().chain(upper).copied().collect();
+    bit_names(flags, &table)
+}
+
+/// `NUD_*` neighbour states.
+const NEIGHBOUR_STATES: &[(u32, &str)] = &[
+    (0x01, "INCOMPLETE"),
+    (0x02, "REACHABLE"),
+    (0x04, "STALE"),
+    (0x08, "DELAY"),
+    (0x10, "PROBE"),
+    (0x20, "FAILED"),
+    (0x40, "NOARP"),
+    (0x80, "PERMANENT"),
+];
+
+/// `NTF_*` neighbour flags.
+const NEIGHBOUR_FLAGS: &[(u32, &str)] = &[
+    (0x01, "USE"),
+    (0x02, "SELF"),
+    (0x04, "MASTER"),
+    (0x08, "PROXY"),
+    (0x10, "EXT_LEARNED"),
+    (0x20, "OFFLOADED"),
+    (0x40, "STICKY"),
+    (0x80, "ROUTER"),
+];
+
+/// A routing table name as iproute2 prints it.
+pub(crate) fn table_name(table: u32) -> String {
+    match table {
+        0 => "unspec".into(),
+        253 => "default".into(),
+        254 => "main".into(),
+        255 => "local".into(),
+        other => other.to_string(),
+    }
+}
+
+/// An `RTN_*` route type name.
+pub(crate) fn route_type_name(kind: u8) -> String {
+    const NAMES: &[&str] = &[
+        "unspec",
+        "unicast",
+        "local",
+        "broadcast",
+        "anycast",
+        "multicast",
+        "blackhole",
+        "unreachable",
+        "prohibit",
+        "throw",
+        "nat",
+        "xresolve",
+    ];
+    NAMES
+        .get(usize::from(kind))
+        .map_or_else(|| kind.to_string(), |name| name.to_string())
+}
+
+/// An `RTPROT_*` name as in `/etc/iproute2/rt_protos`.
+fn route_protocol_name(protocol: u8) -> String {
+    match protocol {
+        0 => "unspec",
+        1 => "redirect",
+        2 => "kernel",
+        3 => "boot",
+        4 => "static",
+        8 => "gated",
+        9 => "ra",
+        10 => "mrt",
+        11 => "zebra",
+        12 => "bird",
+        13 => "dnrouted",
+        14 => "xorp",
+        15 => "ntk",
+        16 => "dhcp",
+        17 => "mrouted",
+        18 => "keepalived",
+        42 => "babel",
+        99 => "openr",
+        186 => "bgp",
+        187 => "isis",
+        188 => "ospf",
+        189 => "rip",
+        192 => "eigrp",
+        other => return other.to_string(),
+    }
+    .to_string()
+}
+
+/// An `RT_SCOPE_*` name as iproute2 prints it.
+pub(crate) fn scope_name(scope: u8) -> String {
+    match scope {
+        0 => "global",
+        200 => "site",
+        253 => "link",
+        254 => "host",
+        255 => "nowhere",
+        other => return other.to_string(),
+    }
+    .to_string()
+}
+
+/// An `FR_ACT_*` rule action name.
+fn rule_action_name(action: u8) -> String {
+    match action {
+        0 => "unspec",
+        1 => "to_table",
+        2 => "goto",
+        3 => "nop",
+        6 => "blackhole",
+        7 => "unreachable",
+        8 => "prohibit",
+        other => return other.to_string(),
+    }
+    .to_string()
+}
+
+fn route_address(address: &RouteAddress) -> String {
+    match address {
+        RouteAddress::Inet(ip) => ip.to_string(),
+        RouteAddress::Inet6(ip) => ip.to_string(),
+        RouteAddress::Mpls(label) => format!("mpls {}", label.label),
+        RouteAddress::Other(bytes) => hex(bytes),
+        _ => format!("{address:?}"),
+    }
+}
+
+fn link_body(decoder: &NetlinkDecoder, message: LinkMessage, other: Vec<RawAttribute>) -> LinkBody {
+    let header = message.header;
+    let flags = header.flags.bits();
+    let mut body = LinkBody {
+        family: address_family_name(u8::from(header.interface_family).into()),
+        index: header.index,
+        link_type: u16::from(header.link_layer_type),
+        flags: bit_names(flags, INTERFACE_FLAGS),
+        flags_raw: flags,
+        other_attributes: other,
+        ..LinkBody::default()
+    };
+    for attribute in message.attributes {
+        match attribute {
+            LinkAttribute::IfName(name) => body.ifname = Some(name),
+            LinkAttribute::Mtu(mtu) => body.mtu = Some(mtu),
+            LinkAttribute::Address(bytes) => body.address = Some(link_layer_address(&bytes)),
+            LinkAttribute::Broadcast(bytes) => body.broadcast = Some(link_layer_address(&bytes)),
+            LinkAttribute::Controller(index) => body.master = Some(index),
+            LinkAttribute::Link(index) => body.link = Some(index),
+            LinkAttribute::OperState(state) => body.operstate = Some(state.to_string()),
+            LinkAttribute::LinkInfo(infos) => {
+                for info in infos {
+                    match info {
+                        LinkInfo::Kind(kind) => body.info_kind = Some(kind.to_string()),
+                        LinkInfo::Data(data) => set_tunnel_endpoints(&mut body, data),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    body.master_name = body
+        .master
+        .and_then(|index| decoder.interface_name(index))
+        .map(str::to_string);
+    body
+}
+
+/// Tunnel local/remote addresses from `IFLA_INFO_DATA` of ipip/sit/ip6tnl, gre and vxlan.
+fn set_tunnel_endpoints(body: &mut LinkBody, data: InfoData) {
+    let mut set = |local: Option<String>, remote: Option<String>| {
+        if local.is_some() {
+            body.tunnel_local = local;
+        }
+        if remote.is_some() {
+            body.tunnel_remote = remote;
+        }
+    };
+    match data {
+        InfoData::IpTunnel(items) => items.into_iter().for_each(|item| match item {
+            InfoIpTunnel::Local(ip) => set(Some(ip.to_string()), None),
+            InfoIpTunnel::Remote(ip) => set(None, Some(ip.to_string())),
+            _ => {}
+        }),
+        InfoData::GreTun(items) | InfoData::GreTap(items) | InfoData::ErSpan(items) => {
+            items.into_iter().for_each(|item| match item {
+                InfoGre::Local(ip) => set(Some(ip.to_string()), None),
+                InfoGre::Remote(ip) => set(None, Some(ip.to_string())),
+                _ => {}
+            })
+        }
+        InfoData::GreTun6(items) | InfoData::GreTap6(items) | InfoData::Ip6ErSpan(items) => {
+            items.into_iter().for_each(|item| match item {
+                InfoGre6::Local(ip) => set(Some(ip.to_string()), None),
+                InfoGre6::Remote(ip) => set(None, Some(ip.to_string())),
+                _ => {}
+            })
+        }
+        InfoData::Vxlan(items) => items.into_iter().for_each(|item| match item {
+            InfoVxlan::Local(ip) => set(Some(ip.to_string()), None),
+            InfoVxlan::Local6(ip) => set(Some(ip.to_string()), None),
+            InfoVxlan::Group(ip) => set(None, Some(ip.to_string())),
+            InfoVxlan::Group6(ip) => set(None, Some(ip.to_string())),
+            _ => {}
+        }),
+        _ => {}
+    }
+}
+
+fn address_body(
+    decoder: &NetlinkDecoder,
+    message: AddressMessage,
+    other: Vec<RawAttribute>,
+) -> AddressBody {
+    let header = message.header;
+    let mut flags = u32::from(header.flags.bits());
+    let mut body = AddressBody {
+        family: address_family_name(u8::from(header.family).into()),
+        prefix_len: header.prefix_len,
+        scope: scope_name(u8::from(header.scope)),
+        index: header.index,
+        ifname: decoder.interface_name(header.index).map(str::to_string),
+        other_attributes: other,
+        ..AddressBody::default()
+    };
+    for attribute in message.attributes {
+        match attribute {
+            AddressAttribute::Address(ip) => body.address = Some(ip.to_string()),
+            AddressAttribute::Local(ip) => body.local = Some(ip.to_string()),
+            AddressAttribute::Label(label) => body.label = Some(label),
+            AddressAttribute::Broadcast(ip) => body.broadcast = Some(ip.to_string()),
+            AddressAttribute::Anycast(ip) => body.anycast = Some(ip.to_string()),
+            // IFA_FLAGS is the full 32-bit set; the header holds only its low byte.
+            AddressAttribute::Flags(all) => flags = all.bits(),
+            _ => {}
+        }
+    }
+    body.flags = bit_names(flags, ADDRESS_FLAGS);
+    body.flags_raw = flags;
+    body.secondary = flags & IFA_F_SECONDARY != 0;
+    body
+}
+
+fn route_body(
+    decoder: &NetlinkDecoder,
+    message: RouteMessage,
+    other: Vec<RawAttribute>,
+) -> RouteBody {
+    let header = message.header;
+    let flags = header.flags.bits();
+    let mut table_id = u32::from(header.table);
+    let mut body = RouteBody {
+        family: address_family_name(u8::from(header.address_family).into()),
+        route_type: route_type_name(u8::from(header.kind)),
+        protocol: route_protocol_name(u8::from(header.protocol)),
+        scope: scope_name(u8::from(header.scope)),
+        tos: header.tos,
+        dst_len: header.destination_prefix_length,
+        src_len: header.source_prefix_length,
+        flags: route_flag_names(flags),
+        flags_raw: flags,
+        other_attributes: other,
+        ..RouteBody::default()
+    };
+    for attribute in message.attributes {
+        match attribute {
+            RouteAttribute::Destination(address) => body.dst = Some(route_address(&address)),
+            RouteAttribute::Source(address) => body.src = Some(route_address(&address)),
+            RouteAttribute::Gateway(address) => body.gateway = Some(route_address(&address)),
+            RouteAttribute::PrefSource(address) => body.prefsrc = Some(route_address(&address)),
+            RouteAttribute::Oif(index) => body.oif = Some(index),
+            RouteAttribute::Iif(index) => body.iif = Some(index),
+            RouteAttribute::Priority(priority) => body.priority = Some(priority),
+            RouteAttribute::Mark(mark) => body.mark = Some(mark),
+            RouteAttribute::Table(table) => table_id = table,
+            _ => {}
+        }
+    }
+    body.table = table_name(table_id);
+    body.table_id = table_id;
+    let name_of = |index: Option<u32>| {
+        index
+            .and_then(|i| decoder.interface_name(i))
+            .map(str::to_string)
+    };
+    body.oif_name = name_of(body.oif);
+    body.iif_name = name_of(body.iif);
+    body
+}
+
+fn neighbour_body(
+    decoder: &NetlinkDecoder,
+    message: NeighbourMessage,
+    other: Vec<RawAttribute>,
+) -> NeighbourBody {
+    let header = message.header;
+    let state = u16::from(header.state);
+    let mut body = NeighbourBody {
+        family: address_family_name(u8::from(header.family).into()),
+        ifindex: header.ifindex,
+        ifname: decoder.interface_name(header.ifindex).map(str::to_string),
+        state: if state == 0 {
+            vec!["NONE".to_string()]
+        } else {
+            bit_names(state.into(), NEIGHBOUR_STATES)
+        },
+        state_raw: state,
+        flags: bit_names(header.flags.bits().into(), NEIGHBOUR_FLAGS),
+        neighbour_type: route_type_name(u8::from(header.kind)),
+        other_attributes: other,
+        ..NeighbourBody::default()
+    };
+    for attribute in message.attributes {
+        match attribute {
+            NeighbourAttribute::Destination(address) => {
+                body.dst = Some(match address {
+                    NeighbourAddress::Inet(ip) => ip.to_string(),
+                    NeighbourAddress::Inet6(ip) => ip.to_string(),
+                    NeighbourAddress::Other(bytes) => hex(&bytes),
+                    _ => format!("{address:?}"),
+                })
+            }
+            NeighbourAttribute::LinkLayerAddress(bytes) => {
+                body.lladdr = Some(link_layer_address(&bytes))
+            }
+            _ => {}
+        }
+    }
+    body
+}
+
+fn rule_body(message: RuleMessage, other: Vec<RawAttribute>) -> RuleBody {
+    let header = message.header;
+    let mut table_id = u32::from(header.table);
+    let mut body = RuleBody {
+        family: address_family_name(u8::from(header.family).into()),
+        action: rule_action_name(u8::from(header.action)),
+        src_len: header.src_len,
+        dst_len: header.dst_len,
+        other_attributes: other,
+        ..RuleBody::default()
+    };
+    for attribute in message.attributes {
+        match attribute {
+            RuleAttribute::Destination(ip) => body.dst = Some(ip.to_string()),
+            RuleAttribute::Source(ip) => body.src = Some(ip.to_string()),
+            RuleAttribute::Iifname(name) => body.iifname = Some(name),
+            RuleAttribute::Oifname(name) => body.oifname = Some(name),
+            RuleAttribute::Priority(priority) => body.priority = Some(priority),
+            RuleAttribute::FwMark(mark) => body.fwmark = Some(mark),
+            RuleAttribute::Table(table) => table_id = table,
+            _ => {}
+        }
+    }
+    body.table = table_name(table_id);
+    body.table_id = table_id;
+    body
+}
