@@ -2,6 +2,7 @@
 //! ([`json`]) and nlmon-compatible pcap/pcapng ([`pcap`]). Every sink implements [`EventSink`]
 //! over an `impl Write`; enrichment happens before sinks, never inside them.
 pub mod json;
+pub mod pcap;
 pub mod text;
 
 use crate::correlate::Emitted;

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use super::{EventSink, SinkError};
 use crate::correlate::Emitted;
+use crate::decode::netlink::{IpvsCommand, MessageBody, NetlinkMessage};
 use crate::event::{Event, EventBody, GetaddrinfoCall, NetlinkEvent};
 
 /// Renders the timeline as text.
@@ -74,9 +75,95 @@ fn summarise_runs(parts: &[String]) -> Vec<String> {
     out.into_iter().map(|(p, n)| if n > 1 { format!("{p} ×{n}") } else { p }).collect()
 }
 
-/// Summary of one netlink message.
-pub fn message_summary(m: &crate::decode::netlink::NetlinkMessage) -> String {
-    m.type_name.clone()
+fn opt(label: &str, v: &Option<String>) -> String {
+    v.as_deref().map(|v| format!(" {label} {v}")).unwrap_or_default()
+}
+
+/// `RTM_GETROUTE` → `GETROUTE`: the timeline is already about netlink.
+fn short_type(t: &str) -> &str {
+    t.strip_prefix("RTM_").unwrap_or(t)
+}
+
+/// Summary of one IPVS command: `NEW_SERVICE TCP 10.0.0.1:80 rr → 10.0.0.2:80 masq w1`.
+pub fn ipvs_summary(c: &IpvsCommand) -> String {
+    let mut s = c.cmd.strip_prefix("IPVS_CMD_").unwrap_or(&c.cmd).to_string();
+    if let Some(svc) = &c.service {
+        match (&svc.address, svc.port, svc.fwmark) {
+            (Some(a), Some(p), _) => s.push_str(&format!(" {} {a}:{p}", svc.protocol.as_deref().unwrap_or("?"))),
+            (_, _, Some(m)) => s.push_str(&format!(" fwmark {m}")),
+            _ => {}
+        }
+        if let Some(sch) = svc.scheduler.as_deref().filter(|s| !s.is_empty()) {
+            s.push_str(&format!(" {sch}"));
+        }
+    }
+    if let Some(d) = &c.dest {
+        if let (Some(a), Some(p)) = (&d.address, d.port) {
+            s.push_str(&format!(" → {a}:{p}"));
+        }
+        if let Some(f) = &d.forwarding {
+            s.push_str(&format!(" {f}"));
+        }
+        if let Some(w) = d.weight {
+            s.push_str(&format!(" w{w}"));
+        }
+    }
+    s
+}
+
+/// Summary of one netlink message: its type and the facts a person looks for.
+pub fn message_summary(m: &NetlinkMessage) -> String {
+    let t = short_type(&m.header.type_name);
+    let dump = if m.header.flags.iter().any(|f| f == "DUMP") { " DUMP" } else { "" };
+    match &m.body {
+        MessageBody::Error(e) if e.error == 0 => "ACK".into(),
+        MessageBody::Error(e) => format!(
+            "ERROR {} ({}){}{}",
+            e.errno,
+            e.text,
+            e.request.as_ref().map(|r| format!(" to {}", short_type(&r.type_name))).unwrap_or_default(),
+            e.extack_msg.as_deref().map(|x| format!(": \"{x}\"")).unwrap_or_default()
+        ),
+        MessageBody::Done(_) => "DONE".into(),
+        MessageBody::Address(a) => match &a.local.clone().or(a.address.clone()) {
+            Some(addr) => format!(
+                "{t} {}: {addr}/{} {}{}",
+                a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
+                a.prefix_len,
+                if a.secondary { "secondary" } else { "primary" },
+                a.label.as_deref().filter(|l| Some(*l) != a.ifname.as_deref()).map(|l| format!(" label {l}")).unwrap_or_default()
+            ),
+            None => format!("{t}{dump} {}", a.family),
+        },
+        MessageBody::Route(r) if r.dst.is_some() || !dump.is_empty() || m.header.type_name != "RTM_GETROUTE" => {
+            let dst = r.dst.as_deref().map(|d| format!("{d}/{}", r.dst_len)).unwrap_or_else(|| "default".into());
+            if m.header.type_name == "RTM_GETROUTE" {
+                format!("{t}{dump} {}", if dump.is_empty() { dst } else { r.family.clone() })
+            } else {
+                format!(
+                    "{t} {} {dst} table {}{}{}{}",
+                    r.route_type,
+                    r.table,
+                    opt("dev", &r.oif_name.clone().or(r.oif.map(|i| i.to_string()))),
+                    opt("src", &r.prefsrc),
+                    opt("via", &r.gateway)
+                )
+            }
+        }
+        MessageBody::Link(l) => format!(
+            "{t}{dump} {}{}",
+            l.ifname.clone().unwrap_or_else(|| l.index.to_string()),
+            l.info_kind.as_deref().map(|k| format!(" ({k})")).unwrap_or_default()
+        ),
+        MessageBody::Nlctrl(n) => format!(
+            "nlctrl {}{}{}",
+            n.cmd.strip_prefix("CTRL_CMD_").unwrap_or(&n.cmd),
+            opt("", &n.family_name),
+            n.family_id.map(|id| format!(" id {id:#x}")).unwrap_or_default()
+        ),
+        MessageBody::Ipvs(c) => format!("IPVS {}", ipvs_summary(c)),
+        _ => format!("{t}{dump}"),
+    }
 }
 
 /// Renders one event as a line (without indentation).
@@ -95,7 +182,7 @@ pub fn render_event(e: &Event) -> String {
             let ty = r.route_type.as_deref().map(|t| format!(" type {t}")).unwrap_or_default();
             format!("route lookup {} (src {}) table {}{ty}: {outcome}", r.dst, r.src, r.table)
         }
-        EventBody::Ipvs(i) => format!("IPVS {}", serde_json::to_string(&i.command).unwrap_or_default()),
+        EventBody::Ipvs(i) => format!("IPVS {}", ipvs_summary(&i.command)),
         EventBody::Extack(x) => format!("kernel says: {}", x.message),
         EventBody::Lost(l) => format!("LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => format!("DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary),

@@ -1,0 +1,368 @@
+//! Tests of the pcap/pcapng writers: golden bytes, byte-identity with the real nlmon fixtures,
+//! the pcapng blocks as `pcap-file` parses them, comments, flushing and errors.
+use std::io;
+
+use pcap_file::pcapng::{Block, PcapNgReader};
+
+use super::*;
+use crate::source::capture::tests::{fixture, read_all, sample_frames, FIXTURES};
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// RTM_GETLINK dump request (len 20, type 0x12, flags REQUEST|DUMP, seq 1, pid 0, AF_PACKET).
+fn getlink_frame(direction: Option<Direction>) -> NetlinkFrame {
+    let bytes = hex("14000000 1200 0103 01000000 00000000 11000000");
+    NetlinkFrame {
+        wall_ns: 1_795_267_397_571_890_123,
+        ts_ns: 42,
+        protocol: 0,
+        direction,
+        task: None,
+        total_len: bytes.len() as u32,
+        bytes,
+    }
+}
+
+#[cfg(target_endian = "little")]
+#[test]
+fn pcap_golden_bytes() {
+    let mut writer = NlmonWriter::new(Vec::new()).unwrap();
+    writer
+        .write_frame(&getlink_frame(Some(Direction::Send)))
+        .unwrap();
+    writer
+        .write_frame(&getlink_frame(Some(Direction::Recv)))
+        .unwrap();
+    let expected = hex("4d3cb2a1 0200 0400 00000000 00000000 00000400 fd000000
+         459b016b cb591622 24000000 24000000
+         0004 0338 0000 0000000000000000 0000
+         14000000 1200 0103 01000000 00000000 11000000
+         459b016b cb591622 24000000 24000000
+         0000 0338 0000 0000000000000000 0000
+         14000000 1200 0103 01000000 00000000 11000000");
+    assert_eq!(writer.into_inner(), expected);
+}
+
+#[test]
+fn nlmon_header_encodes_and_decodes() {
+    let header = NlmonHeader::for_frame(Some(Direction::Send), 16);
+    let bytes = header.encode();
+    assert_eq!(bytes, *b"\x00\x04\x03\x38\0\0\0\0\0\0\0\0\0\0\x00\x10");
+    assert_eq!(NlmonHeader::decode(&bytes), Some(header));
+    assert_eq!(
+        NlmonHeader::for_frame(Some(Direction::Recv), 0).packet_type,
+        PACKET_HOST
+    );
+    assert_eq!(NlmonHeader::for_frame(None, 0).packet_type, PACKET_OUTGOING);
+    assert_eq!(NlmonHeader::decode(&bytes[..15]), None);
+}
+
+#[cfg(target_endian = "little")]
+#[test]
+fn genl_newfamily_golden_bytes() {
+    let expected = hex("28000000 1000 0000 00000000 00000000
+         01 02 0000
+         0900 0200 49505653 00 000000
+         0600 0100 2000 0000");
+    assert_eq!(genl_newfamily_message(0x20, "IPVS").unwrap(), expected);
+}
+
+#[test]
+fn genl_family_names_are_checked() {
+    for bad in ["", "sixteen-bytes-xx", "a\0b"] {
+        let err = genl_newfamily_message(1, bad).unwrap_err();
+        assert!(matches!(err, PcapError::BadFamilyName { .. }), "{bad:?}");
+        assert!(err.to_string().contains("1 to 15 bytes"), "{err}");
+    }
+    assert!(genl_newfamily_message(1, "fifteen-bytes-x").is_ok());
+}
+
+#[test]
+fn our_frames_are_byte_identical_to_nlmon_except_the_recv_packet_type() {
+    for (name, count) in FIXTURES {
+        let original = fixture(name);
+        let (frames, error) = read_all(&original);
+        assert!(error.is_none());
+        let mut writer = NlmonWriter::new(Vec::new()).unwrap();
+        for f in &frames {
+            writer.write_frame(&f.frame).unwrap();
+        }
+        let ours = writer.into_inner();
+        // Same file layout: 24-byte header, then records of the same sizes at the same offsets.
+        assert_eq!(ours.len(), original.len(), "{name}");
+        let le32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let (mut recv, mut differing) = (0, 0);
+        for f in &frames {
+            let at = f.file_offset as usize;
+            // Timestamps: the fixture is µs, ours ns.
+            assert_eq!(
+                le32(&ours, at),
+                le32(&original, at),
+                "{name} frame {}",
+                f.number
+            );
+            assert_eq!(le32(&ours, at + 4), le32(&original, at + 4) * 1000);
+            let caplen = le32(&original, at + 8) as usize;
+            assert_eq!(ours[at + 8..at + 16], original[at + 8..at + 16], "lengths");
+            let (o, n) = (
+                &original[at + 16..at + 16 + caplen],
+                &ours[at + 16..at + 16 + caplen],
+            );
+            assert_eq!(
+                o[..2],
+                [0, 4],
+                "nlmon writes PACKET_OUTGOING in both directions"
+            );
+            assert_eq!(
+                o[2..],
+                n[2..],
+                "{name} frame {}: all but the packet type",
+                f.number
+            );
+            let expected_type = match f.frame.direction {
+                Some(Direction::Recv) => [0, 0],
+                _ => [0, 4],
+            };
+            assert_eq!(n[..2], expected_type);
+            recv += usize::from(f.frame.direction == Some(Direction::Recv));
+            differing += usize::from(o[..2] != n[..2]);
+        }
+        assert_eq!(differing, recv, "{name}: only recv frames differ");
+        assert!(recv > 0 && recv < count);
+    }
+}
+
+#[test]
+fn pcapng_blocks_as_pcap_file_reads_them() {
+    let section = SectionInfo {
+        user_application: "nodeip-trace 0.1.0".into(),
+        hardware: "x86_64".into(),
+        os: "Linux 6.18.0".into(),
+        host: "node-7".into(),
+    };
+    let mut writer = NlmonPcapngWriter::new(Vec::new(), &section).unwrap();
+    let mut frame = getlink_frame(Some(Direction::Send));
+    frame.task = Some(Task {
+        pid: 4321,
+        tid: 4322,
+        comm: "kubelet".into(),
+    });
+    writer
+        .write_annotated_frame(
+            &frame,
+            &[
+                ("pod", "kube-system/kube-proxy-x"),
+                ("container", "kube-proxy"),
+            ],
+        )
+        .unwrap();
+    writer
+        .write_genl_family(0x20, "IPVS", frame.wall_ns + 1)
+        .unwrap();
+    let bytes = writer.into_inner();
+
+    let mut reader = PcapNgReader::new(&bytes[..]).unwrap();
+    let shb = reader.section().clone();
+    assert!(shb.options.contains(&SectionHeaderOption::UserApplication(
+        "nodeip-trace 0.1.0".into()
+    )));
+    assert!(shb
+        .options
+        .contains(&SectionHeaderOption::Hardware("x86_64".into())));
+    assert!(shb
+        .options
+        .contains(&SectionHeaderOption::OS("Linux 6.18.0".into())));
+    assert!(shb
+        .options
+        .contains(&SectionHeaderOption::Comment("host=node-7".into())));
+    let mut blocks = Vec::new();
+    while let Some(block) = reader.next_block() {
+        blocks.push(block.unwrap().into_owned());
+    }
+    let Block::InterfaceDescription(idb) = &blocks[0] else {
+        panic!("{:?}", blocks[0])
+    };
+    assert_eq!(idb.linktype, DataLink::NETLINK);
+    assert_eq!(idb.snaplen, SNAPLEN);
+    assert!(idb
+        .options
+        .contains(&InterfaceDescriptionOption::IfName("nodeip-trace".into())));
+    assert!(idb
+        .options
+        .contains(&InterfaceDescriptionOption::IfTsResol(9)));
+    let Block::EnhancedPacket(epb) = &blocks[1] else {
+        panic!("{:?}", blocks[1])
+    };
+    assert_eq!(epb.timestamp.as_nanos(), frame.wall_ns as u128);
+    assert_eq!(epb.data[..2], [0, 4]);
+    assert_eq!(epb.data[16..], frame.bytes[..]);
+    assert_eq!(
+        epb.options,
+        vec![
+            EnhancedPacketOption::Comment(
+                "pid=4321 tid=4322 comm=kubelet dir=send pod=kube-system/kube-proxy-x container=kube-proxy".into()
+            ),
+            EnhancedPacketOption::Flags(EPB_FLAG_OUTBOUND),
+        ]
+    );
+    let Block::EnhancedPacket(family) = &blocks[2] else {
+        panic!("{:?}", blocks[2])
+    };
+    assert_eq!(
+        family.data[..2],
+        [0, 0],
+        "the announcement is a kernel reply"
+    );
+    assert_eq!(family.data[14..16], [0, 16], "NETLINK_GENERIC");
+    assert_eq!(
+        family.data[16..],
+        genl_newfamily_message(0x20, "IPVS").unwrap()[..]
+    );
+    assert!(family.options.contains(&EnhancedPacketOption::Comment(
+        "synthetic=genl-family name=IPVS id=0x0020".into()
+    )));
+}
+
+#[test]
+fn comments_round_trip_with_quoting() {
+    let task = Task {
+        pid: 1,
+        tid: 2,
+        comm: r#"a "b"\c d"#.into(),
+    };
+    let text = FrameComment::render(
+        Some(&task),
+        Some(Direction::Recv),
+        &[("pod", "ns/p q"), ("empty", "")],
+    );
+    assert_eq!(
+        text,
+        r#"pid=1 tid=2 comm="a \"b\"\\c d" dir=recv pod="ns/p q" empty="""#
+    );
+    let parsed = FrameComment::parse(&text);
+    assert_eq!(parsed.task, Some(task));
+    assert_eq!(parsed.direction, Some(Direction::Recv));
+    assert_eq!(
+        parsed.extra,
+        vec![
+            ("pod".to_owned(), "ns/p q".to_owned()),
+            ("empty".to_owned(), String::new())
+        ]
+    );
+    // Foreign comments: bare words are skipped, a task needs a pid.
+    let parsed = FrameComment::parse("captured by someone  note comm=x");
+    assert_eq!(parsed.task, None);
+    let parsed = FrameComment::parse("pid=9 comm=\"unterminated");
+    assert_eq!(parsed.task.unwrap().comm, "unterminated");
+    assert_eq!(FrameComment::parse("pid=9").task.unwrap().tid, 9);
+}
+
+/// A writer that counts flushes.
+#[derive(Default)]
+struct Flushes {
+    bytes: Vec<u8>,
+    flushes: usize,
+}
+
+impl Write for Flushes {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.flushes += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn flush_each_frame_flushes_per_frame() {
+    let frames = sample_frames();
+    let mut pcap = NlmonWriter::new(Flushes::default())
+        .unwrap()
+        .flush_each_frame(true);
+    let mut pcapng = NlmonPcapngWriter::new(Flushes::default(), &SectionInfo::from_host())
+        .unwrap()
+        .flush_each_frame(true);
+    let sinks: [&mut dyn FrameSink; 2] = [&mut pcap, &mut pcapng];
+    for sink in sinks {
+        for frame in &frames {
+            sink.write_frame(frame).unwrap();
+        }
+    }
+    assert_eq!(pcap.into_inner().flushes, frames.len());
+    assert_eq!(pcapng.into_inner().flushes, frames.len());
+    let mut quiet = NlmonWriter::new(Flushes::default()).unwrap();
+    quiet.write_frame(&frames[0]).unwrap();
+    assert_eq!(quiet.into_inner().flushes, 0);
+}
+
+#[test]
+fn long_frames_are_cut_to_the_snaplen() {
+    let mut frame = getlink_frame(Some(Direction::Recv));
+    frame.bytes = vec![0xab; SNAPLEN as usize + 100];
+    frame.total_len = frame.bytes.len() as u32 + 7;
+    let mut writer = NlmonWriter::new(Vec::new()).unwrap();
+    writer.write_frame(&frame).unwrap();
+    let out = writer.into_inner();
+    let le32 = |at: usize| u32::from_ne_bytes(out[at..at + 4].try_into().unwrap());
+    assert_eq!(le32(24 + 8), SNAPLEN);
+    assert_eq!(le32(24 + 12), 16 + frame.total_len);
+    assert_eq!(out.len(), 24 + 16 + SNAPLEN as usize);
+}
+
+#[test]
+fn timestamps_outside_pcap_range_are_errors() {
+    let mut writer = NlmonWriter::new(Vec::new()).unwrap();
+    for wall_ns in [-1, (u32::MAX as i128 + 1) * 1_000_000_000] {
+        let mut frame = getlink_frame(None);
+        frame.wall_ns = wall_ns;
+        let err = writer.write_frame(&frame).unwrap_err();
+        assert!(
+            matches!(err, PcapError::TimestampOutOfRange { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("clock"), "{err}");
+    }
+}
+
+/// A writer whose reader has gone away.
+#[derive(Debug)]
+struct Closed;
+
+impl Write for Closed {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::BrokenPipe.into())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn broken_pipe_is_recognisable() {
+    let err = NlmonWriter::new(Closed).unwrap_err();
+    assert!(err.is_broken_pipe(), "{err:?}");
+    let err = NlmonPcapngWriter::new(Closed, &SectionInfo::from_host())
+        .err()
+        .unwrap();
+    assert!(err.is_broken_pipe(), "{err:?}");
+    assert!(!PcapError::TimestampOutOfRange { wall_ns: -1 }.is_broken_pipe());
+}
+
+#[test]
+fn section_info_describes_this_host() {
+    let info = SectionInfo::from_host();
+    assert!(info.user_application.starts_with("nodeip-trace "));
+    assert!(info.os.starts_with("Linux"), "{info:?}");
+    assert!(
+        !info.hardware.is_empty() && !info.host.is_empty(),
+        "{info:?}"
+    );
+}
