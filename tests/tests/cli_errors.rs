@@ -1,0 +1,54 @@
+//! Bad input gives a one-line error that says what to do, and a non-zero exit — never a panic.
+use std::process::Command;
+
+use nodeip_trace_tests::tool;
+
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(tool()).args(args).output().expect("running nodeip-trace");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn unknown_pid_is_a_clear_error() {
+    let (code, err) = run(&["trace", "--pid", "999999999", "--duration", "1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no process with pid 999999999"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn missing_command_is_a_clear_error() {
+    let (code, err) = run(&["trace", "--", "/nonexistent/command"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("cannot run `/nonexistent/command`"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_flag_values_are_clear_errors() {
+    for (args, needle) in [
+        (vec!["trace", "--duration", "0"], "--duration must be a positive"),
+        (vec!["trace", "--ring-buffer-mib", "3"], "power of two"),
+        (vec!["trace", "--netlink-family", "bogus"], "unknown netlink family"),
+        (vec!["trace", "--comm", "a-very-long-process-name"], "longer than 15"),
+    ] {
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn not_root_is_a_clear_error() {
+    // Run as nobody via setpriv (util-linux), which every Debian has.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(tool())
+        .args(["trace", "--duration", "1"])
+        .output()
+        .expect("running setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("needs root"), "{err}");
+}
