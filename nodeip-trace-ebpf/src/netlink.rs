@@ -14,13 +14,12 @@ use aya_ebpf::{
 };
 use nodeip_trace_common::{
     chunk_flags, counter, syscall, NetlinkChunkHeader, NetlinkInflight, KIND_NETLINK_CHUNK,
-    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
-    NETLINK_MAX_IOV,
+    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN, NETLINK_MAX_IOV,
 };
 
 use crate::{
-    count, filter::traced, header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS, NETLINK_FDS, NETLINK_INFLIGHT, SCRATCH,
-    SOCKET_INFLIGHT,
+    count, filter::traced, header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS, NETLINK_FDS,
+    NETLINK_INFLIGHT, SCRATCH, SOCKET_INFLIGHT,
 };
 
 /// Bit N set = capture netlink protocol N (NETLINK_ROUTE = 0, NETLINK_GENERIC = 16).
@@ -46,7 +45,11 @@ pub fn socket_enter(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let protocol: u64 = unsafe { ctx.read_at(32) }.unwrap_or(0);
-    let _ = SOCKET_INFLIGHT.insert(aya_ebpf::helpers::bpf_get_current_pid_tgid(), protocol as u32, 0);
+    let _ = SOCKET_INFLIGHT.insert(
+        aya_ebpf::helpers::bpf_get_current_pid_tgid(),
+        protocol as u32,
+        0,
+    );
     0
 }
 
@@ -83,7 +86,10 @@ fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
     let buf: u64 = unsafe { ctx.read_at(24) }.unwrap_or(0);
     let (size, flags): (u64, u64) = match call {
         syscall::SENDMSG | syscall::RECVMSG => (0, unsafe { ctx.read_at(32) }.unwrap_or(0)),
-        _ => (unsafe { ctx.read_at(32) }.unwrap_or(0), unsafe { ctx.read_at(40) }.unwrap_or(0)),
+        _ => (
+            unsafe { ctx.read_at(32) }.unwrap_or(0),
+            unsafe { ctx.read_at(40) }.unwrap_or(0),
+        ),
     };
     if (call == syscall::RECVMSG || call == syscall::RECVFROM) && flags & MSG_PEEK != 0 {
         count(counter::NETLINK_PEEK_SKIPPED, 1);
@@ -96,7 +102,11 @@ fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
         fd: fd as i32,
         syscall: call,
         protocol,
-        confirmed: if CONFIRM_WITH_SOCK_TP.load() != 0 { 0 } else { 1 },
+        confirmed: if CONFIRM_WITH_SOCK_TP.load() != 0 {
+            0
+        } else {
+            1
+        },
     };
     if NETLINK_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
         count(counter::NETLINK_INFLIGHT_FULL, 1);
@@ -218,7 +228,11 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
 /// Emits the closing zero-length chunk that carries the call's totals.
 #[inline(always)]
 fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHeader) {
-    let total = if st.total == u64::MAX { st.wanted } else { st.total };
+    let total = if st.total == u64::MAX {
+        st.wanted
+    } else {
+        st.total
+    };
     let cut = st.captured < total;
     unsafe {
         (*hdr).offset = st.offset as u32;
@@ -229,7 +243,10 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
     if cut {
         count(counter::NETLINK_BYTES_CUT, total - st.captured);
     }
-    if EVENTS.output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0).is_err() {
+    if EVENTS
+        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
+        .is_err()
+    {
         count(counter::NETLINK_RINGBUF_FULL, 1);
     }
 }
@@ -245,14 +262,22 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
     let st = unsafe { &mut *state };
     let scratch = unsafe { &mut (*scratch).bytes };
     let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
-    if st.iov_index >= st.iov_count || st.iov_index >= NETLINK_MAX_IOV as u64 || st.offset >= st.total {
+    if st.iov_index >= st.iov_count
+        || st.iov_index >= NETLINK_MAX_IOV as u64
+        || st.offset >= st.total
+    {
         finish_call(st, scratch, hdr);
         return 0;
     }
     let iov = if st.iov_ptr == 0 {
-        Iovec { base: st.single_base, len: st.single_len }
+        Iovec {
+            base: st.single_base,
+            len: st.single_len,
+        }
     } else {
-        match unsafe { bpf_probe_read_user((st.iov_ptr as *const Iovec).wrapping_add(st.iov_index as usize)) } {
+        match unsafe {
+            bpf_probe_read_user((st.iov_ptr as *const Iovec).wrapping_add(st.iov_index as usize))
+        } {
             Ok(v) => v,
             Err(_) => {
                 finish_call(st, scratch, hdr);
@@ -267,11 +292,19 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
         st.iov_index += 1;
         st.iov_offset = 0;
     } else {
-        let n = if seg > NETLINK_CHUNK_LEN as u64 { NETLINK_CHUNK_LEN as u64 } else { seg };
+        let n = if seg > NETLINK_CHUNK_LEN as u64 {
+            NETLINK_CHUNK_LEN as u64
+        } else {
+            seg
+        };
         // Keep n in 1..=NETLINK_CHUNK_LEN in a form the verifier can follow.
         let n = (((n - 1) & (NETLINK_CHUNK_LEN as u64 - 1)) + 1) as usize;
-        let payload = &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
-        let ok = unsafe { bpf_probe_read_user_buf((iov.base + st.iov_offset) as *const u8, &mut payload[..n]).is_ok() };
+        let payload =
+            &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
+        let ok = unsafe {
+            bpf_probe_read_user_buf((iov.base + st.iov_offset) as *const u8, &mut payload[..n])
+                .is_ok()
+        };
         let out_len = if ok { n } else { 0 };
         unsafe {
             (*hdr).offset = st.offset as u32;
@@ -279,7 +312,10 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
             (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
             (*hdr).total_len = 0;
         }
-        if EVENTS.output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0).is_err() {
+        if EVENTS
+            .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
+            .is_err()
+        {
             count(counter::NETLINK_RINGBUF_FULL, 1);
         } else if ok {
             st.captured += n as u64;

@@ -109,10 +109,15 @@ fn netlink_mask(families: &[String]) -> anyhow::Result<u64> {
 
 fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     if !a.ring_buffer_mib.is_power_of_two() || a.ring_buffer_mib > 1024 {
-        bail!("--ring-buffer-mib must be a power of two up to 1024, got {}", a.ring_buffer_mib);
+        bail!(
+            "--ring-buffer-mib must be a power of two up to 1024, got {}",
+            a.ring_buffer_mib
+        );
     }
     let duration = match a.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds, got {d}"),
+        Some(d) if !(d > 0.0 && d.is_finite()) => {
+            bail!("--duration must be a positive number of seconds, got {d}")
+        }
         Some(d) => Some(Duration::from_secs_f64(d)),
         None => None,
     };
@@ -159,9 +164,18 @@ pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::Doctor { format } => {
-            let fmt = if format == Format::Json { doctor::DoctorFormat::Json } else { doctor::DoctorFormat::Text };
-            let ok = doctor::run(fmt, &mut std::io::stdout().lock()).context("writing the doctor report")?;
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            let fmt = if format == Format::Json {
+                doctor::DoctorFormat::Json
+            } else {
+                doctor::DoctorFormat::Text
+            };
+            let ok = doctor::run(fmt, &mut std::io::stdout().lock())
+                .context("writing the doctor report")?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Trace(args) => {
             let opts = trace_options(args)?;
@@ -170,7 +184,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
                 .build()
                 .context("starting the async runtime")?;
             match rt.block_on(trace::run(opts))? {
-                trace::TraceEnd::CommandExited(code) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+                trace::TraceEnd::CommandExited(code) => {
+                    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+                }
                 trace::TraceEnd::Stopped => Ok(ExitCode::SUCCESS),
             }
         }

@@ -16,8 +16,16 @@ pub struct Netns {
 
 /// Runs `ip ARGS`, panicking with the command and its stderr when it fails.
 pub fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("running ip (install iproute2)");
-    assert!(out.status.success(), "ip {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("running ip (install iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Netns {
@@ -33,7 +41,10 @@ impl Netns {
 
     /// Adds a veth `dev` whose peer lives in `peer` (another namespace of the test), brought up.
     pub fn veth_to(&self, dev: &str, peer: &Netns, peer_dev: &str) {
-        ip(&["-n", &self.name, "link", "add", dev, "type", "veth", "peer", "name", peer_dev, "netns", &peer.name]);
+        ip(&[
+            "-n", &self.name, "link", "add", dev, "type", "veth", "peer", "name", peer_dev,
+            "netns", &peer.name,
+        ]);
         ip(&["-n", &self.name, "link", "set", dev, "up"]);
         ip(&["-n", &peer.name, "link", "set", peer_dev, "up"]);
     }
@@ -55,7 +66,9 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "delete", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.name])
+            .status();
         let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
     }
 }
@@ -66,7 +79,11 @@ pub fn tool() -> PathBuf {
         return p.into();
     }
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/nodeip-trace");
-    assert!(p.exists(), "{} missing: run `cargo build -p nodeip-trace` or `cargo xtask test`", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build -p nodeip-trace` or `cargo xtask test`",
+        p.display()
+    );
     p
 }
 
@@ -74,7 +91,10 @@ pub fn tool() -> PathBuf {
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
-    assert_eq!(uid, 0, "end-to-end tests need root (eBPF, network namespaces); CI runs them as root");
+    assert_eq!(
+        uid, 0,
+        "end-to-end tests need root (eBPF, network namespaces); CI runs them as root"
+    );
 }
 
 /// Output of a `trace --format json -- COMMAND` run.
@@ -106,7 +126,13 @@ pub fn trace_json(extra: &[&str], command: &[&str]) -> TraceRun {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let events = stdout
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}")))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
+        })
         .collect();
-    TraceRun { events, stderr: String::from_utf8_lossy(&output.stderr).into_owned(), output }
+    TraceRun {
+        events,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        output,
+    }
 }

@@ -4,8 +4,14 @@ use std::process::Command;
 use nodeip_trace_tests::tool;
 
 fn run(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(tool()).args(args).output().expect("running nodeip-trace");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(tool())
+        .args(args)
+        .output()
+        .expect("running nodeip-trace");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -28,10 +34,19 @@ fn missing_command_is_a_clear_error() {
 #[test]
 fn bad_flag_values_are_clear_errors() {
     for (args, needle) in [
-        (vec!["trace", "--duration", "0"], "--duration must be a positive"),
+        (
+            vec!["trace", "--duration", "0"],
+            "--duration must be a positive",
+        ),
         (vec!["trace", "--ring-buffer-mib", "3"], "power of two"),
-        (vec!["trace", "--netlink-family", "bogus"], "unknown netlink family"),
-        (vec!["trace", "--comm", "a-very-long-process-name"], "longer than 15"),
+        (
+            vec!["trace", "--netlink-family", "bogus"],
+            "unknown netlink family",
+        ),
+        (
+            vec!["trace", "--comm", "a-very-long-process-name"],
+            "longer than 15",
+        ),
     ] {
         let (code, err) = run(&args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -43,7 +58,12 @@ fn bad_flag_values_are_clear_errors() {
 fn not_root_is_a_clear_error() {
     // Run as nobody via setpriv (util-linux), which every Debian has.
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(tool())
         .args(["trace", "--duration", "1"])
         .output()

@@ -7,17 +7,41 @@ use nodeip_trace_tests::{require_root, tool};
 #[test]
 fn doctor_reports_hooks_with_reasons() {
     require_root();
-    let out = Command::new(tool()).args(["doctor", "--format", "json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(tool())
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let hooks = report["hooks"].as_array().unwrap();
     let find = |mode: &str, target: &str| {
-        hooks.iter().find(|h| h["mode"] == mode && h["target"].as_str().unwrap().contains(target)).cloned()
+        hooks
+            .iter()
+            .find(|h| h["mode"] == mode && h["target"].as_str().unwrap().contains(target))
+            .cloned()
     };
-    assert_eq!(find("uprobe", "getaddrinfo@").expect("uprobe hook")["available"], true);
-    assert_eq!(find("tracepoint", "fib:fib_table_lookup").unwrap()["available"], true);
-    assert_eq!(find("tracepoint", "syscalls:sys_enter_recvmsg").unwrap()["available"], true);
-    assert!(report["libcs"].as_array().unwrap().iter().any(|l| l["kind"] == "glibc"));
+    assert_eq!(
+        find("uprobe", "getaddrinfo@").expect("uprobe hook")["available"],
+        true
+    );
+    assert_eq!(
+        find("tracepoint", "fib:fib_table_lookup").unwrap()["available"],
+        true
+    );
+    assert_eq!(
+        find("tracepoint", "syscalls:sys_enter_recvmsg").unwrap()["available"],
+        true
+    );
+    assert!(report["libcs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["kind"] == "glibc"));
     let kernel_has_kprobes = report["kprobes"] == true;
     let k = find("kprobe", "inet_rtm_getroute").unwrap();
     let f = find("fentry", "inet_rtm_getroute").unwrap();

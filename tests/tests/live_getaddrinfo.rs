@@ -6,7 +6,9 @@ use nodeip_trace_tests::{require_root, trace_json, Netns};
 fn getent_order(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
-        let Some(first) = line.split_whitespace().next() else { continue };
+        let Some(first) = line.split_whitespace().next() else {
+            continue;
+        };
         if first.parse::<std::net::IpAddr>().is_ok() && !out.iter().any(|a| a == first) {
             out.push(first.to_string());
         }
@@ -19,7 +21,15 @@ fn layout(tag: &str, hosts: &str) -> (Netns, Netns) {
     let peer = Netns::new(&format!("{tag}p"));
     ns.veth_to("eth0", &peer, "eth0");
     ns.ip(&["addr", "add", "172.18.45.6/27", "dev", "eth0"]);
-    ns.ip(&["addr", "add", "172.18.45.20/27", "dev", "eth0", "label", "eth0:vip"]);
+    ns.ip(&[
+        "addr",
+        "add",
+        "172.18.45.20/27",
+        "dev",
+        "eth0",
+        "label",
+        "eth0:vip",
+    ]);
     ns.etc_file("hosts", hosts);
     // Files only: no DNS query may leave (and an unknown name is EAI_NONAME, not EAI_AGAIN).
     ns.etc_file("nsswitch.conf", "hosts: files\n");
@@ -30,11 +40,22 @@ fn layout(tag: &str, hosts: &str) -> (Netns, Netns) {
 fn getaddrinfo_event_lists_what_getent_printed_in_order() {
     require_root();
     for (tag, hosts) in [
-        ("gai1", "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n"),
-        ("gai2", "127.0.0.1 localhost\n172.18.45.20 node-a\n172.18.45.6 node-a\n"),
+        (
+            "gai1",
+            "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n",
+        ),
+        (
+            "gai2",
+            "127.0.0.1 localhost\n172.18.45.20 node-a\n172.18.45.6 node-a\n",
+        ),
     ] {
         let (ns, _peer) = layout(tag, hosts);
-        let run = trace_json(&[], &["ip", "netns", "exec", &ns.name, "getent", "ahostsv4", "node-a"]);
+        let run = trace_json(
+            &[],
+            &[
+                "ip", "netns", "exec", &ns.name, "getent", "ahostsv4", "node-a",
+            ],
+        );
         assert!(run.output.status.success(), "trace failed: {}", run.stderr);
         let printed = getent_order(&run.stderr);
         assert_eq!(printed.len(), 2, "getent printed: {}", run.stderr);
@@ -45,12 +66,25 @@ fn getaddrinfo_event_lists_what_getent_printed_in_order() {
             .collect();
         assert_eq!(calls.len(), 1, "getaddrinfo events: {:?}", run.events);
         let call = calls[0];
-        let addresses: Vec<String> =
-            call["addresses"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let addresses: Vec<String> = call["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
         assert_eq!(addresses, printed, "hosts:\n{hosts}");
         assert_eq!(call["ret"], "OK");
         assert_eq!(call["family"], "AF_INET");
-        for field in ["ts", "ts_ns", "pid", "tid", "comm", "service", "flags", "duration_ns"] {
+        for field in [
+            "ts",
+            "ts_ns",
+            "pid",
+            "tid",
+            "comm",
+            "service",
+            "flags",
+            "duration_ns",
+        ] {
             assert!(call.get(field).is_some(), "missing {field} in {call}");
         }
         // glibc's own RTM_GETADDR dump (__check_pf) happens inside the call and is grouped under it.
@@ -62,11 +96,25 @@ fn getaddrinfo_event_lists_what_getent_printed_in_order() {
 fn unknown_name_gives_eai_noname_and_no_addresses() {
     require_root();
     let (ns, _peer) = layout("gai3", "127.0.0.1 localhost\n");
-    let run = trace_json(&[], &["ip", "netns", "exec", &ns.name, "getent", "ahostsv4", "no-such-node.invalid"]);
+    let run = trace_json(
+        &[],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.name,
+            "getent",
+            "ahostsv4",
+            "no-such-node.invalid",
+        ],
+    );
     // getent exits 2 for "not found"; trace exits with the command's status.
     assert_eq!(run.output.status.code(), Some(2), "{}", run.stderr);
-    let calls: Vec<_> =
-        run.of_kind("getaddrinfo").into_iter().filter(|e| e["node"] == "no-such-node.invalid").collect();
+    let calls: Vec<_> = run
+        .of_kind("getaddrinfo")
+        .into_iter()
+        .filter(|e| e["node"] == "no-such-node.invalid")
+        .collect();
     assert_eq!(calls.len(), 1, "{:?}", run.events);
     assert_eq!(calls[0]["ret"], "EAI_NONAME");
     assert_eq!(calls[0]["addresses"].as_array().unwrap().len(), 0);

@@ -33,15 +33,32 @@ pub fn demo() -> anyhow::Result<()> {
     let _guard = Namespaces;
     ip(&["netns", "add", NS])?;
     ip(&["netns", "add", PEER_NS])?;
-    ip(&["-n", NS, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", PEER_NS])?;
+    ip(&[
+        "-n", NS, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", PEER_NS,
+    ])?;
     ip(&["-n", NS, "link", "set", "lo", "up"])?;
     ip(&["-n", NS, "link", "set", "eth0", "up"])?;
     ip(&["-n", NS, "addr", "add", "172.18.45.6/27", "dev", "eth0"])?;
-    ip(&["-n", NS, "addr", "add", "172.18.45.20/27", "dev", "eth0", "label", "eth0:vip"])?;
+    ip(&[
+        "-n",
+        NS,
+        "addr",
+        "add",
+        "172.18.45.20/27",
+        "dev",
+        "eth0",
+        "label",
+        "eth0:vip",
+    ])?;
     std::fs::create_dir_all(format!("/etc/netns/{NS}"))?;
-    std::fs::write(format!("/etc/netns/{NS}/hosts"), "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n")?;
+    std::fs::write(
+        format!("/etc/netns/{NS}/hosts"),
+        "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n",
+    )?;
     println!("== seed 000: node-a is 172.18.45.6 (primary) and 172.18.45.20 (alias eth0:vip); /etc/hosts lists .6 first");
     println!("== nodeip-trace trace -- ip netns exec {NS} getent ahostsv4 node-a\n");
-    run(Command::new(&bin).args(["trace", "--", "ip", "netns", "exec", NS, "getent", "ahostsv4", "node-a"]))?;
+    run(Command::new(&bin).args([
+        "trace", "--", "ip", "netns", "exec", NS, "getent", "ahostsv4", "node-a",
+    ]))?;
     Ok(())
 }

@@ -39,7 +39,10 @@ enum Task {
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 /// Runs a command, failing with its command line when it fails.
@@ -62,8 +65,19 @@ fn test() -> anyhow::Result<()> {
     let root = workspace_root();
     run(cargo().args(["build", "--package", "nodeip-trace", "--bins"]))?;
     let bin = root.join("target/debug/nodeip-trace");
-    run(cargo().args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"]).env("NODEIP_TRACE_BIN", &bin))?;
-    run(cargo().args(["clippy", "--workspace", "--exclude", "nodeip-trace-ebpf", "--all-targets", "--", "-D", "warnings"]))?;
+    run(cargo()
+        .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
+        .env("NODEIP_TRACE_BIN", &bin))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--exclude",
+        "nodeip-trace-ebpf",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
     println!("xtask test: all passed");
     Ok(())
@@ -84,6 +98,8 @@ fn main() -> anyhow::Result<()> {
             }
             demo::demo()
         }
-        Task::Bless => run(cargo().args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"]).env("BLESS", "1")),
+        Task::Bless => run(cargo()
+            .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
+            .env("BLESS", "1")),
     }
 }

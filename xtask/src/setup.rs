@@ -57,7 +57,11 @@ fn rust_src_installed() -> bool {
     Command::new("rustup")
         .args(["component", "list", "--installed", "--toolchain", "stable"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("rust-src")))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with("rust-src"))
+        })
         .unwrap_or(false)
 }
 
@@ -68,7 +72,10 @@ pub fn setup() -> anyhow::Result<()> {
     let missing = missing_packages();
     if !missing.is_empty() {
         if effective_uid() != 0 {
-            bail!("apt packages missing ({}) and not root: run `sudo cargo xtask setup`", missing.join(" "));
+            bail!(
+                "apt packages missing ({}) and not root: run `sudo cargo xtask setup`",
+                missing.join(" ")
+            );
         }
         eprintln!("setup: installing apt packages: {}", missing.join(" "));
         run(Command::new("apt-get").args(["update", "-q"]))?;
@@ -80,21 +87,45 @@ pub fn setup() -> anyhow::Result<()> {
     }
     if !rust_src_installed() {
         eprintln!("setup: adding rust-src to the stable toolchain");
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "stable"]))?;
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "stable",
+        ]))?;
         did.push("added rust-src".into());
     }
     if !bpf_linker_ok() {
-        eprintln!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)");
-        let path = format!("/usr/lib/llvm-22/bin:{}", std::env::var("PATH").unwrap_or_default());
+        eprintln!(
+            "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about a minute)"
+        );
+        let path = format!(
+            "/usr/lib/llvm-22/bin:{}",
+            std::env::var("PATH").unwrap_or_default()
+        );
         run(Command::new("cargo")
-            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features", "llvm-22"])
+            .args([
+                "install",
+                "bpf-linker",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+            ])
             .env("PATH", path)
             .env("LLVM_PREFIX", "/usr/lib/llvm-22"))
-        .context("building bpf-linker failed: check that llvm-22-dev and libpolly-22-dev are installed")?;
+        .context(
+            "building bpf-linker failed: check that llvm-22-dev and libpolly-22-dev are installed",
+        )?;
         did.push(format!("installed bpf-linker {BPF_LINKER_VERSION}"));
     }
     if did.is_empty() {
-        eprintln!("setup: everything present ({} ms)", t0.elapsed().as_millis());
+        eprintln!(
+            "setup: everything present ({} ms)",
+            t0.elapsed().as_millis()
+        );
     } else {
         eprintln!("setup: {} ({} s)", did.join("; "), t0.elapsed().as_secs());
     }
@@ -105,7 +136,12 @@ fn effective_uid() -> u32 {
     // Reads /proc instead of calling libc so xtask needs no extra dependency.
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:").map(|v| v.split_whitespace().nth(1).unwrap_or("1").to_string())))
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Uid:")
+                    .map(|v| v.split_whitespace().nth(1).unwrap_or("1").to_string())
+            })
+        })
         .and_then(|v| v.parse().ok())
         .unwrap_or(1)
 }

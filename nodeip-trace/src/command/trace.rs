@@ -106,7 +106,10 @@ const LOSS_COUNTERS: [(u32, &str); 9] = [
     (counter::GAI_RESULTS_CUT, "getaddrinfo_results_cut"),
     (counter::NETLINK_RINGBUF_FULL, "netlink_chunks_ringbuf_full"),
     (counter::NETLINK_BYTES_CUT, "netlink_bytes_cut"),
-    (counter::NETLINK_UNKNOWN_SOCKET, "netlink_calls_on_unknown_socket"),
+    (
+        counter::NETLINK_UNKNOWN_SOCKET,
+        "netlink_calls_on_unknown_socket",
+    ),
     (counter::NETLINK_INFLIGHT_FULL, "netlink_inflight_map_full"),
     (counter::ROUTE_RINGBUF_FULL, "route_lookups_ringbuf_full"),
     (counter::OTHER_RINGBUF_FULL, "other_records_ringbuf_full"),
@@ -133,7 +136,10 @@ pub fn lost_report(counters: &[u64], record_errors: u64) -> LostReport {
 }
 
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 struct Sinks {
@@ -155,11 +161,21 @@ impl Sinks {
 
 fn meta_event(clock: &WallClock, body: EventBody) -> Event {
     let ts_ns = monotonic_now();
-    Event { ts: clock.rfc3339(ts_ns), ts_ns, pid: 0, tid: 0, comm: String::new(), body }
+    Event {
+        ts: clock.rfc3339(ts_ns),
+        ts_ns,
+        pid: 0,
+        tid: 0,
+        comm: String::new(),
+        body,
+    }
 }
 
 fn monotonic_now() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes into our timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -167,7 +183,10 @@ fn monotonic_now() -> u64 {
 
 /// Starts the command. The caller has put this process in the pid filter with fork following on,
 /// so the kernel side adds the child at fork time, before it can exec or do anything.
-fn spawn_command(command: &[String], stdout_to_stderr: bool) -> Result<tokio::process::Child, TraceError> {
+fn spawn_command(
+    command: &[String],
+    stdout_to_stderr: bool,
+) -> Result<tokio::process::Child, TraceError> {
     use std::os::fd::{AsFd, OwnedFd};
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
@@ -177,7 +196,10 @@ fn spawn_command(command: &[String], stdout_to_stderr: bool) -> Result<tokio::pr
             cmd.stdout(std::process::Stdio::from(fd));
         }
     }
-    cmd.spawn().map_err(|source| TraceError::Spawn { command: command.join(" "), source })
+    cmd.spawn().map_err(|source| TraceError::Spawn {
+        command: command.join(" "),
+        source,
+    })
 }
 
 /// Runs a trace.
@@ -204,8 +226,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             known += 1;
         }
     }
-    let mut source = LiveSource::new(tracer.take_ring_buffer()?)
-        .map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
+    let mut source =
+        LiveSource::new(tracer.take_ring_buffer()?).map_err(|source| TraceError::Io {
+            what: "polling the ring buffer",
+            source,
+        })?;
     let clock = WallClock::now();
     let routes = match tracefs::find() {
         Some(root) => RouteLookupDecoder::new(
@@ -218,15 +243,33 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
 
     // Sinks.
     let stdout_machine = opts.format == StdoutFormat::Json;
-    let mut sinks = Sinks { sinks: Vec::new(), counts: BTreeMap::new() };
+    let mut sinks = Sinks {
+        sinks: Vec::new(),
+        counts: BTreeMap::new(),
+    };
     match opts.format {
-        StdoutFormat::Text => sinks.sinks.push(Box::new(TextTimelineSink::new(std::io::stdout(), "stdout", true))),
-        StdoutFormat::Json => sinks.sinks.push(Box::new(JsonLinesSink::new(std::io::stdout(), "stdout", true))),
+        StdoutFormat::Text => sinks.sinks.push(Box::new(TextTimelineSink::new(
+            std::io::stdout(),
+            "stdout",
+            true,
+        ))),
+        StdoutFormat::Json => sinks.sinks.push(Box::new(JsonLinesSink::new(
+            std::io::stdout(),
+            "stdout",
+            true,
+        ))),
         StdoutFormat::None => {}
     }
     if let Some(path) = &opts.output {
-        let file = std::fs::File::create(path).map_err(|source| TraceError::Create { path: path.clone(), source })?;
-        sinks.sinks.push(Box::new(JsonLinesSink::new(std::io::BufWriter::new(file), path.display().to_string(), false)));
+        let file = std::fs::File::create(path).map_err(|source| TraceError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        sinks.sinks.push(Box::new(JsonLinesSink::new(
+            std::io::BufWriter::new(file),
+            path.display().to_string(),
+            false,
+        )));
     }
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
     let header = meta_event(
@@ -243,13 +286,22 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     );
     if opts.format == StdoutFormat::Json || opts.output.is_some() {
         // The header goes to machine-readable outputs only.
-        for s in sinks.sinks.iter_mut().skip(usize::from(opts.format == StdoutFormat::Text)) {
-            s.write(&Emitted::Event(header.clone()))?;
+        for s in sinks
+            .sinks
+            .iter_mut()
+            .skip(usize::from(opts.format == StdoutFormat::Text))
+        {
+            s.write(&Emitted::Event(Box::new(header.clone())))?;
         }
     }
 
     let attached = tracer.hooks.iter().filter(|h| h.status.is_ok()).count();
-    let failed: Vec<String> = tracer.hooks.iter().filter(|h| h.status.is_err()).map(|h| h.describe()).collect();
+    let failed: Vec<String> = tracer
+        .hooks
+        .iter()
+        .filter(|h| h.status.is_err())
+        .map(|h| h.describe())
+        .collect();
     eprintln!(
         "nodeip-trace: {attached} hooks attached in {} ms, {known} netlink sockets known{}; Ctrl-C stops",
         started.elapsed().as_millis(),
@@ -270,8 +322,14 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         let _ = std::fs::write(path, format!("{}\n", std::process::id()));
     }
 
-    let mut sigint = signal(SignalKind::interrupt()).map_err(|source| TraceError::Io { what: "installing SIGINT handler", source })?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(|source| TraceError::Io { what: "installing SIGTERM handler", source })?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|source| TraceError::Io {
+        what: "installing SIGINT handler",
+        source,
+    })?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|source| TraceError::Io {
+        what: "installing SIGTERM handler",
+        source,
+    })?;
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut records = Vec::new();
     let mut record_errors: Vec<RecordError> = Vec::new();
@@ -363,13 +421,19 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let lost = lost_report(&counters, record_error_count);
     let lost_total = lost.lost;
     if !lost.counts.is_empty() {
-        sinks.write(&Emitted::Event(meta_event(&clock, EventBody::Lost(lost.clone()))))?;
+        sinks.write(&Emitted::Event(Box::new(meta_event(
+            &clock,
+            EventBody::Lost(lost.clone()),
+        ))))?;
     }
-    let summary = RunSummary { events: sinks.counts.clone(), lost: lost_total };
+    let summary = RunSummary {
+        events: sinks.counts.clone(),
+        lost: lost_total,
+    };
     let summary_event = meta_event(&clock, EventBody::Summary(summary.clone()));
     let text_index = usize::from(opts.format == StdoutFormat::Text);
     for s in sinks.sinks.iter_mut().skip(text_index) {
-        s.write(&Emitted::Event(summary_event.clone()))?;
+        s.write(&Emitted::Event(Box::new(summary_event.clone())))?;
     }
     for s in &mut sinks.sinks {
         s.finish()?;
@@ -378,7 +442,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let _ = writeln!(
         std::io::stderr(),
         "nodeip-trace: {total} events, {lost_total} lost{}",
-        if lost.counts.is_empty() { String::new() } else { format!(" ({:?})", lost.counts) }
+        if lost.counts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({:?})", lost.counts)
+        }
     );
     drop(tracer);
     Ok(end)

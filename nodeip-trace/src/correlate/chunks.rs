@@ -27,7 +27,12 @@ pub fn syscall_direction(call: u32) -> Direction {
 
 impl ChunkAssembler {
     /// Adds a chunk; returns the frame when this was its call's last chunk.
-    pub fn push(&mut self, h: &NetlinkChunkHeader, payload: &[u8], clock: &WallClock) -> Option<NetlinkFrame> {
+    pub fn push(
+        &mut self,
+        h: &NetlinkChunkHeader,
+        payload: &[u8],
+        clock: &WallClock,
+    ) -> Option<NetlinkFrame> {
         let key = (h.header.pid_tgid, h.call_start_ns);
         let frame = self.open.entry(key).or_insert_with(|| NetlinkFrame {
             wall_ns: clock.wall_ns(h.header.ts_ns),
@@ -44,7 +49,10 @@ impl ChunkAssembler {
         });
         // Chunks arrive in order for one call; a gap (a chunk lost to a full ring buffer) ends
         // the captured bytes there, so nothing after a hole is misread as message boundaries.
-        if h.len > 0 && h.offset as usize == frame.bytes.len() && h.flags & chunk_flags::READ_FAILED == 0 {
+        if h.len > 0
+            && h.offset as usize == frame.bytes.len()
+            && h.flags & chunk_flags::READ_FAILED == 0
+        {
             frame.bytes.extend_from_slice(payload);
         }
         if h.flags & chunk_flags::LAST != 0 {
@@ -77,7 +85,14 @@ mod tests {
 
     fn chunk(offset: u32, len: u32, flags: u32, total: u32) -> NetlinkChunkHeader {
         NetlinkChunkHeader {
-            header: EventHeader { kind: 2, cpu: 0, ts_ns: 100, pid_tgid: (5 << 32) | 6, cgroup_id: 0, comm: *b"ip\0\0\0\0\0\0\0\0\0\0\0\0\0\0" },
+            header: EventHeader {
+                kind: 2,
+                cpu: 0,
+                ts_ns: 100,
+                pid_tgid: (5 << 32) | 6,
+                cgroup_id: 0,
+                comm: *b"ip\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            },
             call_start_ns: 90,
             fd: 3,
             protocol: 0,
@@ -96,7 +111,9 @@ mod tests {
         let clock = WallClock::identity();
         assert!(a.push(&chunk(0, 3, 0, 0), &[1, 2, 3], &clock).is_none());
         assert!(a.push(&chunk(3, 2, 0, 0), &[4, 5], &clock).is_none());
-        let f = a.push(&chunk(5, 0, chunk_flags::LAST, 5), &[], &clock).unwrap();
+        let f = a
+            .push(&chunk(5, 0, chunk_flags::LAST, 5), &[], &clock)
+            .unwrap();
         assert_eq!(f.bytes, vec![1, 2, 3, 4, 5]);
         assert_eq!(f.direction, Some(Direction::Recv));
         assert!(!f.truncated());
@@ -109,7 +126,13 @@ mod tests {
         let clock = WallClock::identity();
         a.push(&chunk(0, 3, 0, 0), &[1, 2, 3], &clock);
         a.push(&chunk(6, 2, 0, 0), &[7, 8], &clock);
-        let f = a.push(&chunk(8, 0, chunk_flags::LAST | chunk_flags::CUT, 8), &[], &clock).unwrap();
+        let f = a
+            .push(
+                &chunk(8, 0, chunk_flags::LAST | chunk_flags::CUT, 8),
+                &[],
+                &clock,
+            )
+            .unwrap();
         assert_eq!(f.bytes, vec![1, 2, 3]);
         assert!(f.truncated());
     }

@@ -21,7 +21,7 @@ pub enum Emitted {
     /// A whole netlink buffer (for pcap sinks), in capture order.
     Frame(NetlinkFrame),
     /// A timeline event.
-    Event(Event),
+    Event(Box<Event>),
 }
 
 /// Events held while a getaddrinfo call is open on a thread.
@@ -44,7 +44,11 @@ pub struct Pipeline {
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
-    Task { pid: (pid_tgid >> 32) as u32, tid: pid_tgid as u32, comm: c_string(comm) }
+    Task {
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        comm: c_string(comm),
+    }
 }
 
 impl Pipeline {
@@ -71,7 +75,14 @@ impl Pipeline {
     }
 
     fn event(&self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
-        Event { ts: self.clock.rfc3339(ts_ns), ts_ns, pid: task.pid, tid: task.tid, comm: task.comm.clone(), body }
+        Event {
+            ts: self.clock.rfc3339(ts_ns),
+            ts_ns,
+            pid: task.pid,
+            tid: task.tid,
+            comm: task.comm.clone(),
+            body,
+        }
     }
 
     /// Routes an output through an open span of its thread, or straight out.
@@ -97,10 +108,17 @@ impl Pipeline {
             KernelRecord::Getaddrinfo(r) => {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let mut call = decode_getaddrinfo(&r);
-                let held = self.spans.remove(&task.tid).map(|s| s.held).unwrap_or_default();
-                call.during = held.iter().filter(|e| matches!(e, Emitted::Event(_))).count() as u32;
+                let held = self
+                    .spans
+                    .remove(&task.tid)
+                    .map(|s| s.held)
+                    .unwrap_or_default();
+                call.during = held
+                    .iter()
+                    .filter(|e| matches!(e, Emitted::Event(_)))
+                    .count() as u32;
                 let ev = self.event(r.header.ts_ns, &task, EventBody::Getaddrinfo(call));
-                out.push(Emitted::Event(ev));
+                out.push(Emitted::Event(Box::new(ev)));
                 out.extend(held);
             }
             KernelRecord::NetlinkChunk(h, payload) => {
@@ -116,12 +134,18 @@ impl Pipeline {
                     self.routes.decode_v4(&r.raw)
                 };
                 let ev = self.event(r.header.ts_ns, &task, EventBody::RouteLookup(lookup));
-                self.emit(task.tid, Emitted::Event(ev), out);
+                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }
             KernelRecord::Extack(r) => {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
-                let ev = self.event(r.header.ts_ns, &task, EventBody::Extack(ExtackMessage { message: c_string(&r.msg) }));
-                self.emit(task.tid, Emitted::Event(ev), out);
+                let ev = self.event(
+                    r.header.ts_ns,
+                    &task,
+                    EventBody::Extack(ExtackMessage {
+                        message: c_string(&r.msg),
+                    }),
+                );
+                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }
             KernelRecord::UnknownNetlinkSocket(h) => {
                 self.unknown_socket_tgids.push((h.pid_tgid >> 32) as u32);
@@ -151,11 +175,18 @@ impl Pipeline {
         let tid = task.tid;
         let ts_ns = frame.ts_ns;
         self.emit(tid, Emitted::Frame(frame), out);
-        self.emit(tid, Emitted::Event(ev), out);
+        self.emit(tid, Emitted::Event(Box::new(ev)), out);
         if direction == Direction::Send {
             for command in ipvs {
-                let ev = self.event(ts_ns, &task, EventBody::Ipvs(IpvsEvent { command, result: None }));
-                self.emit(tid, Emitted::Event(ev), out);
+                let ev = self.event(
+                    ts_ns,
+                    &task,
+                    EventBody::Ipvs(IpvsEvent {
+                        command,
+                        result: None,
+                    }),
+                );
+                self.emit(tid, Emitted::Event(Box::new(ev)), out);
             }
         }
     }

@@ -43,8 +43,11 @@ pub fn ai_flag_names(flags: i32) -> Vec<String> {
         (0x200, "AI_IDN_USE_STD3_ASCII_RULES"),
         (0x400, "AI_NUMERICSERV"),
     ];
-    let mut out: Vec<String> =
-        NAMES.iter().filter(|(bit, _)| flags & bit != 0).map(|(_, n)| n.to_string()).collect();
+    let mut out: Vec<String> = NAMES
+        .iter()
+        .filter(|(bit, _)| flags & bit != 0)
+        .map(|(_, n)| n.to_string())
+        .collect();
     let known: i32 = NAMES.iter().map(|(b, _)| b).sum();
     if flags & !known != 0 {
         out.push(format!("{:#x}", flags & !known));
@@ -118,7 +121,8 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         ret_code: rec.ret,
         addresses,
         results,
-        results_truncated: rec.flags & (gai_flags::RESULTS_CUT | gai_flags::RESULTS_UNREADABLE) != 0,
+        results_truncated: rec.flags & (gai_flags::RESULTS_CUT | gai_flags::RESULTS_UNREADABLE)
+            != 0,
         start_ns: rec.start_ns,
         duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
         during: 0,
@@ -134,7 +138,15 @@ mod tests {
     fn entry(family: u32, socktype: u32, addr: &[u8]) -> AddrinfoEntry {
         let mut a = [0u8; 16];
         a[..addr.len()].copy_from_slice(addr);
-        AddrinfoEntry { family, socktype, protocol: 6, port_be: 80u16.to_be() as u32, addr: a, scope_id: 0, _pad: 0 }
+        AddrinfoEntry {
+            family,
+            socktype,
+            protocol: 6,
+            port_be: 80u16.to_be() as u32,
+            addr: a,
+            scope_id: 0,
+            _pad: 0,
+        }
     }
 
     fn record() -> GetaddrinfoRecord {
@@ -150,7 +162,14 @@ mod tests {
         v6[15] = 1;
         results[3] = entry(10, 1, &v6);
         GetaddrinfoRecord {
-            header: EventHeader { kind: 1, cpu: 0, ts_ns: 1_500, pid_tgid: 0, cgroup_id: 0, comm: [0; 16] },
+            header: EventHeader {
+                kind: 1,
+                cpu: 0,
+                ts_ns: 1_500,
+                pid_tgid: 0,
+                cgroup_id: 0,
+                comm: [0; 16],
+            },
             start_ns: 1_000,
             ret: 0,
             flags: gai_flags::SERVICE_NULL,
@@ -174,7 +193,10 @@ mod tests {
         assert_eq!(call.family, "AF_INET");
         assert_eq!(call.flags, vec!["AI_V4MAPPED", "AI_ADDRCONFIG"]);
         assert_eq!(call.ret, "OK");
-        assert_eq!(call.addresses, vec!["172.18.45.20", "172.18.45.6", "fd00::1"]);
+        assert_eq!(
+            call.addresses,
+            vec!["172.18.45.20", "172.18.45.6", "fd00::1"]
+        );
         assert_eq!(call.results.len(), 4);
         assert_eq!(call.results[1].socktype, "SOCK_DGRAM");
         assert_eq!(call.results[0].port, 80);
@@ -205,6 +227,9 @@ mod tests {
 
     #[test]
     fn unknown_flag_bits_are_kept() {
-        assert_eq!(ai_flag_names(0x1 | 0x4000), vec!["AI_PASSIVE".to_string(), "0x4000".into()]);
+        assert_eq!(
+            ai_flag_names(0x1 | 0x4000),
+            vec!["AI_PASSIVE".to_string(), "0x4000".into()]
+        );
     }
 }

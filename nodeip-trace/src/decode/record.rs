@@ -64,7 +64,11 @@ impl KernelRecord {
 fn read<T: Copy>(kind: u32, bytes: &[u8]) -> Result<T, RecordError> {
     let need = std::mem::size_of::<T>();
     if bytes.len() < need {
-        return Err(RecordError::Short { kind, got: bytes.len(), need });
+        return Err(RecordError::Short {
+            kind,
+            got: bytes.len(),
+            need,
+        });
     }
     // SAFETY: length checked; T is a plain-old-data #[repr(C)] record; read_unaligned copes with
     // any alignment.
@@ -84,7 +88,11 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
             let start = common::NETLINK_CHUNK_HEADER_LEN;
             let end = start + h.len as usize;
             if bytes.len() < end {
-                return Err(RecordError::Short { kind, got: bytes.len(), need: end });
+                return Err(RecordError::Short {
+                    kind,
+                    got: bytes.len(),
+                    need: end,
+                });
             }
             KernelRecord::NetlinkChunk(h, bytes[start..end].to_vec())
         }
@@ -105,8 +113,10 @@ pub fn c_string(bytes: &[u8]) -> String {
 /// Record bytes of a value (tests build records with this, the way the kernel side lays them out).
 pub fn record_bytes<T: Copy>(value: &T) -> Vec<u8> {
     // SAFETY: T is a #[repr(C)] record without padding (pinned by asserts in the common crate).
-    unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
-        .to_vec()
+    unsafe {
+        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    }
+    .to_vec()
 }
 
 #[cfg(test)]
@@ -116,7 +126,14 @@ mod tests {
     fn header(kind: u32) -> EventHeader {
         let mut comm = [0u8; 16];
         comm[..6].copy_from_slice(b"getent");
-        EventHeader { kind, cpu: 1, ts_ns: 42, pid_tgid: (7 << 32) | 8, cgroup_id: 1, comm }
+        EventHeader {
+            kind,
+            cpu: 1,
+            ts_ns: 42,
+            pid_tgid: (7 << 32) | 8,
+            cgroup_id: 1,
+            comm,
+        }
     }
 
     #[test]
@@ -147,11 +164,20 @@ mod tests {
 
     #[test]
     fn short_and_unknown_records_are_errors() {
-        assert!(matches!(parse_record(&[0u8; 3]), Err(RecordError::Short { .. })));
+        assert!(matches!(
+            parse_record(&[0u8; 3]),
+            Err(RecordError::Short { .. })
+        ));
         let bytes = record_bytes(&header(common::KIND_GETADDRINFO));
-        assert!(matches!(parse_record(&bytes), Err(RecordError::Short { kind: 1, .. })));
+        assert!(matches!(
+            parse_record(&bytes),
+            Err(RecordError::Short { kind: 1, .. })
+        ));
         let bytes = record_bytes(&header(999));
-        assert_eq!(parse_record(&bytes).err(), Some(RecordError::UnknownKind(999)));
+        assert_eq!(
+            parse_record(&bytes).err(),
+            Some(RecordError::UnknownKind(999))
+        );
         let mut h = NetlinkChunkHeader {
             header: header(common::KIND_NETLINK_CHUNK),
             call_start_ns: 0,

@@ -2,7 +2,9 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::decode::record::c_string;
-use crate::decode::tracepoint_format::{TracepointLayout, FIB6_TABLE_LOOKUP_6X, FIB_TABLE_LOOKUP_6X};
+use crate::decode::tracepoint_format::{
+    TracepointLayout, FIB6_TABLE_LOOKUP_6X, FIB_TABLE_LOOKUP_6X,
+};
 use crate::event::RouteLookup;
 
 /// Name of a routing table id.
@@ -19,10 +21,23 @@ pub fn table_name(id: u32) -> String {
 /// Name of a route type (`RTN_*`).
 pub fn route_type_name(t: u8) -> String {
     const NAMES: [&str; 12] = [
-        "unspec", "unicast", "local", "broadcast", "anycast", "multicast", "blackhole",
-        "unreachable", "prohibit", "throw", "nat", "xresolve",
+        "unspec",
+        "unicast",
+        "local",
+        "broadcast",
+        "anycast",
+        "multicast",
+        "blackhole",
+        "unreachable",
+        "prohibit",
+        "throw",
+        "nat",
+        "xresolve",
     ];
-    NAMES.get(t as usize).map(|s| s.to_string()).unwrap_or_else(|| t.to_string())
+    NAMES
+        .get(t as usize)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| t.to_string())
 }
 
 /// The layouts of both fib tracepoints, from tracefs or the 6.x fallback.
@@ -51,7 +66,10 @@ impl RouteLookupDecoder {
     }
 
     fn default_layouts() -> (TracepointLayout, TracepointLayout) {
-        (TracepointLayout::parse(FIB_TABLE_LOOKUP_6X), TracepointLayout::parse(FIB6_TABLE_LOOKUP_6X))
+        (
+            TracepointLayout::parse(FIB_TABLE_LOOKUP_6X),
+            TracepointLayout::parse(FIB6_TABLE_LOOKUP_6X),
+        )
     }
 
     /// Decodes raw bytes that start at record offset 8 (after the common tracepoint header).
@@ -91,7 +109,9 @@ impl RouteLookupDecoder {
             dst: ip6("dst").to_string(),
             src: ip6("src").to_string(),
             table: table_name(l.int(raw, 8, "tb_id", false).unwrap_or(0) as u32),
-            route_type: l.int(raw, 8, "rt_type", false).map(|t| route_type_name(t as u8)),
+            route_type: l
+                .int(raw, 8, "rt_type", false)
+                .map(|t| route_type_name(t as u8)),
             oif: l.bytes(raw, 8, "name").map(c_string).unwrap_or_default(),
             gateway: (!gw.is_unspecified()).then(|| gw.to_string()),
             err: l.int(raw, 8, "err", true).unwrap_or(0) as i32,
@@ -106,7 +126,9 @@ mod tests {
     #[test]
     fn decodes_a_v4_lookup() {
         let mut raw = vec![0u8; 104];
-        let put = |raw: &mut Vec<u8>, off: usize, b: &[u8]| raw[off - 8..off - 8 + b.len()].copy_from_slice(b);
+        let put = |raw: &mut Vec<u8>, off: usize, b: &[u8]| {
+            raw[off - 8..off - 8 + b.len()].copy_from_slice(b)
+        };
         put(&mut raw, 8, &255u32.to_le_bytes());
         put(&mut raw, 28, &[0, 0, 0, 0]);
         put(&mut raw, 32, &[192, 0, 2, 20]);

@@ -14,7 +14,9 @@ impl TracepointLayout {
         let mut fields = HashMap::new();
         for line in format.lines() {
             let line = line.trim();
-            let Some(rest) = line.strip_prefix("field:") else { continue };
+            let Some(rest) = line.strip_prefix("field:") else {
+                continue;
+            };
             let mut parts = rest.split(';').map(str::trim);
             let decl = parts.next().unwrap_or_default();
             let mut offset = None;

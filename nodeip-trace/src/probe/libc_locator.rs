@@ -46,7 +46,9 @@ pub fn libc_kind(path: &str) -> Option<LibcKind> {
 pub fn libcs_in_maps(maps: &str) -> Vec<(String, LibcKind)> {
     let mut out: Vec<(String, LibcKind)> = Vec::new();
     for line in maps.lines() {
-        let Some(path) = line.split_whitespace().nth(5) else { continue };
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
         if let Some(kind) = libc_kind(path) {
             if !out.iter().any(|(p, _)| p == path) {
                 out.push((path.to_string(), kind));
@@ -70,14 +72,18 @@ const SYSTEM_LIBCS: [&str; 5] = [
 pub fn find_libcs(proc_root: &Path) -> Vec<LibcTarget> {
     let mut by_file: BTreeMap<(u64, u64), LibcTarget> = BTreeMap::new();
     let mut add = |path: PathBuf, kind: LibcKind, process: bool| {
-        let Ok(meta) = std::fs::metadata(&path) else { return };
-        let entry = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| LibcTarget {
-            path,
-            kind,
-            dev: meta.dev(),
-            ino: meta.ino(),
-            processes: 0,
-        });
+        let Ok(meta) = std::fs::metadata(&path) else {
+            return;
+        };
+        let entry = by_file
+            .entry((meta.dev(), meta.ino()))
+            .or_insert_with(|| LibcTarget {
+                path,
+                kind,
+                dev: meta.dev(),
+                ino: meta.ino(),
+                processes: 0,
+            });
         if process {
             entry.processes += 1;
         }
@@ -88,19 +94,29 @@ pub fn find_libcs(proc_root: &Path) -> Vec<LibcTarget> {
         }
     }
     let own_mnt = std::fs::read_link(proc_root.join("self/ns/mnt")).ok();
-    let Ok(dir) = std::fs::read_dir(proc_root) else { return by_file.into_values().collect() };
+    let Ok(dir) = std::fs::read_dir(proc_root) else {
+        return by_file.into_values().collect();
+    };
     for entry in dir.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
-        let Ok(maps) = std::fs::read_to_string(proc_root.join(pid).join("maps")) else { continue };
+        let Ok(maps) = std::fs::read_to_string(proc_root.join(pid).join("maps")) else {
+            continue;
+        };
         let same_mnt = std::fs::read_link(proc_root.join(pid).join("ns/mnt")).ok() == own_mnt;
         for (path, kind) in libcs_in_maps(&maps) {
             let reach = if same_mnt {
                 PathBuf::from(&path)
             } else {
-                proc_root.join(pid).join("root").join(path.trim_start_matches('/'))
+                proc_root
+                    .join(pid)
+                    .join("root")
+                    .join(path.trim_start_matches('/'))
             };
             add(reach, kind, true);
         }
@@ -124,7 +140,10 @@ mod tests {
         assert_eq!(
             libcs_in_maps(maps),
             vec![
-                ("/usr/lib/x86_64-linux-gnu/libc.so.6".to_string(), LibcKind::Glibc),
+                (
+                    "/usr/lib/x86_64-linux-gnu/libc.so.6".to_string(),
+                    LibcKind::Glibc
+                ),
                 ("/lib/ld-musl-x86_64.so.1".to_string(), LibcKind::Musl),
             ]
         );

@@ -87,7 +87,10 @@ pub struct LiveTracer {
 }
 
 fn raise_memlock() {
-    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
     // SAFETY: setrlimit with a valid struct; failure only matters on kernels < 5.11.
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
@@ -104,7 +107,11 @@ fn fork_child_pid_offset(tracefs: Option<&Path>) -> u32 {
 
 impl LiveTracer {
     /// Loads the programs with `config` and attaches what `features` says is available.
-    pub fn start(config: &TraceConfig, features: &KernelFeatures, libcs: &[LibcTarget]) -> Result<Self, ProbeError> {
+    pub fn start(
+        config: &TraceConfig,
+        features: &KernelFeatures,
+        libcs: &[LibcTarget],
+    ) -> Result<Self, ProbeError> {
         if !features.privileged {
             return Err(ProbeError::NotPrivileged);
         }
@@ -132,8 +139,11 @@ impl LiveTracer {
             .override_global("FOLLOW_FORKS", &follow, true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
-            .map_err(ProbeError::Load)?;
-        let mut tracer = LiveTracer { ebpf, hooks: Vec::new() };
+            .map_err(|e| ProbeError::Load(Box::new(e)))?;
+        let mut tracer = LiveTracer {
+            ebpf,
+            hooks: Vec::new(),
+        };
         for pid in &config.pids {
             tracer.add_traced_pid(*pid)?;
         }
@@ -144,7 +154,12 @@ impl LiveTracer {
         Ok(tracer)
     }
 
-    fn attach_all(&mut self, config: &TraceConfig, features: &KernelFeatures, libcs: &[LibcTarget]) -> Result<(), ProbeError> {
+    fn attach_all(
+        &mut self,
+        config: &TraceConfig,
+        features: &KernelFeatures,
+        libcs: &[LibcTarget],
+    ) -> Result<(), ProbeError> {
         if config.netlink {
             let status = self.install_chunk_program().map_err(|e| e.to_string());
             self.hooks.push(AttachedHook {
@@ -154,7 +169,10 @@ impl LiveTracer {
                 status,
             });
         }
-        let mut tps: Vec<(&str, &str, &str)> = vec![("process_fork", "sched", "sched_process_fork"), ("process_exec", "sched", "sched_process_exec")];
+        let mut tps: Vec<(&str, &str, &str)> = vec![
+            ("process_fork", "sched", "sched_process_fork"),
+            ("process_exec", "sched", "sched_process_exec"),
+        ];
         if config.netlink {
             tps.extend([
                 ("socket_enter", "syscalls", "sys_enter_socket"),
@@ -173,7 +191,10 @@ impl LiveTracer {
             ]);
         }
         if config.route_lookups {
-            tps.extend([("fib_table_lookup", "fib", "fib_table_lookup"), ("fib6_table_lookup", "fib6", "fib6_table_lookup")]);
+            tps.extend([
+                ("fib_table_lookup", "fib", "fib_table_lookup"),
+                ("fib6_table_lookup", "fib6", "fib6_table_lookup"),
+            ]);
         }
         for (program, category, name) in tps {
             let target = format!("{category}:{name}");
@@ -181,17 +202,32 @@ impl LiveTracer {
             let status = if !features.tracepoint_available(category, name) {
                 Err("tracepoint not available on this kernel".to_string())
             } else {
-                self.attach_tracepoint(program, category, name).map_err(|e| e.to_string())
+                self.attach_tracepoint(program, category, name)
+                    .map_err(|e| e.to_string())
             };
             if std::env::var_os("NODEIP_TRACE_DEBUG").is_some() {
-                eprintln!("debug: {program} {target} {:?} in {:?}", status, t0.elapsed());
+                eprintln!(
+                    "debug: {program} {target} {:?} in {:?}",
+                    status,
+                    t0.elapsed()
+                );
             }
-            self.hooks.push(AttachedHook { program: program.into(), mode: "tracepoint".into(), target, status });
+            self.hooks.push(AttachedHook {
+                program: program.into(),
+                mode: "tracepoint".into(),
+                target,
+                status,
+            });
         }
         if config.getaddrinfo {
             for libc in libcs {
-                for (program, mode) in [("getaddrinfo_entry", "uprobe"), ("getaddrinfo_return", "uretprobe")] {
-                    let status = self.attach_uprobe(program, &libc.path).map_err(|e| e.to_string());
+                for (program, mode) in [
+                    ("getaddrinfo_entry", "uprobe"),
+                    ("getaddrinfo_return", "uretprobe"),
+                ] {
+                    let status = self
+                        .attach_uprobe(program, &libc.path)
+                        .map_err(|e| e.to_string());
                     self.hooks.push(AttachedHook {
                         program: program.into(),
                         mode: mode.into(),
@@ -204,8 +240,17 @@ impl LiveTracer {
         Ok(())
     }
 
-    fn attach_tracepoint(&mut self, program: &str, category: &str, name: &str) -> Result<(), ProbeError> {
-        let attach_err = |source| ProbeError::Attach { program: program.into(), target: format!("{category}:{name}"), source };
+    fn attach_tracepoint(
+        &mut self,
+        program: &str,
+        category: &str,
+        name: &str,
+    ) -> Result<(), ProbeError> {
+        let attach_err = |source| ProbeError::Attach {
+            program: program.into(),
+            target: format!("{category}:{name}"),
+            source: Box::new(source),
+        };
         let prog: &mut TracePoint = self
             .ebpf
             .program_mut(program)
@@ -220,7 +265,11 @@ impl LiveTracer {
     }
 
     fn attach_uprobe(&mut self, program: &str, libc: &Path) -> Result<(), ProbeError> {
-        let attach_err = |source| ProbeError::Attach { program: program.into(), target: libc.display().to_string(), source };
+        let attach_err = |source| ProbeError::Attach {
+            program: program.into(),
+            target: libc.display().to_string(),
+            source: Box::new(source),
+        };
         let prog: &mut UProbe = self
             .ebpf
             .program_mut(program)
@@ -230,7 +279,8 @@ impl LiveTracer {
         if prog.fd().is_err() {
             prog.load().map_err(attach_err)?;
         }
-        prog.attach("getaddrinfo", libc, UProbeScope::AllProcesses).map_err(attach_err)?;
+        prog.attach("getaddrinfo", libc, UProbeScope::AllProcesses)
+            .map_err(attach_err)?;
         Ok(())
     }
 
@@ -238,7 +288,11 @@ impl LiveTracer {
     /// programs tail-call it once per chunk.
     fn install_chunk_program(&mut self) -> Result<(), ProbeError> {
         let program = "netlink_chunk";
-        let attach_err = |source| ProbeError::Attach { program: program.into(), target: "CHUNK_PROGRAMS".into(), source };
+        let attach_err = |source| ProbeError::Attach {
+            program: program.into(),
+            target: "CHUNK_PROGRAMS".into(),
+            source: Box::new(source),
+        };
         let prog: &mut TracePoint = self
             .ebpf
             .program_mut(program)
@@ -246,14 +300,23 @@ impl LiveTracer {
             .try_into()
             .map_err(attach_err)?;
         prog.load().map_err(attach_err)?;
-        let fd = prog.fd().map_err(attach_err)?.try_clone().map_err(|e| ProbeError::Attach {
-            program: program.into(),
-            target: "CHUNK_PROGRAMS".into(),
-            source: aya::programs::ProgramError::IOError(e),
-        })?;
-        let map_err = |source| ProbeError::Map { map: "CHUNK_PROGRAMS".into(), source };
+        let fd = prog
+            .fd()
+            .map_err(attach_err)?
+            .try_clone()
+            .map_err(|e| ProbeError::Attach {
+                program: program.into(),
+                target: "CHUNK_PROGRAMS".into(),
+                source: Box::new(aya::programs::ProgramError::IOError(e)),
+            })?;
+        let map_err = |source| ProbeError::Map {
+            map: "CHUNK_PROGRAMS".into(),
+            source: Box::new(source),
+        };
         let mut array = aya::maps::ProgramArray::try_from(
-            self.ebpf.map_mut("CHUNK_PROGRAMS").ok_or_else(|| ProbeError::MissingMap("CHUNK_PROGRAMS".into()))?,
+            self.ebpf
+                .map_mut("CHUNK_PROGRAMS")
+                .ok_or_else(|| ProbeError::MissingMap("CHUNK_PROGRAMS".into()))?,
         )
         .map_err(map_err)?;
         array.set(0, &fd, 0).map_err(map_err)
@@ -261,15 +324,26 @@ impl LiveTracer {
 
     /// Takes the ring buffer (once).
     pub fn take_ring_buffer(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
-        let map = self.ebpf.take_map("EVENTS").ok_or_else(|| ProbeError::MissingMap("EVENTS".into()))?;
-        RingBuf::try_from(map).map_err(|source| ProbeError::Map { map: "EVENTS".into(), source })
+        let map = self
+            .ebpf
+            .take_map("EVENTS")
+            .ok_or_else(|| ProbeError::MissingMap("EVENTS".into()))?;
+        RingBuf::try_from(map).map_err(|source| ProbeError::Map {
+            map: "EVENTS".into(),
+            source: Box::new(source),
+        })
     }
 
     /// Adds a thread group to the pid filter.
     pub fn add_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
-        let map_err = |source| ProbeError::Map { map: "TRACED_TGIDS".into(), source };
+        let map_err = |source| ProbeError::Map {
+            map: "TRACED_TGIDS".into(),
+            source: Box::new(source),
+        };
         let mut map: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
-            self.ebpf.map_mut("TRACED_TGIDS").ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
+            self.ebpf
+                .map_mut("TRACED_TGIDS")
+                .ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
         )
         .map_err(map_err)?;
         map.insert(tgid, 1, 0).map_err(map_err)
@@ -277,9 +351,14 @@ impl LiveTracer {
 
     /// Removes a thread group from the pid filter.
     pub fn remove_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
-        let map_err = |source| ProbeError::Map { map: "TRACED_TGIDS".into(), source };
+        let map_err = |source| ProbeError::Map {
+            map: "TRACED_TGIDS".into(),
+            source: Box::new(source),
+        };
         let mut map: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
-            self.ebpf.map_mut("TRACED_TGIDS").ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
+            self.ebpf
+                .map_mut("TRACED_TGIDS")
+                .ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
         )
         .map_err(map_err)?;
         map.remove(&tgid).map_err(map_err)
@@ -287,19 +366,34 @@ impl LiveTracer {
 
     /// Tells the kernel side about a netlink socket found by a /proc scan.
     pub fn add_netlink_socket(&mut self, socket: &NetlinkSocket) -> Result<(), ProbeError> {
-        let map_err = |source| ProbeError::Map { map: "NETLINK_FDS".into(), source };
+        let map_err = |source| ProbeError::Map {
+            map: "NETLINK_FDS".into(),
+            source: Box::new(source),
+        };
         let mut map: BpfHashMap<&mut MapData, u64, u32> = BpfHashMap::try_from(
-            self.ebpf.map_mut("NETLINK_FDS").ok_or_else(|| ProbeError::MissingMap("NETLINK_FDS".into()))?,
+            self.ebpf
+                .map_mut("NETLINK_FDS")
+                .ok_or_else(|| ProbeError::MissingMap("NETLINK_FDS".into()))?,
         )
         .map_err(map_err)?;
-        map.insert(((socket.tgid as u64) << 32) | socket.fd as u64, socket.protocol, 0).map_err(map_err)
+        map.insert(
+            ((socket.tgid as u64) << 32) | socket.fd as u64,
+            socket.protocol,
+            0,
+        )
+        .map_err(map_err)
     }
 
     /// The drop/cut counters summed over CPUs, indexed by `nodeip_trace_common::counter`.
     pub fn counters(&self) -> Result<Vec<u64>, ProbeError> {
-        let map_err = |source| ProbeError::Map { map: "COUNTERS".into(), source };
+        let map_err = |source| ProbeError::Map {
+            map: "COUNTERS".into(),
+            source: Box::new(source),
+        };
         let map: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
-            self.ebpf.map("COUNTERS").ok_or_else(|| ProbeError::MissingMap("COUNTERS".into()))?,
+            self.ebpf
+                .map("COUNTERS")
+                .ok_or_else(|| ProbeError::MissingMap("COUNTERS".into()))?,
         )
         .map_err(map_err)?;
         (0..counter::COUNT)

@@ -21,7 +21,7 @@ pub enum ProbeError {
     },
     /// The eBPF object failed to load.
     #[error("loading the eBPF programs failed: {0}; run `nodeip-trace doctor` to see what this kernel allows (root or CAP_BPF+CAP_PERFMON are needed)")]
-    Load(#[source] aya::EbpfError),
+    Load(#[source] Box<aya::EbpfError>),
     /// A program is missing from the embedded object.
     #[error("eBPF program {0} is missing from the embedded object: rebuild nodeip-trace")]
     MissingProgram(String),
@@ -36,7 +36,7 @@ pub enum ProbeError {
         /// Attach target (tracepoint, libc path, function).
         target: String,
         /// aya's error.
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
     /// A map operation failed.
     #[error("eBPF map {map}: {source}")]
@@ -44,12 +44,14 @@ pub enum ProbeError {
         /// Map name.
         map: String,
         /// aya's error.
-        source: aya::maps::MapError,
+        source: Box<aya::maps::MapError>,
     },
     /// Not privileged.
     #[error("tracing needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE): run as root, e.g. `sudo nodeip-trace …`")]
     NotPrivileged,
     /// Nothing could be attached.
-    #[error("no probe could be attached on this kernel; run `nodeip-trace doctor` for the reasons")]
+    #[error(
+        "no probe could be attached on this kernel; run `nodeip-trace doctor` for the reasons"
+    )]
     NothingAttached,
 }

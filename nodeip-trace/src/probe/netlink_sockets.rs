@@ -27,9 +27,11 @@ pub fn parse_proc_net_netlink(text: &str) -> HashMap<u64, (u32, u32)> {
         if cols.len() < 9 {
             continue;
         }
-        let (Ok(protocol), Ok(portid), Ok(inode)) =
-            (cols[1].parse::<u32>(), cols[2].parse::<i64>(), cols[cols.len() - 1].parse::<u64>())
-        else {
+        let (Ok(protocol), Ok(portid), Ok(inode)) = (
+            cols[1].parse::<u32>(),
+            cols[2].parse::<i64>(),
+            cols[cols.len() - 1].parse::<u64>(),
+        ) else {
             continue;
         };
         out.insert(inode, (protocol, portid as u32));
@@ -40,14 +42,20 @@ pub fn parse_proc_net_netlink(text: &str) -> HashMap<u64, (u32, u32)> {
 /// The netlink sockets of one process.
 pub fn sockets_of(proc_root: &Path, tgid: u32, cache: &mut NetnsCache) -> Vec<NetlinkSocket> {
     let base = proc_root.join(tgid.to_string());
-    let Some(table) = cache.table_for(&base) else { return Vec::new() };
-    let Ok(fds) = std::fs::read_dir(base.join("fd")) else { return Vec::new() };
+    let Some(table) = cache.table_for(&base) else {
+        return Vec::new();
+    };
+    let Ok(fds) = std::fs::read_dir(base.join("fd")) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for fd in fds.flatten() {
         let Some(fd_num) = fd.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(target) = std::fs::read_link(fd.path()) else { continue };
+        let Ok(target) = std::fs::read_link(fd.path()) else {
+            continue;
+        };
         let Some(inode) = target
             .to_str()
             .and_then(|t| t.strip_prefix("socket:["))
@@ -57,7 +65,12 @@ pub fn sockets_of(proc_root: &Path, tgid: u32, cache: &mut NetnsCache) -> Vec<Ne
             continue;
         };
         if let Some(&(protocol, portid)) = table.get(&inode) {
-            out.push(NetlinkSocket { tgid, fd: fd_num, protocol, portid });
+            out.push(NetlinkSocket {
+                tgid,
+                fd: fd_num,
+                protocol,
+                portid,
+            });
         }
     }
     out
@@ -74,7 +87,8 @@ impl NetnsCache {
         let ns = std::fs::read_link(proc_pid.join("ns/net")).ok()?;
         if !self.tables.contains_key(&ns) {
             let text = std::fs::read_to_string(proc_pid.join("net/netlink")).ok()?;
-            self.tables.insert(ns.clone(), parse_proc_net_netlink(&text));
+            self.tables
+                .insert(ns.clone(), parse_proc_net_netlink(&text));
         }
         self.tables.get(&ns)
     }
@@ -83,7 +97,9 @@ impl NetnsCache {
 /// Every netlink socket of every process.
 pub fn scan_all(proc_root: &Path) -> Vec<NetlinkSocket> {
     let mut cache = NetnsCache::default();
-    let Ok(dir) = std::fs::read_dir(proc_root) else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
         .flat_map(|tgid| sockets_of(proc_root, tgid, &mut cache))
@@ -115,12 +131,19 @@ ffff8880047d4800 16  -4001      00000000 0        0        0     2        0     
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
         let rc = unsafe {
-            libc::bind(fd, (&addr as *const libc::sockaddr_nl).cast(), std::mem::size_of::<libc::sockaddr_nl>() as u32)
+            libc::bind(
+                fd,
+                (&addr as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
         };
         assert_eq!(rc, 0);
         let mut cache = NetnsCache::default();
         let found = sockets_of(Path::new("/proc"), std::process::id(), &mut cache);
         unsafe { libc::close(fd) };
-        assert!(found.iter().any(|s| s.fd == fd as u32 && s.protocol == 0), "{found:?}");
+        assert!(
+            found.iter().any(|s| s.fd == fd as u32 && s.protocol == 0),
+            "{found:?}"
+        );
     }
 }

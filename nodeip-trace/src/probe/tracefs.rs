@@ -43,7 +43,13 @@ pub fn ensure_mounted() -> Result<TracefsState, ProbeError> {
     let fstype = std::ffi::CString::new("tracefs").expect("static");
     // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call.
     let rc = unsafe {
-        libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
         return Err(ProbeError::TracefsMount {

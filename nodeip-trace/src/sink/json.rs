@@ -16,16 +16,26 @@ impl<W: Write> JsonLinesSink<W> {
     /// A sink writing to `out`; `name` appears in error messages; `flush_each` flushes per line
     /// (for terminals and pipes).
     pub fn new(out: W, name: impl Into<String>, flush_each: bool) -> Self {
-        Self { out, name: name.into(), flush_each }
+        Self {
+            out,
+            name: name.into(),
+            flush_each,
+        }
     }
 
     /// Writes one event.
     pub fn write_event(&mut self, event: &Event) -> Result<(), SinkError> {
-        let io = |source| SinkError::Io { what: self.name.clone(), source };
+        let io = |source| SinkError::Io {
+            what: self.name.clone(),
+            source,
+        };
         serde_json::to_writer(&mut self.out, event)?;
         self.out.write_all(b"\n").map_err(io)?;
         if self.flush_each {
-            self.out.flush().map_err(|source| SinkError::Io { what: self.name.clone(), source })?;
+            self.out.flush().map_err(|source| SinkError::Io {
+                what: self.name.clone(),
+                source,
+            })?;
         }
         Ok(())
     }
@@ -40,6 +50,9 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
     }
 
     fn finish(&mut self) -> Result<(), SinkError> {
-        self.out.flush().map_err(|source| SinkError::Io { what: self.name.clone(), source })
+        self.out.flush().map_err(|source| SinkError::Io {
+            what: self.name.clone(),
+            source,
+        })
     }
 }

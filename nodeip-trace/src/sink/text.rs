@@ -23,11 +23,27 @@ fn time_of_day(ts: &str) -> &str {
 }
 
 fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
-    let node = c.node.as_deref().map(|n| format!("\"{n}\"")).unwrap_or_else(|| "NULL".into());
-    let service = c.service.as_deref().map(|n| format!(", \"{n}\"")).unwrap_or_default();
-    let flags = if c.flags.is_empty() { String::new() } else { format!(", {}", c.flags.join("|")) };
+    let node = c
+        .node
+        .as_deref()
+        .map(|n| format!("\"{n}\""))
+        .unwrap_or_else(|| "NULL".into());
+    let service = c
+        .service
+        .as_deref()
+        .map(|n| format!(", \"{n}\""))
+        .unwrap_or_default();
+    let flags = if c.flags.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", c.flags.join("|"))
+    };
     let result = if c.ret_code == 0 {
-        format!("[{}]{}", c.addresses.join(", "), if c.results_truncated { " (cut)" } else { "" })
+        format!(
+            "[{}]{}",
+            c.addresses.join(", "),
+            if c.results_truncated { " (cut)" } else { "" }
+        )
     } else {
         String::new()
     };
@@ -72,11 +88,15 @@ fn summarise_runs(parts: &[String]) -> Vec<String> {
             _ => out.push((p.clone(), 1)),
         }
     }
-    out.into_iter().map(|(p, n)| if n > 1 { format!("{p} ×{n}") } else { p }).collect()
+    out.into_iter()
+        .map(|(p, n)| if n > 1 { format!("{p} ×{n}") } else { p })
+        .collect()
 }
 
 fn opt(label: &str, v: &Option<String>) -> String {
-    v.as_deref().map(|v| format!(" {label} {v}")).unwrap_or_default()
+    v.as_deref()
+        .map(|v| format!(" {label} {v}"))
+        .unwrap_or_default()
 }
 
 /// `RTM_GETROUTE` → `GETROUTE`: the timeline is already about netlink.
@@ -86,10 +106,17 @@ fn short_type(t: &str) -> &str {
 
 /// Summary of one IPVS command: `NEW_SERVICE TCP 10.0.0.1:80 rr → 10.0.0.2:80 masq w1`.
 pub fn ipvs_summary(c: &IpvsCommand) -> String {
-    let mut s = c.cmd.strip_prefix("IPVS_CMD_").unwrap_or(&c.cmd).to_string();
+    let mut s = c
+        .cmd
+        .strip_prefix("IPVS_CMD_")
+        .unwrap_or(&c.cmd)
+        .to_string();
     if let Some(svc) = &c.service {
         match (&svc.address, svc.port, svc.fwmark) {
-            (Some(a), Some(p), _) => s.push_str(&format!(" {} {a}:{p}", svc.protocol.as_deref().unwrap_or("?"))),
+            (Some(a), Some(p), _) => s.push_str(&format!(
+                " {} {a}:{p}",
+                svc.protocol.as_deref().unwrap_or("?")
+            )),
             (_, _, Some(m)) => s.push_str(&format!(" fwmark {m}")),
             _ => {}
         }
@@ -114,15 +141,25 @@ pub fn ipvs_summary(c: &IpvsCommand) -> String {
 /// Summary of one netlink message: its type and the facts a person looks for.
 pub fn message_summary(m: &NetlinkMessage) -> String {
     let t = short_type(&m.header.type_name);
-    let dump = if m.header.flags.iter().any(|f| f == "DUMP") { " DUMP" } else { "" };
+    let dump = if m.header.flags.iter().any(|f| f == "DUMP") {
+        " DUMP"
+    } else {
+        ""
+    };
     match &m.body {
         MessageBody::Error(e) if e.error == 0 => "ACK".into(),
         MessageBody::Error(e) => format!(
             "ERROR {} ({}){}{}",
             e.errno,
             e.text,
-            e.request.as_ref().map(|r| format!(" to {}", short_type(&r.type_name))).unwrap_or_default(),
-            e.extack_msg.as_deref().map(|x| format!(": \"{x}\"")).unwrap_or_default()
+            e.request
+                .as_ref()
+                .map(|r| format!(" to {}", short_type(&r.type_name)))
+                .unwrap_or_default(),
+            e.extack_msg
+                .as_deref()
+                .map(|x| format!(": \"{x}\""))
+                .unwrap_or_default()
         ),
         MessageBody::Done(_) => "DONE".into(),
         MessageBody::Address(a) => match &a.local.clone().or(a.address.clone()) {
@@ -131,14 +168,31 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
                 a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
                 a.prefix_len,
                 if a.secondary { "secondary" } else { "primary" },
-                a.label.as_deref().filter(|l| Some(*l) != a.ifname.as_deref()).map(|l| format!(" label {l}")).unwrap_or_default()
+                a.label
+                    .as_deref()
+                    .filter(|l| Some(*l) != a.ifname.as_deref())
+                    .map(|l| format!(" label {l}"))
+                    .unwrap_or_default()
             ),
             None => format!("{t}{dump} {}", a.family),
         },
-        MessageBody::Route(r) if r.dst.is_some() || !dump.is_empty() || m.header.type_name != "RTM_GETROUTE" => {
-            let dst = r.dst.as_deref().map(|d| format!("{d}/{}", r.dst_len)).unwrap_or_else(|| "default".into());
+        MessageBody::Route(r)
+            if r.dst.is_some() || !dump.is_empty() || m.header.type_name != "RTM_GETROUTE" =>
+        {
+            let dst = r
+                .dst
+                .as_deref()
+                .map(|d| format!("{d}/{}", r.dst_len))
+                .unwrap_or_else(|| "default".into());
             if m.header.type_name == "RTM_GETROUTE" {
-                format!("{t}{dump} {}", if dump.is_empty() { dst } else { r.family.clone() })
+                format!(
+                    "{t}{dump} {}",
+                    if dump.is_empty() {
+                        dst
+                    } else {
+                        r.family.clone()
+                    }
+                )
             } else {
                 format!(
                     "{t} {} {dst} table {}{}{}{}",
@@ -153,13 +207,18 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
         MessageBody::Link(l) => format!(
             "{t}{dump} {}{}",
             l.ifname.clone().unwrap_or_else(|| l.index.to_string()),
-            l.info_kind.as_deref().map(|k| format!(" ({k})")).unwrap_or_default()
+            l.info_kind
+                .as_deref()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default()
         ),
         MessageBody::Nlctrl(n) => format!(
             "nlctrl {}{}{}",
             n.cmd.strip_prefix("CTRL_CMD_").unwrap_or(&n.cmd),
             opt("", &n.family_name),
-            n.family_id.map(|id| format!(" id {id:#x}")).unwrap_or_default()
+            n.family_id
+                .map(|id| format!(" id {id:#x}"))
+                .unwrap_or_default()
         ),
         MessageBody::Ipvs(c) => format!("IPVS {}", ipvs_summary(c)),
         _ => format!("{t}{dump}"),
@@ -170,17 +229,34 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
 pub fn render_event(e: &Event) -> String {
     let who = format!("{}[{}]", e.comm, e.pid);
     let what = match &e.body {
-        EventBody::Header(h) => format!("nodeip-trace {} on {} (kernel {}), schema {}", h.tool_version, h.host, h.kernel, h.schema),
+        EventBody::Header(h) => format!(
+            "nodeip-trace {} on {} (kernel {}), schema {}",
+            h.tool_version, h.host, h.kernel, h.schema
+        ),
         EventBody::Getaddrinfo(c) => render_getaddrinfo(c),
         EventBody::Netlink(n) => render_netlink(n),
         EventBody::RouteLookup(r) => {
             let outcome = match r.err {
-                0 => format!("dev {}{}", if r.oif.is_empty() { "-" } else { &r.oif }, r.gateway.as_deref().map(|g| format!(" via {g}")).unwrap_or_default()),
+                0 => format!(
+                    "dev {}{}",
+                    if r.oif.is_empty() { "-" } else { &r.oif },
+                    r.gateway
+                        .as_deref()
+                        .map(|g| format!(" via {g}"))
+                        .unwrap_or_default()
+                ),
                 -11 => "no match here, next table".into(),
                 e => format!("error {e}"),
             };
-            let ty = r.route_type.as_deref().map(|t| format!(" type {t}")).unwrap_or_default();
-            format!("route lookup {} (src {}) table {}{ty}: {outcome}", r.dst, r.src, r.table)
+            let ty = r
+                .route_type
+                .as_deref()
+                .map(|t| format!(" type {t}"))
+                .unwrap_or_default();
+            format!(
+                "route lookup {} (src {}) table {}{ty}: {outcome}",
+                r.dst, r.src, r.table
+            )
         }
         EventBody::Ipvs(i) => format!("IPVS {}", ipvs_summary(&i.command)),
         EventBody::Extack(x) => format!("kernel says: {}", x.message),
@@ -198,17 +274,28 @@ pub fn render_event(e: &Event) -> String {
 impl<W: Write> TextTimelineSink<W> {
     /// A timeline writer; `name` is used in error messages.
     pub fn new(out: W, name: impl Into<String>, flush_each: bool) -> Self {
-        Self { out, name: name.into(), nested_left: 0, diagnoses: Vec::new(), flush_each }
+        Self {
+            out,
+            name: name.into(),
+            nested_left: 0,
+            diagnoses: Vec::new(),
+            flush_each,
+        }
     }
 
     fn io(&self, source: std::io::Error) -> SinkError {
-        SinkError::Io { what: self.name.clone(), source }
+        SinkError::Io {
+            what: self.name.clone(),
+            source,
+        }
     }
 }
 
 impl<W: Write> EventSink for TextTimelineSink<W> {
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
-        let Emitted::Event(e) = item else { return Ok(()) };
+        let Emitted::Event(e) = item else {
+            return Ok(());
+        };
         if let EventBody::Diagnosis(d) = &e.body {
             let mut text = format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
             for ev in &d.evidence {
@@ -225,7 +312,9 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
             ""
         };
         let line = format!("{prefix}{}\n", render_event(e));
-        self.out.write_all(line.as_bytes()).map_err(|s| self.io(s))?;
+        self.out
+            .write_all(line.as_bytes())
+            .map_err(|s| self.io(s))?;
         if let EventBody::Getaddrinfo(c) = &e.body {
             self.nested_left = c.during;
         }
@@ -241,7 +330,9 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
             for d in &self.diagnoses {
                 text.push_str(d);
             }
-            self.out.write_all(text.as_bytes()).map_err(|s| self.io(s))?;
+            self.out
+                .write_all(text.as_bytes())
+                .map_err(|s| self.io(s))?;
         }
         self.out.flush().map_err(|s| self.io(s))
     }

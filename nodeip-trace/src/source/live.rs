@@ -26,7 +26,12 @@ impl LiveSource {
     }
 
     /// Drains every available record (up to `max`) into `out`; undecodable ones go to `errors`.
-    pub fn drain(&mut self, out: &mut Vec<KernelRecord>, errors: &mut Vec<RecordError>, max: usize) {
+    pub fn drain(
+        &mut self,
+        out: &mut Vec<KernelRecord>,
+        errors: &mut Vec<RecordError>,
+        max: usize,
+    ) {
         let ring = self.ring.get_mut();
         let mut n = 0;
         while n < max {
