@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use nodeip_trace::command::{doctor, trace};
+use nodeip_trace::command::{doctor, offline, trace};
 use nodeip_trace::decode::netlink::protocol_from_name;
 use nodeip_trace::probe::loader::TraceConfig;
 
@@ -32,6 +32,23 @@ enum Command {
     ///   nodeip-trace trace --pid 1234 --netlink-family route
     #[command(verbatim_doc_comment)]
     Trace(TraceArgs),
+    /// Analyze a capture offline (no root needed): our --pcap/--pcapng output, or a
+    /// `tcpdump -i nlmon0 -w FILE` capture. Same timeline and JSON as live.
+    Analyze {
+        /// The pcap or pcapng file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Render a JSON-lines recording (`trace --output FILE`) as the live run showed it.
+    Replay {
+        /// The recording.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Report what this kernel offers and which hook each probe would use; exit 0 when tracing
     /// is possible here.
     Doctor {
@@ -82,6 +99,13 @@ struct TraceArgs {
     /// Ring-buffer size in MiB (a power of two); raise it if `lost` reports a full ring buffer.
     #[arg(long, value_name = "MIB", default_value_t = 16)]
     ring_buffer_mib: u32,
+    /// Also write an nlmon-compatible pcap (link type 253) for Wireshark; `-` streams to stdout
+    /// (`nodeip-trace trace --pcap - | wireshark -k -i -`).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Also write pcapng, with pid/tid/comm as per-packet comments.
+    #[arg(long, value_name = "FILE")]
+    pcapng: Option<PathBuf>,
     /// Write this file once probes are attached (for scripts and tests).
     #[arg(long, hide = true, value_name = "FILE")]
     ready_file: Option<PathBuf>,
@@ -135,6 +159,17 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     if !a.command.is_empty() {
         filters.push(format!("command={}", a.command.join(" ")));
     }
+    let stdout_pcap = [&a.pcap, &a.pcapng]
+        .iter()
+        .any(|p| p.as_deref() == Some(std::path::Path::new("-")));
+    if stdout_pcap && a.pcap.is_some() && a.pcapng.is_some() && a.pcap == a.pcapng {
+        bail!("--pcap and --pcapng cannot both write to stdout");
+    }
+    let format = match a.format {
+        _ if stdout_pcap => trace::StdoutFormat::None,
+        Format::Text => trace::StdoutFormat::Text,
+        Format::Json => trace::StdoutFormat::Json,
+    };
     let config = TraceConfig {
         pids: a.pids,
         comm: a.comm,
@@ -147,16 +182,22 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     };
     Ok(trace::TraceOptions {
         config,
-        format: match a.format {
-            Format::Text => trace::StdoutFormat::Text,
-            Format::Json => trace::StdoutFormat::Json,
-        },
+        format,
         output: a.output,
         duration,
         command: a.command,
         ready_file: a.ready_file,
+        pcap: a.pcap,
+        pcapng: a.pcapng,
         filter_description: filters,
     })
+}
+
+fn offline_format(f: Format) -> offline::OfflineFormat {
+    match f {
+        Format::Text => offline::OfflineFormat::Text,
+        Format::Json => offline::OfflineFormat::Json,
+    }
 }
 
 /// Parses the command line and runs the subcommand.
@@ -176,6 +217,14 @@ pub fn run() -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Command::Analyze { file, format } => {
+            offline::analyze(&file, offline_format(format))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { file, format } => {
+            offline::replay(&file, offline_format(format))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Trace(args) => {
             let opts = trace_options(args)?;

@@ -46,6 +46,10 @@ pub struct TraceOptions {
     pub duration: Option<Duration>,
     /// Run this command and trace only it and its descendants.
     pub command: Vec<String>,
+    /// nlmon-compatible classic pcap output (`-` = stdout, flushed per frame).
+    pub pcap: Option<PathBuf>,
+    /// pcapng output with per-packet comments (pid, tid, comm).
+    pub pcapng: Option<PathBuf>,
     /// Written once probes are attached (for tests and scripts).
     pub ready_file: Option<PathBuf>,
     /// The filters as given, for the recording header.
@@ -202,6 +206,42 @@ fn spawn_command(
     })
 }
 
+/// Opens a pcap (or pcapng) writer on a file, or stdout for `-` (flushed per frame).
+fn pcap_writer(
+    path: &std::path::Path,
+    pcapng: bool,
+) -> Result<Box<dyn crate::sink::pcap::FrameSink>, TraceError> {
+    use crate::sink::pcap::{NlmonPcapngWriter, NlmonWriter, SectionInfo};
+    let to_stdout = path.as_os_str() == "-";
+    let out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|source| TraceError::Create {
+                path: path.to_path_buf(),
+                source,
+            })?,
+        ))
+    };
+    let err = |e: crate::sink::pcap::PcapError| TraceError::Create {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    Ok(if pcapng {
+        Box::new(
+            NlmonPcapngWriter::new(out, &SectionInfo::from_host())
+                .map_err(err)?
+                .flush_each_frame(to_stdout),
+        )
+    } else {
+        Box::new(
+            NlmonWriter::new(out)
+                .map_err(err)?
+                .flush_each_frame(to_stdout),
+        )
+    })
+}
+
 /// Runs a trace.
 pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     for pid in &opts.config.pids {
@@ -242,7 +282,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut pipeline = Pipeline::new(clock, routes);
 
     // Sinks.
-    let stdout_machine = opts.format == StdoutFormat::Json;
+    let stdout_machine = opts.format == StdoutFormat::Json
+        || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
+        || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
     let mut sinks = Sinks {
         sinks: Vec::new(),
         counts: BTreeMap::new(),
@@ -271,6 +313,28 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             false,
         )));
     }
+    let families = crate::probe::genl_families::query();
+    for (id, name) in &families {
+        pipeline.netlink_decoder().learn_family(*id, name);
+    }
+    if let Some(path) = &opts.pcap {
+        sinks
+            .sinks
+            .push(Box::new(crate::sink::FrameSinkAdapter::new(
+                pcap_writer(path, false)?,
+                path.display().to_string(),
+                families.clone(),
+            )));
+    }
+    if let Some(path) = &opts.pcapng {
+        sinks
+            .sinks
+            .push(Box::new(crate::sink::FrameSinkAdapter::new(
+                pcap_writer(path, true)?,
+                path.display().to_string(),
+                families.clone(),
+            )));
+    }
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
     let header = meta_event(
         &clock,
@@ -284,15 +348,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             clock_offset_ns: (clock.wall_ns(0)) as i64,
         }),
     );
-    if opts.format == StdoutFormat::Json || opts.output.is_some() {
-        // The header goes to machine-readable outputs only.
-        for s in sinks
-            .sinks
-            .iter_mut()
-            .skip(usize::from(opts.format == StdoutFormat::Text))
-        {
-            s.write(&Emitted::Event(Box::new(header.clone())))?;
-        }
+    for s in sinks.sinks.iter_mut() {
+        s.write(&Emitted::Event(Box::new(header.clone())))?;
     }
 
     let attached = tracer.hooks.iter().filter(|h| h.status.is_ok()).count();
@@ -431,8 +488,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         lost: lost_total,
     };
     let summary_event = meta_event(&clock, EventBody::Summary(summary.clone()));
-    let text_index = usize::from(opts.format == StdoutFormat::Text);
-    for s in sinks.sinks.iter_mut().skip(text_index) {
+    for s in sinks.sinks.iter_mut() {
         s.write(&Emitted::Event(Box::new(summary_event.clone())))?;
     }
     for s in &mut sinks.sinks {

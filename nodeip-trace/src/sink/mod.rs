@@ -37,3 +37,59 @@ pub trait EventSink {
     /// Flushes and writes any trailer.
     fn finish(&mut self) -> Result<(), SinkError>;
 }
+
+/// Adapts a pcap/pcapng [`pcap::FrameSink`] to [`EventSink`]: frames are written, events ignored.
+/// Before the first frame of a generic-netlink family it writes a synthetic nlctrl NEWFAMILY frame
+/// (when the family's name is known) so Wireshark names the family.
+pub struct FrameSinkAdapter {
+    inner: Box<dyn pcap::FrameSink>,
+    name: String,
+    families: std::collections::BTreeMap<u16, String>,
+    announced: std::collections::BTreeSet<u16>,
+}
+
+impl FrameSinkAdapter {
+    /// Wraps `inner`; `families` are generic-netlink family ids known up front (id → name).
+    pub fn new(
+        inner: Box<dyn pcap::FrameSink>,
+        name: impl Into<String>,
+        families: std::collections::BTreeMap<u16, String>,
+    ) -> Self {
+        Self {
+            inner,
+            name: name.into(),
+            families,
+            announced: Default::default(),
+        }
+    }
+
+    fn pcap_err(&self, e: pcap::PcapError) -> SinkError {
+        SinkError::Io {
+            what: self.name.clone(),
+            source: std::io::Error::other(e.to_string()),
+        }
+    }
+}
+
+impl EventSink for FrameSinkAdapter {
+    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
+        let Emitted::Frame(frame) = item else {
+            return Ok(());
+        };
+        if frame.protocol == 16 && frame.bytes.len() >= 6 {
+            let family = u16::from_ne_bytes([frame.bytes[4], frame.bytes[5]]);
+            if family > 0x10 && self.announced.insert(family) {
+                if let Some(name) = self.families.get(&family).cloned() {
+                    self.inner
+                        .write_genl_family(family, &name, frame.wall_ns)
+                        .map_err(|e| self.pcap_err(e))?;
+                }
+            }
+        }
+        self.inner.write_frame(frame).map_err(|e| self.pcap_err(e))
+    }
+
+    fn finish(&mut self) -> Result<(), SinkError> {
+        self.inner.flush().map_err(|e| self.pcap_err(e))
+    }
+}

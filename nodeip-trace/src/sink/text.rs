@@ -164,10 +164,15 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
         MessageBody::Done(_) => "DONE".into(),
         MessageBody::Address(a) => match &a.local.clone().or(a.address.clone()) {
             Some(addr) => format!(
-                "{t} {}: {addr}/{} {}{}",
+                "{t} {}: {addr}/{}{}{}",
                 a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
                 a.prefix_len,
-                if a.secondary { "secondary" } else { "primary" },
+                // Only the kernel's answers say which address is primary.
+                match (m.header.flags.iter().any(|f| f == "REQUEST"), a.secondary) {
+                    (true, _) => "",
+                    (false, true) => " secondary",
+                    (false, false) => " primary",
+                },
                 a.label
                     .as_deref()
                     .filter(|l| Some(*l) != a.ifname.as_deref())
@@ -296,6 +301,10 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
         let Emitted::Event(e) = item else {
             return Ok(());
         };
+        // Recording framing is for machines; the tool reports start and end on stderr.
+        if matches!(e.body, EventBody::Header(_) | EventBody::Summary(_)) {
+            return Ok(());
+        }
         if let EventBody::Diagnosis(d) = &e.body {
             let mut text = format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
             for ev in &d.evidence {
