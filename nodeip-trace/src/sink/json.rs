@@ -56,3 +56,54 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{AddrinfoResult, EventBody, GetaddrinfoCall};
+
+    /// The exact JSON line of a getaddrinfo event (the schema users parse).
+    #[test]
+    fn getaddrinfo_line_is_stable() {
+        let call = GetaddrinfoCall {
+            node: Some("node-a".into()),
+            service: None,
+            family: "AF_INET".into(),
+            socktype: "ANY".into(),
+            flags: vec!["AI_ADDRCONFIG".into()],
+            ret: "OK".into(),
+            ret_code: 0,
+            addresses: vec!["172.18.45.20".into(), "172.18.45.6".into()],
+            results: vec![AddrinfoResult {
+                address: "172.18.45.20".into(),
+                family: "AF_INET".into(),
+                socktype: "SOCK_STREAM".into(),
+                protocol: 6,
+                port: 0,
+            }],
+            results_truncated: false,
+            start_ns: 100,
+            duration_ns: 50,
+            during: 3,
+            why: None,
+        };
+        let event = Event {
+            ts: "2026-11-21T13:27:05.500000000Z".into(),
+            ts_ns: 150,
+            pid: 7,
+            tid: 8,
+            comm: "getent".into(),
+            body: EventBody::Getaddrinfo(call),
+        };
+        let mut out = Vec::new();
+        JsonLinesSink::new(&mut out, "memory", false)
+            .write_event(&event)
+            .unwrap();
+        let golden = r#"{"ts":"2026-11-21T13:27:05.500000000Z","ts_ns":150,"pid":7,"tid":8,"comm":"getent","kind":"getaddrinfo","node":"node-a","service":null,"family":"AF_INET","socktype":"ANY","flags":["AI_ADDRCONFIG"],"ret":"OK","ret_code":0,"addresses":["172.18.45.20","172.18.45.6"],"results":[{"address":"172.18.45.20","family":"AF_INET","socktype":"SOCK_STREAM","protocol":6,"port":0}],"results_truncated":false,"start_ns":100,"duration_ns":50,"during":3}
+"#;
+        assert_eq!(String::from_utf8(out).unwrap(), golden);
+        // And it reads back as the same event (replay depends on it).
+        let back: Event = serde_json::from_str(golden.trim()).unwrap();
+        assert_eq!(back, event);
+    }
+}
