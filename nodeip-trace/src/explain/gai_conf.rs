@@ -13,6 +13,10 @@
 //!   (`precedence ::1/128` gives precedence 0), an empty length after `/` as `/0`, and only the
 //!   first two values count. [`GaiConf::parse_like_glibc`] builds the tables glibc builds and lists
 //!   every such line; [`GaiConf::parse`] refuses them.
+//! - A prefix without `/length` makes glibc 2.36 test an uninitialised pointer (`endp` in
+//!   `add_prefixlist` and in the `scopev4` branch), so what happens is up to the stack. On
+//!   Debian 12 x86-64 the line is ignored (checked against the real library), and that is what
+//!   [`GaiConf::parse_like_glibc`] does; always write the length.
 //! - `reload yes` makes glibc re-read the file when it changes; anything but `yes` means no.
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -232,6 +236,9 @@ pub enum GaiConfErrorKind {
         /// Largest accepted.
         max: u8,
     },
+    /// A prefix without `/length`: undefined in glibc 2.36, ignored in practice.
+    #[error("`{0}` has no /length: glibc 2.36 then reads an uninitialised pointer and in practice ignores the line; write the length, e.g. `{0}/{1}`")]
+    MissingPrefixLength(String, u8),
     /// A `/` with nothing after it: glibc reads it as `/0`.
     #[error("empty prefix length after `/`: glibc reads it as /0 (matching every address); write the length or drop the `/`")]
     EmptyPrefixLength,
@@ -312,7 +319,13 @@ fn parse_prefix_entry(
         return None;
     };
     let bits = match len_text {
-        None => 128,
+        None => {
+            problems.push(GaiConfErrorKind::MissingPrefixLength(
+                addr_text.to_string(),
+                128,
+            ));
+            return None;
+        }
         Some(text) => {
             if text.is_empty() {
                 problems.push(GaiConfErrorKind::EmptyPrefixLength);
@@ -355,22 +368,28 @@ fn parse_scope_entry(
         Some((a, l)) => (a, Some(l)),
         None => (val1, None),
     };
-    let (addr, offset, default_bits, min, max) = if let Ok(v6addr) = addr_text.parse::<Ipv6Addr>() {
+    let (addr, offset, min, max) = if let Ok(v6addr) = addr_text.parse::<Ipv6Addr>() {
         match v6addr.to_ipv4_mapped() {
-            Some(v4) => (v4, 96u8, 128u8, 96u8, 128u8),
+            Some(v4) => (v4, 96u8, 96u8, 128u8),
             None => {
                 problems.push(bad_scope_prefix(addr_text));
                 return None;
             }
         }
     } else if let Ok(v4) = addr_text.parse::<Ipv4Addr>() {
-        (v4, 0, 32, 0, 32)
+        (v4, 0, 0, 32)
     } else {
         problems.push(bad_scope_prefix(addr_text));
         return None;
     };
     let bits = match len_text {
-        None => default_bits,
+        None => {
+            problems.push(GaiConfErrorKind::MissingPrefixLength(
+                addr_text.to_string(),
+                max,
+            ));
+            return None;
+        }
         Some(text) => {
             if text.is_empty() {
                 problems.push(GaiConfErrorKind::EmptyPrefixLength);
@@ -628,15 +647,27 @@ mod tests {
     }
 
     #[test]
-    fn prefix_without_length_is_a_host_route() {
-        let conf = GaiConf::parse("precedence ::1 7\nscopev4 192.0.2.1 3\n").unwrap();
-        assert_eq!(
-            conf.precedences[0],
-            PrefixEntry::new(Ipv6Addr::LOCALHOST, 128, 7)
+    fn prefix_without_length_is_ignored_like_glibc_on_debian() {
+        let (conf, problems) = GaiConf::parse_like_glibc(
+            "precedence 2001:db8::1 200\nscopev4 192.0.2.1 3\nprecedence ::/0 40\n",
         );
         assert_eq!(
-            conf.scopes_v4[0],
-            ScopeEntry::new(Ipv4Addr::new(192, 0, 2, 1), 32, 3)
+            conf.precedences,
+            vec![PrefixEntry::new(Ipv6Addr::UNSPECIFIED, 0, 40)]
+        );
+        assert_eq!(conf.scopes_v4, GaiConf::default().scopes_v4);
+        assert_eq!(
+            problems[0].kind,
+            GaiConfErrorKind::MissingPrefixLength("2001:db8::1".into(), 128)
+        );
+        assert_eq!(
+            problems[1].kind,
+            GaiConfErrorKind::MissingPrefixLength("192.0.2.1".into(), 32)
+        );
+        assert!(
+            problems[0].to_string().contains("e.g. `2001:db8::1/128`"),
+            "{}",
+            problems[0]
         );
     }
 

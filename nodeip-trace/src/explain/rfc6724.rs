@@ -808,50 +808,67 @@ mod tests {
         assert_eq!((ord, rule), (Ordering::Greater, 10));
     }
 
-    /// Seed 000: eth0 172.18.45.6/27 and the alias 172.18.45.20/27, both local, so each
-    /// destination is its own source. Rule 9 scores both 32 bits: a tie, so glibc keeps the
-    /// hosts-file order. (Checked against real glibc in nodeip-trace-tests.)
+    /// Seed 000: eth0 172.18.45.6/27 (primary) and the alias 172.18.45.20/27 (secondary), the
+    /// node name listing both. Both are local, but the kernel's local route for a secondary
+    /// address carries the primary as `src`, so the source of both destinations is the primary.
+    /// Rule 9: the primary shares 32 bits with itself, the alias 27: the primary wins whatever
+    /// the hosts order. (Checked against real glibc in nodeip-trace-tests.)
     #[test]
-    fn seed_000_local_primary_and_alias_keep_hosts_order() {
+    fn seed_000_primary_wins_rule_9_against_its_alias() {
         let conf = GaiConf::default();
-        let primary = reachable(0, "172.18.45.6", "172.18.45.6", 27);
-        let alias = reachable(1, "172.18.45.20", "172.18.45.20", 27);
-        let out = sort(&[primary.clone(), alias.clone()], &conf);
-        assert_eq!(out.order, vec![0, 1]);
-        assert_eq!(out.decisions[0].rule, 10);
-        // Listed the other way round, the alias stays first.
-        let alias_first = [
-            Candidate {
-                original_index: 0,
-                ..alias
-            },
-            Candidate {
-                original_index: 1,
-                ..primary
-            },
+        for alias_first in [false, true] {
+            let (ia, ip_) = if alias_first { (0, 1) } else { (1, 0) };
+            let mut list = vec![
+                reachable(ip_, "172.18.45.6", "172.18.45.6", 27),
+                reachable(ia, "172.18.45.20", "172.18.45.6", 27),
+            ];
+            list.sort_by_key(|c| c.original_index);
+            let out = sort(&list, &conf);
+            assert_eq!(list[out.order[0]].dest, ip("172.18.45.6"));
+            let d = &out.decisions[0];
+            assert_eq!(
+                (d.rule, d.rule_name, d.agrees),
+                (9, "use longest matching prefix", true)
+            );
+            assert_eq!(
+                d.detail,
+                "172.18.45.6 shares 32 bits with its source 172.18.45.6 (same /27 subnet); 172.18.45.20 shares 27 bits with its source 172.18.45.6 (same /27 subnet)"
+            );
+        }
+    }
+
+    /// The incident's outcome: when the kernel holds .20 as the primary (added first, or the
+    /// first address was re-added), every local destination's source is .20 and rule 9 puts
+    /// .20 first, even though the hosts file lists .6 first.
+    #[test]
+    fn seed_000_alias_first_when_it_is_the_kernels_primary() {
+        let conf = GaiConf::default();
+        let list = [
+            reachable(0, "172.18.45.6", "172.18.45.20", 27),
+            reachable(1, "172.18.45.20", "172.18.45.20", 27),
         ];
+        let out = sort(&list, &conf);
+        assert_eq!(out.order, vec![1, 0]);
         assert_eq!(
-            sorted(&alias_first, &conf),
-            vec![ip("172.18.45.20"), ip("172.18.45.6")]
+            out.decisions[0].detail,
+            "172.18.45.20 shares 32 bits with its source 172.18.45.20 (same /27 subnet); 172.18.45.6 shares 27 bits with its source 172.18.45.20 (same /27 subnet)"
         );
     }
 
-    /// Seed 000 seen from another host of the subnet (source 172.18.45.17/27): the alias .20
-    /// shares 29 bits with .17, the primary .6 only 27, so rule 9 puts the alias first.
+    /// On a host without any IPv6 address but ::1, glibc drops its address dump: no prefix
+    /// lengths, and rule 9 for IPv4 scores only a destination equal to its source.
     #[test]
-    fn seed_000_from_a_neighbour_rule_9_prefers_the_alias() {
+    fn seed_000_without_ipv6_only_exact_matches_score() {
         let conf = GaiConf::default();
-        let primary = reachable(0, "172.18.45.6", "172.18.45.17", 27);
-        let alias = reachable(1, "172.18.45.20", "172.18.45.17", 27);
-        let out = sort(&[primary, alias], &conf);
-        assert_eq!(out.order, vec![1, 0]);
-        let d = &out.decisions[0];
-        assert_eq!((d.rule, d.rule_name), (9, "use longest matching prefix"));
-        assert_eq!(
-            d.detail,
-            "172.18.45.20 shares 29 bits with its source 172.18.45.17 (same /27 subnet); 172.18.45.6 shares 27 bits with its source 172.18.45.17 (same /27 subnet)"
-        );
-        assert!(d.agrees);
+        let mut a = reachable(0, "172.18.45.6", "172.18.45.6", 27);
+        let mut b = reachable(1, "172.18.45.20", "172.18.45.6", 27);
+        for c in [&mut a, &mut b] {
+            c.source_prefix_len = None;
+            c.source_interface = None;
+        }
+        let (ord, rule, detail) = explain_pair(&b, &a, &conf);
+        assert_eq!((ord, rule), (Ordering::Greater, 9), "{detail}");
+        assert!(detail.starts_with("172.18.45.20 counts 0 bits"), "{detail}");
     }
 
     #[test]
