@@ -10,15 +10,12 @@ fn main() -> anyhow::Result<()> {
         .parent()
         .ok_or_else(|| anyhow!("no workspace root above {manifest_dir}"))?
         .join("nodeip-trace-ebpf");
-    let root = root
-        .to_str()
-        .ok_or_else(|| anyhow!("non-UTF-8 path {root:?}"))?;
+    let root = root.to_str().ok_or_else(|| anyhow!("non-UTF-8 path {root:?}"))?;
     if std::env::var_os("RUSTC_BOOTSTRAP").is_none() {
         // SAFETY: build scripts are single-threaded at this point.
         std::env::set_var("RUSTC_BOOTSTRAP", "1");
     }
-    let toolchain =
-        std::env::var("NODEIP_TRACE_EBPF_TOOLCHAIN").unwrap_or_else(|_| "stable".into());
+    let toolchain = std::env::var("NODEIP_TRACE_EBPF_TOOLCHAIN").unwrap_or_else(|_| "stable".into());
     println!("cargo:rerun-if-env-changed=NODEIP_TRACE_EBPF_TOOLCHAIN");
     let toolchain: &'static str = Box::leak(toolchain.into_boxed_str());
     aya_build::build_ebpf(

@@ -2,12 +2,10 @@
 //!
 //! Minimum kernel: 4.17 for uprobes via perf_event_open, 5.8 for ring buffers.
 use aya_ebpf::{
-    helpers::{
-        bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
-        bpf_probe_read_user_str_bytes,
-    },
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf, bpf_probe_read_user_str_bytes},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
+
 };
 use nodeip_trace_common::{
     counter, gai_flags, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS, KIND_GETADDRINFO,
@@ -73,16 +71,12 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         (*rec).service[0] = 0;
         if inflight.node == 0 {
             flags |= gai_flags::NODE_NULL;
-        } else if bpf_probe_read_user_str_bytes(inflight.node as *const u8, &mut (*rec).node)
-            .is_err()
-        {
+        } else if bpf_probe_read_user_str_bytes(inflight.node as *const u8, &mut (*rec).node).is_err() {
             (*rec).node[0] = 0;
         }
         if inflight.service == 0 {
             flags |= gai_flags::SERVICE_NULL;
-        } else if bpf_probe_read_user_str_bytes(inflight.service as *const u8, &mut (*rec).service)
-            .is_err()
-        {
+        } else if bpf_probe_read_user_str_bytes(inflight.service as *const u8, &mut (*rec).service).is_err() {
             (*rec).service[0] = 0;
         }
         (*rec).hints_flags = 0;

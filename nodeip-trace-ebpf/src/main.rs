@@ -13,15 +13,12 @@ mod process;
 mod route;
 
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-    },
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::map,
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use nodeip_trace_common::{
-    counter, EventHeader, GetaddrinfoInflight, NetlinkInflight, NETLINK_CHUNK_HEADER_LEN,
-    NETLINK_CHUNK_LEN,
+    counter, EventHeader, GetaddrinfoInflight, NetlinkInflight, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
 /// All records go through this ring buffer; userspace sets its size before load.

@@ -14,13 +14,11 @@ use aya_ebpf::{
 };
 use nodeip_trace_common::{
     chunk_flags, counter, syscall, NetlinkChunkHeader, NetlinkInflight, KIND_NETLINK_CHUNK,
-    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNKS_PER_IOV, NETLINK_CHUNK_HEADER_LEN,
-    NETLINK_CHUNK_LEN, NETLINK_MAX_IOV,
+    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNKS_PER_IOV, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    NETLINK_MAX_IOV,
 };
 
-use crate::{
-    count, filter::traced, header, EVENTS, NETLINK_FDS, NETLINK_INFLIGHT, SCRATCH, SOCKET_INFLIGHT,
-};
+use crate::{count, filter::traced, header, EVENTS, NETLINK_FDS, NETLINK_INFLIGHT, SCRATCH, SOCKET_INFLIGHT};
 
 /// Bit N set = capture netlink protocol N (NETLINK_ROUTE = 0, NETLINK_GENERIC = 16).
 #[unsafe(no_mangle)]
@@ -45,11 +43,7 @@ pub fn socket_enter(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let protocol: u64 = unsafe { ctx.read_at(32) }.unwrap_or(0);
-    let _ = SOCKET_INFLIGHT.insert(
-        aya_ebpf::helpers::bpf_get_current_pid_tgid(),
-        protocol as u32,
-        0,
-    );
+    let _ = SOCKET_INFLIGHT.insert(aya_ebpf::helpers::bpf_get_current_pid_tgid(), protocol as u32, 0);
     0
 }
 
@@ -86,10 +80,7 @@ fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
     let buf: u64 = unsafe { ctx.read_at(24) }.unwrap_or(0);
     let (size, flags): (u64, u64) = match call {
         syscall::SENDMSG | syscall::RECVMSG => (0, unsafe { ctx.read_at(32) }.unwrap_or(0)),
-        _ => (
-            unsafe { ctx.read_at(32) }.unwrap_or(0),
-            unsafe { ctx.read_at(40) }.unwrap_or(0),
-        ),
+        _ => (unsafe { ctx.read_at(32) }.unwrap_or(0), unsafe { ctx.read_at(40) }.unwrap_or(0)),
     };
     if (call == syscall::RECVMSG || call == syscall::RECVFROM) && flags & MSG_PEEK != 0 {
         count(counter::NETLINK_PEEK_SKIPPED, 1);
@@ -102,11 +93,7 @@ fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
         fd: fd as i32,
         syscall: call,
         protocol,
-        confirmed: if CONFIRM_WITH_SOCK_TP.load() != 0 {
-            0
-        } else {
-            1
-        },
+        confirmed: if CONFIRM_WITH_SOCK_TP.load() != 0 { 0 } else { 1 },
     };
     if NETLINK_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
         count(counter::NETLINK_INFLIGHT_FULL, 1);
@@ -204,14 +191,7 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
                 Err(_) => (0, 0, Iovec { base: 0, len: 0 }),
             }
         }
-        _ => (
-            0,
-            1,
-            Iovec {
-                base: inflight.buf,
-                len: inflight.size,
-            },
-        ),
+        _ => (0, 1, Iovec { base: inflight.buf, len: inflight.size }),
     };
     // Bytes the call moved: the return value when it succeeded; a failed send still shows the
     // request it tried to send.
@@ -224,10 +204,7 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
             break;
         }
         let iov = if iov_ptr == 0 {
-            Iovec {
-                base: single.base,
-                len: single.len,
-            }
+            Iovec { base: single.base, len: single.len }
         } else {
             match unsafe { bpf_probe_read_user((iov_ptr as *const Iovec).wrapping_add(i)) } {
                 Ok(v) => v,
@@ -235,11 +212,7 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
             }
         };
         let remaining = total.saturating_sub(offset);
-        let seg = if iov.len < remaining {
-            iov.len
-        } else {
-            remaining
-        };
+        let seg = if iov.len < remaining { iov.len } else { remaining };
         wanted += seg;
         let mut done: u64 = 0;
         for _ in 0..NETLINK_CHUNKS_PER_IOV {
@@ -247,15 +220,10 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
                 break;
             }
             let left = seg - done;
-            let n = if left > NETLINK_CHUNK_LEN as u64 {
-                NETLINK_CHUNK_LEN as u64
-            } else {
-                left
-            };
+            let n = if left > NETLINK_CHUNK_LEN as u64 { NETLINK_CHUNK_LEN as u64 } else { left };
             // Keep n in 1..=NETLINK_CHUNK_LEN in a form the verifier can follow.
             let n = (((n - 1) & (NETLINK_CHUNK_LEN as u64 - 1)) + 1) as usize;
-            let payload = &mut scratch
-                [NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
+            let payload = &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
             let ok = unsafe {
                 bpf_probe_read_user_buf((iov.base + done) as *const u8, &mut payload[..n]).is_ok()
             };
@@ -289,20 +257,12 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
         (*hdr).offset = offset as u32;
         (*hdr).len = 0;
         (*hdr).total_len = total as u32;
-        (*hdr).flags = chunk_flags::LAST
-            | if captured < total {
-                chunk_flags::CUT
-            } else {
-                0
-            };
+        (*hdr).flags = chunk_flags::LAST | if captured < total { chunk_flags::CUT } else { 0 };
     }
     if captured < total {
         count(counter::NETLINK_BYTES_CUT, total - captured);
     }
-    if EVENTS
-        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
-        .is_err()
-    {
+    if EVENTS.output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0).is_err() {
         count(counter::NETLINK_RINGBUF_FULL, 1);
     }
     0

@@ -12,10 +12,7 @@ pub struct WallClock {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
@@ -26,9 +23,7 @@ impl WallClock {
     pub fn now() -> Self {
         let mono = clock_ns(libc::CLOCK_MONOTONIC);
         let real = clock_ns(libc::CLOCK_REALTIME);
-        Self {
-            offset_ns: real - mono,
-        }
+        Self { offset_ns: real - mono }
     }
 
     /// A clock where monotonic time equals wall time (offline sources already carry wall time).

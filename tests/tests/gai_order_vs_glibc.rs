@@ -224,7 +224,7 @@ fn make_layout(rng: &mut Rng, with_ipv6: bool) -> Layout {
                     *rng.pick(&[48u8, 128]),
                 ),
                 3 => (Ipv6Addr::new(0xfd00, r, 0, 0, 0, 0, 0, h), 64),
-                4 => (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, h), 64),
+                4 => (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x10 + h), 64),
                 5 => (Ipv6Addr::new(0xfec0, 0, 0, r, 0, 0, 0, h), 64),
                 6 => (Ipv6Addr::new(0x2002, 0xc000, 0x0204, r, 0, 0, 0, h), 48),
                 _ => (Ipv6Addr::new(0x2001, 0, r, 0, 0, 0, 0, h), 64),
@@ -245,6 +245,7 @@ fn make_layout(rng: &mut Rng, with_ipv6: bool) -> Layout {
         }
         if rng.chance(50) {
             let iface = rng.pick(&ifaces).clone();
+            // fe80::1 is never a local address here (local link-locals start at fe80::11).
             l.add(format!("-6 route add default via fe80::1 dev {iface}"));
         }
         if rng.chance(30) {
@@ -287,98 +288,38 @@ fn destination_pool(rng: &mut Rng, layout: &Layout) -> Vec<IpAddr> {
     }
     let b = |rng: &mut Rng, n: usize| rng.below(n) as u8;
     let w = |rng: &mut Rng, n: usize| rng.below(n) as u16;
-    let remote = [
-        IpAddr::V4(Ipv4Addr::new(203, 0, 113, b(rng, 255))),
-        IpAddr::V4(Ipv4Addr::new(198, 51, 100, b(rng, 255))),
-        IpAddr::V4(Ipv4Addr::new(10, b(rng, 3), b(rng, 4), b(rng, 255))),
-        IpAddr::V4(Ipv4Addr::new(172, 18, 45, b(rng, 255))),
-        IpAddr::V4(Ipv4Addr::new(192, 168, b(rng, 3), b(rng, 255))),
-        IpAddr::V4(Ipv4Addr::new(169, 254, b(rng, 255), 1 + b(rng, 254))),
-        IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + b(rng, 50))),
-        IpAddr::V6(Ipv6Addr::new(
-            0x2001,
-            0xdb8,
-            w(rng, 3),
-            0,
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(
-            0x2001,
-            0xdb8,
-            w(rng, 3),
-            1,
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xdead, 0, 0, 0, 0, 1)),
-        IpAddr::V6(Ipv6Addr::new(
-            0x2a00,
-            0x1450,
-            0,
-            0,
-            0,
-            0,
-            0,
-            1 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(
-            0x2002,
-            0xc000,
-            0x0204,
-            0,
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(
-            0x2001,
-            0,
-            w(rng, 3),
-            0,
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(
-            0xfd00,
-            w(rng, 3),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(
-            0xfec0,
-            0,
-            0,
-            w(rng, 3),
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv6Addr::new(
-            0xfe80,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0x100 + w(rng, 0x100),
-        )),
-        IpAddr::V6(Ipv4Addr::new(10, b(rng, 3), b(rng, 4), 1 + b(rng, 254)).to_ipv6_mapped()),
+    pool.extend(
+        [
+            Ipv4Addr::new(203, 0, 113, b(rng, 255)),
+            Ipv4Addr::new(198, 51, 100, b(rng, 255)),
+            Ipv4Addr::new(10, b(rng, 3), b(rng, 4), b(rng, 255)),
+            Ipv4Addr::new(172, 18, 45, b(rng, 255)),
+            Ipv4Addr::new(192, 168, b(rng, 3), b(rng, 255)),
+            Ipv4Addr::new(169, 254, b(rng, 255), 1 + b(rng, 254)),
+            Ipv4Addr::new(127, 0, 0, 2 + b(rng, 50)),
+        ]
+        .map(IpAddr::V4),
+    );
+    // IPv6 remotes: global (near and far), 6to4, Teredo, ULA, site-local, link-local.
+    let prefixes: [[u16; 4]; 8] = [
+        [0x2001, 0xdb8, w(rng, 3), 0],
+        [0x2001, 0xdb8, w(rng, 3), 1],
+        [0x2a00, 0x1450, 0, 0],
+        [0x2002, 0xc000, 0x0204, 0],
+        [0x2001, 0, w(rng, 3), 0],
+        [0xfd00, w(rng, 3), 0, 0],
+        [0xfec0, 0, 0, w(rng, 3)],
+        [0xfe80, 0, 0, 0],
     ];
-    pool.extend(remote);
+    for [p0, p1, p2, p3] in prefixes {
+        let host = 0x100 + w(rng, 0x100);
+        pool.push(IpAddr::V6(Ipv6Addr::new(p0, p1, p2, p3, 0, 0, 0, host)));
+    }
+    pool.push(IpAddr::V6(Ipv6Addr::new(
+        0x2001, 0xdb8, 0xdead, 0, 0, 0, 0, 1,
+    )));
+    let mapped = Ipv4Addr::new(10, b(rng, 3), b(rng, 4), 1 + b(rng, 254));
+    pool.push(IpAddr::V6(mapped.to_ipv6_mapped()));
     let mut seen = HashSet::new();
     pool.retain(|a| seen.insert(*a));
     pool
@@ -419,7 +360,8 @@ fn make_gai_conf(rng: &mut Rng) -> String {
     ];
     let mut text = String::new();
     for _ in 0..1 + rng.below(5) {
-        text.push_str(*rng.pick(LINES));
+        let line: &&str = rng.pick(LINES);
+        text.push_str(line);
         text.push('\n');
     }
     text
@@ -640,16 +582,25 @@ fn predict(
     }
 }
 
-fn report(
+/// One namespace's run: everything a mismatch report shows besides the case itself.
+struct Scene<'a> {
     seed: u64,
     ns_index: usize,
-    layout: &Layout,
-    view: &AddrView,
-    gai_conf: &str,
-    getent: &str,
-    case: &Case,
-    got: &[IpAddr],
-) -> String {
+    layout: &'a Layout,
+    view: &'a AddrView,
+    gai_conf: &'a str,
+    getent: &'a str,
+}
+
+fn report(scene: &Scene<'_>, case: &Case, got: &[IpAddr]) -> String {
+    let Scene {
+        seed,
+        ns_index,
+        layout,
+        view,
+        gai_conf,
+        getent,
+    } = scene;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -670,7 +621,15 @@ fn report(
         );
     }
     let _ = writeln!(s, "hosts order: {:?}", case.hosts_order);
-    let _ = writeln!(s, "gai.conf:\n{gai_conf}");
+    let table_lines: Vec<&str> = gai_conf
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .collect();
+    let _ = writeln!(s, "gai.conf lines (comments left out): {table_lines:?}");
+    let (_, ignored) = GaiConf::parse_like_glibc(gai_conf);
+    for problem in ignored {
+        let _ = writeln!(s, "  {problem}");
+    }
     let _ = writeln!(s, "candidates (one per socket type):");
     for c in case.candidates.iter().step_by(SOCKET_TYPES) {
         let _ = writeln!(
@@ -742,7 +701,7 @@ fn gai_order_matches_real_glibc() -> Result<()> {
             Some(host) => host.clone(),
             None => String::new(),
         };
-        let (conf, _ignored_lines) = GaiConf::parse_like_glibc(&gai_conf_text);
+        let (conf, _) = GaiConf::parse_like_glibc(&gai_conf_text);
 
         let mut hosts = String::from("127.0.0.1 localhost\n");
         let mut orders = Vec::new();
@@ -794,16 +753,15 @@ fn gai_order_matches_real_glibc() -> Result<()> {
                 *rule_counts.entry(*r).or_default() += 1;
             }
             if returned != case.predicted {
-                failures.push(report(
+                let scene = Scene {
                     seed,
                     ns_index,
-                    &layout,
-                    &view,
-                    &gai_conf_text,
-                    &getent,
-                    &case,
-                    &returned,
-                ));
+                    layout: &layout,
+                    view: &view,
+                    gai_conf: &gai_conf_text,
+                    getent: &getent,
+                };
+                failures.push(report(&scene, &case, &returned));
             }
         }
     }

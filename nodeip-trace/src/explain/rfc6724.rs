@@ -47,6 +47,11 @@ pub struct Candidate {
     /// Destination address (an IPv6 `::ffff:a.b.c.d` is an IPv6 destination, as in glibc).
     pub dest: IpAddr,
     /// The source the kernel picked for it; `None` when `connect()` failed (unusable).
+    ///
+    /// It is what a route lookup gives, with two kernel facts to keep in mind: for a local
+    /// *secondary* IPv4 address the local route's `src` is the subnet's primary, not the address
+    /// itself; and `connect()` fails where `ip route get` answers for a link-local IPv6
+    /// destination without scope id (EINVAL) and for a broadcast route (EACCES).
     pub source: Option<IpAddr>,
     /// Prefix length of the `in6ai` row that matched the source; `None` when no row matched
     /// (glibc then uses 0).
