@@ -1,1 +1,4 @@
-//! TODO
+//! explain: why the events are what they are — RFC 6724 ordering as glibc applies it, diagnoses
+//! of the known failure patterns.
+pub mod gai_conf;
+pub mod rfc6724;
