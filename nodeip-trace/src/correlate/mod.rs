@@ -39,8 +39,6 @@ pub struct Pipeline {
     netlink: NetlinkDecoder,
     routes: RouteLookupDecoder,
     spans: HashMap<u32, OpenSpan>,
-    /// Records the kernel side reported as undecodable or unknown sockets, for the summary.
-    pub unknown_socket_tgids: Vec<u32>,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -60,7 +58,6 @@ impl Pipeline {
             netlink: NetlinkDecoder::new(),
             routes,
             spans: HashMap::new(),
-            unknown_socket_tgids: Vec::new(),
         }
     }
 
@@ -147,10 +144,9 @@ impl Pipeline {
                 );
                 self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }
-            KernelRecord::UnknownNetlinkSocket(h) => {
-                self.unknown_socket_tgids.push((h.pid_tgid >> 32) as u32);
-            }
-            KernelRecord::Exec(_) => {}
+            // The live source rescans that process's sockets; exec records feed attribution
+            // later. Neither is a timeline event.
+            KernelRecord::UnknownNetlinkSocket(_) | KernelRecord::Exec(_) => {}
         }
     }
 

@@ -1,44 +1,12 @@
 //! Raw `fib:fib_table_lookup` / `fib6:fib6_table_lookup` bytes → [`RouteLookup`].
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::decode::netlink::{route_type_name, table_name};
 use crate::decode::record::c_string;
 use crate::decode::tracepoint_format::{
     TracepointLayout, FIB6_TABLE_LOOKUP_6X, FIB_TABLE_LOOKUP_6X,
 };
 use crate::event::RouteLookup;
-
-/// Name of a routing table id.
-pub fn table_name(id: u32) -> String {
-    match id {
-        0 => "unspec".into(),
-        253 => "default".into(),
-        254 => "main".into(),
-        255 => "local".into(),
-        n => n.to_string(),
-    }
-}
-
-/// Name of a route type (`RTN_*`).
-pub fn route_type_name(t: u8) -> String {
-    const NAMES: [&str; 12] = [
-        "unspec",
-        "unicast",
-        "local",
-        "broadcast",
-        "anycast",
-        "multicast",
-        "blackhole",
-        "unreachable",
-        "prohibit",
-        "throw",
-        "nat",
-        "xresolve",
-    ];
-    NAMES
-        .get(t as usize)
-        .map(|s| s.to_string())
-        .unwrap_or_else(|| t.to_string())
-}
 
 /// The layouts of both fib tracepoints, from tracefs or the 6.x fallback.
 #[derive(Clone, Debug)]

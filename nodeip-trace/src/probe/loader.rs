@@ -105,6 +105,26 @@ fn fork_child_pid_offset(tracefs: Option<&Path>) -> u32 {
         .unwrap_or(20)
 }
 
+/// Turns aya's map error into ours, naming the map.
+fn map_error(map: &str) -> impl Fn(aya::maps::MapError) -> ProbeError + '_ {
+    move |source| ProbeError::Map {
+        map: map.into(),
+        source: Box::new(source),
+    }
+}
+
+/// Turns aya's program error into ours, naming the program and its target.
+fn attach_error<'a>(
+    program: &'a str,
+    target: &'a str,
+) -> impl Fn(aya::programs::ProgramError) -> ProbeError + 'a {
+    move |source| ProbeError::Attach {
+        program: program.into(),
+        target: target.into(),
+        source: Box::new(source),
+    }
+}
+
 impl LiveTracer {
     /// Loads the programs with `config` and attaches what `features` says is available.
     pub fn start(
@@ -198,20 +218,12 @@ impl LiveTracer {
         }
         for (program, category, name) in tps {
             let target = format!("{category}:{name}");
-            let t0 = std::time::Instant::now();
             let status = if !features.tracepoint_available(category, name) {
                 Err("tracepoint not available on this kernel".to_string())
             } else {
                 self.attach_tracepoint(program, category, name)
                     .map_err(|e| e.to_string())
             };
-            if std::env::var_os("NODEIP_TRACE_DEBUG").is_some() {
-                eprintln!(
-                    "debug: {program} {target} {:?} in {:?}",
-                    status,
-                    t0.elapsed()
-                );
-            }
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode: "tracepoint".into(),
@@ -240,86 +252,79 @@ impl LiveTracer {
         Ok(())
     }
 
+    /// The program `name` as type `T`, with errors naming `target`.
+    fn program<'a, T>(
+        ebpf: &'a mut Ebpf,
+        program: &str,
+        target: &str,
+    ) -> Result<&'a mut T, ProbeError>
+    where
+        &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+    {
+        ebpf.program_mut(program)
+            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
+            .try_into()
+            .map_err(attach_error(program, target))
+    }
+
     fn attach_tracepoint(
         &mut self,
         program: &str,
         category: &str,
         name: &str,
     ) -> Result<(), ProbeError> {
-        let attach_err = |source| ProbeError::Attach {
-            program: program.into(),
-            target: format!("{category}:{name}"),
-            source: Box::new(source),
-        };
-        let prog: &mut TracePoint = self
-            .ebpf
-            .program_mut(program)
-            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
-            .try_into()
-            .map_err(attach_err)?;
+        let target = format!("{category}:{name}");
+        let err = attach_error(program, &target);
+        let prog: &mut TracePoint = Self::program(&mut self.ebpf, program, &target)?;
         if prog.fd().is_err() {
-            prog.load().map_err(attach_err)?;
+            prog.load().map_err(&err)?;
         }
-        prog.attach(category, name).map_err(attach_err)?;
+        prog.attach(category, name).map_err(err)?;
         Ok(())
     }
 
     fn attach_uprobe(&mut self, program: &str, libc: &Path) -> Result<(), ProbeError> {
-        let attach_err = |source| ProbeError::Attach {
-            program: program.into(),
-            target: libc.display().to_string(),
-            source: Box::new(source),
-        };
-        let prog: &mut UProbe = self
-            .ebpf
-            .program_mut(program)
-            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
-            .try_into()
-            .map_err(attach_err)?;
+        let target = libc.display().to_string();
+        let err = attach_error(program, &target);
+        let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
         if prog.fd().is_err() {
-            prog.load().map_err(attach_err)?;
+            prog.load().map_err(&err)?;
         }
         prog.attach("getaddrinfo", libc, UProbeScope::AllProcesses)
-            .map_err(attach_err)?;
+            .map_err(err)?;
         Ok(())
     }
 
     /// Loads `netlink_chunk` and puts it in slot 0 of `CHUNK_PROGRAMS`: the netlink exit
     /// programs tail-call it once per chunk.
     fn install_chunk_program(&mut self) -> Result<(), ProbeError> {
-        let program = "netlink_chunk";
-        let attach_err = |source| ProbeError::Attach {
-            program: program.into(),
-            target: "CHUNK_PROGRAMS".into(),
-            source: Box::new(source),
-        };
-        let prog: &mut TracePoint = self
-            .ebpf
-            .program_mut(program)
-            .ok_or_else(|| ProbeError::MissingProgram(program.into()))?
-            .try_into()
-            .map_err(attach_err)?;
-        prog.load().map_err(attach_err)?;
+        let (program, target) = ("netlink_chunk", "CHUNK_PROGRAMS");
+        let err = attach_error(program, target);
+        let prog: &mut TracePoint = Self::program(&mut self.ebpf, program, target)?;
+        prog.load().map_err(&err)?;
         let fd = prog
             .fd()
-            .map_err(attach_err)?
+            .map_err(&err)?
             .try_clone()
-            .map_err(|e| ProbeError::Attach {
-                program: program.into(),
-                target: "CHUNK_PROGRAMS".into(),
-                source: Box::new(aya::programs::ProgramError::IOError(e)),
-            })?;
-        let map_err = |source| ProbeError::Map {
-            map: "CHUNK_PROGRAMS".into(),
-            source: Box::new(source),
-        };
-        let mut array = aya::maps::ProgramArray::try_from(
-            self.ebpf
-                .map_mut("CHUNK_PROGRAMS")
-                .ok_or_else(|| ProbeError::MissingMap("CHUNK_PROGRAMS".into()))?,
-        )
-        .map_err(map_err)?;
-        array.set(0, &fd, 0).map_err(map_err)
+            .map_err(|e| err(aya::programs::ProgramError::IOError(e)))?;
+        let mut array =
+            aya::maps::ProgramArray::try_from(self.map_mut(target)?).map_err(map_error(target))?;
+        array.set(0, &fd, 0).map_err(map_error(target))
+    }
+
+    /// The map `name`, for writing.
+    fn map_mut(&mut self, name: &str) -> Result<&mut aya::maps::Map, ProbeError> {
+        self.ebpf
+            .map_mut(name)
+            .ok_or_else(|| ProbeError::MissingMap(name.into()))
+    }
+
+    /// A hash map, typed.
+    fn hash_map<K: aya::Pod, V: aya::Pod>(
+        &mut self,
+        name: &str,
+    ) -> Result<BpfHashMap<&mut MapData, K, V>, ProbeError> {
+        BpfHashMap::try_from(self.map_mut(name)?).map_err(map_error(name))
     }
 
     /// Takes the ring buffer (once).
@@ -328,76 +333,42 @@ impl LiveTracer {
             .ebpf
             .take_map("EVENTS")
             .ok_or_else(|| ProbeError::MissingMap("EVENTS".into()))?;
-        RingBuf::try_from(map).map_err(|source| ProbeError::Map {
-            map: "EVENTS".into(),
-            source: Box::new(source),
-        })
+        RingBuf::try_from(map).map_err(map_error("EVENTS"))
     }
 
     /// Adds a thread group to the pid filter.
     pub fn add_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
-        let map_err = |source| ProbeError::Map {
-            map: "TRACED_TGIDS".into(),
-            source: Box::new(source),
-        };
-        let mut map: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
-            self.ebpf
-                .map_mut("TRACED_TGIDS")
-                .ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
-        )
-        .map_err(map_err)?;
-        map.insert(tgid, 1, 0).map_err(map_err)
+        self.hash_map::<u32, u8>("TRACED_TGIDS")?
+            .insert(tgid, 1, 0)
+            .map_err(map_error("TRACED_TGIDS"))
     }
 
     /// Removes a thread group from the pid filter.
     pub fn remove_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
-        let map_err = |source| ProbeError::Map {
-            map: "TRACED_TGIDS".into(),
-            source: Box::new(source),
-        };
-        let mut map: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
-            self.ebpf
-                .map_mut("TRACED_TGIDS")
-                .ok_or_else(|| ProbeError::MissingMap("TRACED_TGIDS".into()))?,
-        )
-        .map_err(map_err)?;
-        map.remove(&tgid).map_err(map_err)
+        self.hash_map::<u32, u8>("TRACED_TGIDS")?
+            .remove(&tgid)
+            .map_err(map_error("TRACED_TGIDS"))
     }
 
     /// Tells the kernel side about a netlink socket found by a /proc scan.
     pub fn add_netlink_socket(&mut self, socket: &NetlinkSocket) -> Result<(), ProbeError> {
-        let map_err = |source| ProbeError::Map {
-            map: "NETLINK_FDS".into(),
-            source: Box::new(source),
-        };
-        let mut map: BpfHashMap<&mut MapData, u64, u32> = BpfHashMap::try_from(
-            self.ebpf
-                .map_mut("NETLINK_FDS")
-                .ok_or_else(|| ProbeError::MissingMap("NETLINK_FDS".into()))?,
-        )
-        .map_err(map_err)?;
-        map.insert(
-            ((socket.tgid as u64) << 32) | socket.fd as u64,
-            socket.protocol,
-            0,
-        )
-        .map_err(map_err)
+        let key = ((socket.tgid as u64) << 32) | socket.fd as u64;
+        self.hash_map::<u64, u32>("NETLINK_FDS")?
+            .insert(key, socket.protocol, 0)
+            .map_err(map_error("NETLINK_FDS"))
     }
 
     /// The drop/cut counters summed over CPUs, indexed by `nodeip_trace_common::counter`.
     pub fn counters(&self) -> Result<Vec<u64>, ProbeError> {
-        let map_err = |source| ProbeError::Map {
-            map: "COUNTERS".into(),
-            source: Box::new(source),
-        };
+        let map_err = map_error("COUNTERS");
         let map: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
             self.ebpf
                 .map("COUNTERS")
                 .ok_or_else(|| ProbeError::MissingMap("COUNTERS".into()))?,
         )
-        .map_err(map_err)?;
+        .map_err(&map_err)?;
         (0..counter::COUNT)
-            .map(|i| map.get(&i, 0).map(|v| v.iter().sum()).map_err(map_err))
+            .map(|i| map.get(&i, 0).map(|v| v.iter().sum()).map_err(&map_err))
             .collect()
     }
 }

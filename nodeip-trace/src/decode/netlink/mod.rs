@@ -24,6 +24,7 @@ use attributes::{align4, bit_names, collect_attributes, hex, read_u16, read_u32}
 pub use errno::{errno_name, errno_text};
 pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody, GENL_ID_CTRL};
 pub use ipvs::{ipvs_command, IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
+pub use rtnetlink::{route_type_name, table_name};
 pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
 
 /// `NETLINK_ROUTE`: rtnetlink (links, addresses, routes, neighbours, rules).

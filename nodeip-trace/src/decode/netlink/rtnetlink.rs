@@ -575,7 +575,7 @@ const NEIGHBOUR_FLAGS: &[(u32, &str)] = &[
 ];
 
 /// A routing table name as iproute2 prints it.
-pub(crate) fn table_name(table: u32) -> String {
+pub fn table_name(table: u32) -> String {
     match table {
         0 => "unspec".into(),
         253 => "default".into(),
@@ -586,7 +586,7 @@ pub(crate) fn table_name(table: u32) -> String {
 }
 
 /// An `RTN_*` route type name.
-pub(crate) fn route_type_name(kind: u8) -> String {
+pub fn route_type_name(kind: u8) -> String {
     const NAMES: &[&str] = &[
         "unspec",
         "unicast",
