@@ -40,6 +40,8 @@ pub enum EventBody {
     Getaddrinfo(GetaddrinfoCall),
     /// One netlink send or receive buffer, decoded.
     Netlink(NetlinkEvent),
+    /// A netlink request paired with its replies (one per request).
+    Conversation(Box<NetlinkConversation>),
     /// A kernel route lookup (fib/fib6 tracepoints).
     RouteLookup(RouteLookup),
     /// An IPVS command seen on generic netlink.
@@ -147,6 +149,162 @@ pub struct NetlinkEvent {
     /// Decode problems (unknown or malformed parts), never fatal.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decode_errors: Vec<String>,
+    /// Every message here belongs to a request/reply pair summarised by a `conversation` event.
+    #[serde(default)]
+    pub paired: bool,
+}
+
+/// A netlink request and everything the kernel answered to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetlinkConversation {
+    /// Netlink protocol name.
+    pub protocol: String,
+    /// Netlink protocol number.
+    pub protocol_id: u16,
+    /// The requesting socket's port id (from the replies), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub portid: Option<u32>,
+    /// The request's `nlmsg_seq`.
+    pub seq: u32,
+    /// The request asked for a dump.
+    pub dump: bool,
+    /// The request, decoded.
+    pub request: NetlinkMessage,
+    /// Reply messages, not counting `NLMSG_DONE` and ACK/error messages.
+    pub replies: u32,
+    /// Reply messages by type name.
+    pub reply_types: std::collections::BTreeMap<String, u32>,
+    /// Receive buffers the replies came in.
+    pub reply_buffers: u32,
+    /// Bytes of those buffers.
+    pub reply_bytes: u64,
+    /// How the conversation ended.
+    pub outcome: ConversationOutcome,
+    /// The kernel's error, when it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ConversationError>,
+    /// From the request to the last reply.
+    pub duration_ns: u64,
+    /// What the answer says, summarised.
+    pub facts: ConversationFacts,
+}
+
+/// How a netlink conversation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationOutcome {
+    /// A dump ended with `NLMSG_DONE`.
+    Done,
+    /// The kernel acknowledged (`NLMSG_ERROR` 0).
+    Ack,
+    /// The kernel refused (`NLMSG_ERROR` or `NLMSG_DONE` with an errno).
+    Error,
+    /// A request answered by its one reply.
+    Reply,
+    /// Replies came but not the last one (the trace ended, or the process stopped reading).
+    Incomplete,
+    /// No reply was seen.
+    NoReply,
+}
+
+/// A refused netlink request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationError {
+    /// Negative errno as the kernel sent it.
+    pub code: i32,
+    /// Errno name (`ENOENT`).
+    pub errno: String,
+    /// `strerror` text.
+    pub text: String,
+    /// Extended-ack message, when the kernel gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack: Option<String>,
+}
+
+/// The facts in a conversation's replies (capped; see `omitted`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationFacts {
+    /// Addresses answered (`RTM_NEWADDR`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<AddressFact>,
+    /// Routes answered (`RTM_NEWROUTE`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteFact>,
+    /// Links answered (`RTM_NEWLINK`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkFact>,
+    /// Generic netlink families answered (nlctrl `NEWFAMILY`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<FamilyFact>,
+    /// IPVS services/destinations/info answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipvs: Vec<IpvsCommand>,
+    /// Facts beyond the cap, counted only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One address in an address dump.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressFact {
+    /// Interface name (or index when unknown).
+    pub ifname: String,
+    /// The address (`IFA_LOCAL`, else `IFA_ADDRESS`).
+    pub address: String,
+    /// Prefix length.
+    pub prefix_len: u8,
+    /// `IFA_F_SECONDARY`: never the kernel's source choice on this prefix.
+    pub secondary: bool,
+    /// Label, when it differs from the interface name (`eth0:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// One route in an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteFact {
+    /// Table name.
+    pub table: String,
+    /// Route type (`local`, `unicast`, ...).
+    #[serde(rename = "type")]
+    pub route_type: String,
+    /// `dst/len`, or `default`.
+    pub dst: String,
+    /// Output interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
+    /// Preferred source (`src`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Gateway (`via`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+}
+
+/// One link in an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkFact {
+    /// Interface index.
+    pub index: u32,
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// `IFLA_INFO_KIND` (`veth`, `dummy`, `kube-ipvs0`'s `dummy`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// A generic netlink family the kernel named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyFact {
+    /// Family name (`IPVS`).
+    pub name: String,
+    /// Family id (the `nlmsg_type` its messages use).
+    pub id: u16,
 }
 
 /// A kernel FIB lookup.
@@ -229,6 +387,7 @@ impl EventBody {
             EventBody::Header(_) => "header",
             EventBody::Getaddrinfo(_) => "getaddrinfo",
             EventBody::Netlink(_) => "netlink",
+            EventBody::Conversation(_) => "conversation",
             EventBody::RouteLookup(_) => "route_lookup",
             EventBody::Ipvs(_) => "ipvs",
             EventBody::Extack(_) => "extack",

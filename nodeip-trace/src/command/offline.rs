@@ -231,11 +231,11 @@ mod tests {
         sink.finish().unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(
-            text.contains("NEWADDR veth0: 192.0.2.20/24 secondary"),
+            text.contains("veth0 192.0.2.10/24 primary, 192.0.2.20/24 secondary"),
             "{text}"
         );
         assert!(
-            text.contains("IPVS NEW_SERVICE TCP 192.0.2.10:30080 rr"),
+            text.contains("IPVS NEW_SERVICE TCP 192.0.2.10:30080 rr → ACK"),
             "{text}"
         );
         assert!(text.contains("→ 198.51.100.5:8080 masq"), "{text}");

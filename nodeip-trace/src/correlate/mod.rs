@@ -3,6 +3,7 @@
 //! that call's event (its `during` count says how many follow), so sinks and explainers see the
 //! call with the netlink dumps and route lookups it caused.
 pub mod chunks;
+pub mod conversations;
 
 use std::collections::HashMap;
 
@@ -11,9 +12,10 @@ use crate::decode::addrinfo::decode_getaddrinfo;
 use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
 use crate::decode::record::{c_string, KernelRecord};
 use crate::decode::route_lookup::RouteLookupDecoder;
-use crate::event::{Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent};
+use crate::event::{ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent};
 use crate::frame::{Direction, NetlinkFrame, Task};
 use chunks::ChunkAssembler;
+use conversations::{BufferRef, CompletedConversation, ConversationTracker};
 
 /// What the pipeline produces.
 #[derive(Clone, Debug)]
@@ -39,6 +41,7 @@ pub struct Pipeline {
     netlink: NetlinkDecoder,
     routes: RouteLookupDecoder,
     spans: HashMap<u32, OpenSpan>,
+    conversations: ConversationTracker,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -58,6 +61,7 @@ impl Pipeline {
             netlink: NetlinkDecoder::new(),
             routes,
             spans: HashMap::new(),
+            conversations: ConversationTracker::new(),
         }
     }
 
@@ -155,35 +159,60 @@ impl Pipeline {
         let decoded = self.netlink.decode(frame.protocol, &frame.bytes);
         let task = frame.task.clone().unwrap_or_default();
         let direction = frame.direction.unwrap_or(Direction::Send);
-        let ipvs: Vec<_> = decoded.messages.iter().filter_map(ipvs_command).collect();
+        let bytes = frame.total_len.max(frame.bytes.len() as u32);
+        let pairing = self.conversations.on_buffer(BufferRef {
+            task: &task,
+            direction,
+            protocol: frame.protocol,
+            ts_ns: frame.ts_ns,
+            bytes,
+            messages: &decoded.messages,
+        });
         let body = EventBody::Netlink(NetlinkEvent {
             direction,
             protocol: protocol_name(frame.protocol),
             protocol_id: frame.protocol,
-            portid: None,
-            bytes: frame.total_len.max(frame.bytes.len() as u32),
+            portid: pairing.portid,
+            bytes,
             captured: frame.bytes.len() as u32,
             truncated: frame.truncated(),
             messages: decoded.messages,
             decode_errors: decoded.errors.iter().map(|e| e.to_string()).collect(),
+            paired: pairing.paired,
         });
         let ev = self.event(frame.ts_ns, &task, body);
         let tid = task.tid;
-        let ts_ns = frame.ts_ns;
         self.emit(tid, Emitted::Frame(frame), out);
         self.emit(tid, Emitted::Event(Box::new(ev)), out);
-        if direction == Direction::Send {
-            for command in ipvs {
-                let ev = self.event(
-                    ts_ns,
-                    &task,
-                    EventBody::Ipvs(IpvsEvent {
-                        command,
-                        result: None,
-                    }),
-                );
-                self.emit(tid, Emitted::Event(Box::new(ev)), out);
-            }
+        for done in pairing.completed {
+            self.on_conversation(done, out);
+        }
+    }
+
+    /// Emits a finished conversation, and an `ipvs` event with the kernel's answer when it was
+    /// an IPVS command. Both go to the requesting thread's open getaddrinfo call, if any.
+    fn on_conversation(&mut self, done: CompletedConversation, out: &mut Vec<Emitted>) {
+        let CompletedConversation {
+            task,
+            ts_ns,
+            conversation,
+        } = done;
+        let ipvs = ipvs_command(&conversation.request).map(|command| IpvsEvent {
+            command,
+            result: match conversation.outcome {
+                ConversationOutcome::NoReply | ConversationOutcome::Incomplete => None,
+                _ => Some(conversation.error.as_ref().map_or(0, |e| e.code)),
+            },
+        });
+        let ev = self.event(
+            ts_ns,
+            &task,
+            EventBody::Conversation(Box::new(conversation)),
+        );
+        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        if let Some(ipvs) = ipvs {
+            let ev = self.event(ts_ns, &task, EventBody::Ipvs(ipvs));
+            self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
         }
     }
 
@@ -192,6 +221,9 @@ impl Pipeline {
     pub fn finish(&mut self, out: &mut Vec<Emitted>) {
         for frame in self.chunks.drain() {
             self.on_frame(frame, out);
+        }
+        for done in self.conversations.drain() {
+            self.on_conversation(done, out);
         }
         let mut spans: Vec<_> = self.spans.drain().collect();
         spans.sort_by_key(|(tid, _)| *tid);

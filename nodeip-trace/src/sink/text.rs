@@ -6,7 +6,10 @@ use std::io::Write;
 use super::{EventSink, SinkError};
 use crate::correlate::Emitted;
 use crate::decode::netlink::{IpvsCommand, MessageBody, NetlinkMessage};
-use crate::event::{Event, EventBody, GetaddrinfoCall, NetlinkEvent};
+use crate::event::{
+    AddressFact, ConversationOutcome, Event, EventBody, GetaddrinfoCall, NetlinkConversation,
+    NetlinkEvent, RouteFact,
+};
 
 /// Renders the timeline as text.
 pub struct TextTimelineSink<W: Write> {
@@ -220,7 +223,10 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
         MessageBody::Nlctrl(n) => format!(
             "nlctrl {}{}{}",
             n.cmd.strip_prefix("CTRL_CMD_").unwrap_or(&n.cmd),
-            opt("", &n.family_name),
+            n.family_name
+                .as_deref()
+                .map(|f| format!(" {f}"))
+                .unwrap_or_default(),
             n.family_id
                 .map(|id| format!(" id {id:#x}"))
                 .unwrap_or_default()
@@ -230,9 +236,187 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
     }
 }
 
+/// Addresses grouped by interface: `eth0 10.0.0.20/24 primary, 10.0.0.10/24 secondary; lo …`.
+fn render_addresses(addresses: &[AddressFact]) -> String {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for a in addresses {
+        // Only IPv4 has primary and secondary addresses.
+        let rank = match (a.address.contains(':'), a.secondary) {
+            (true, _) => "",
+            (false, true) => " secondary",
+            (false, false) => " primary",
+        };
+        let text = format!(
+            "{}/{}{rank}{}",
+            a.address,
+            a.prefix_len,
+            a.label
+                .as_deref()
+                .map(|l| format!(" label {l}"))
+                .unwrap_or_default()
+        );
+        match groups.iter_mut().find(|(name, _)| *name == a.ifname) {
+            Some((_, list)) => list.push(text),
+            None => groups.push((&a.ifname, vec![text])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(name, list)| format!("{name} {}", list.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One route: `local 10.0.0.10 table local dev eth0 src 10.0.0.20`.
+fn render_route(r: &RouteFact) -> String {
+    format!(
+        "{} {} table {}{}{}{}",
+        r.route_type,
+        r.dst,
+        r.table,
+        opt("dev", &r.dev),
+        opt("src", &r.src),
+        opt("via", &r.gateway)
+    )
+}
+
+/// A route dump: counts per table, and the local table as its set of local addresses.
+fn render_route_dump(routes: &[RouteFact]) -> String {
+    let mut per_table: Vec<(&str, usize)> = Vec::new();
+    for r in routes {
+        match per_table.iter_mut().find(|(t, _)| *t == r.table) {
+            Some((_, n)) => *n += 1,
+            None => per_table.push((&r.table, 1)),
+        }
+    }
+    let mut text = per_table
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let locals: Vec<String> = routes
+        .iter()
+        .filter(|r| r.route_type == "local")
+        .map(|r| {
+            format!(
+                "{}{}",
+                r.dst
+                    .strip_suffix("/32")
+                    .or(r.dst.strip_suffix("/128"))
+                    .unwrap_or(&r.dst),
+                opt("src", &r.src)
+            )
+        })
+        .collect();
+    if !locals.is_empty() {
+        text.push_str(&format!("; local addresses: {}", locals.join(", ")));
+    }
+    text
+}
+
+/// What the kernel answered, in one phrase.
+fn render_answer(c: &NetlinkConversation) -> String {
+    let f = &c.facts;
+    let mut text = match (c.outcome, &c.error) {
+        (_, Some(e)) => format!(
+            "ERROR {}{}{}",
+            e.errno,
+            if e.text.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.text)
+            },
+            e.extack
+                .as_deref()
+                .map(|x| format!(": \"{x}\""))
+                .unwrap_or_default()
+        ),
+        (ConversationOutcome::NoReply, _) => "no reply seen".into(),
+        (ConversationOutcome::Ack, _) if c.replies == 0 => "ACK".into(),
+        _ if !f.addresses.is_empty() => format!(
+            "{} address{}: {}",
+            c.replies,
+            if c.replies == 1 { "" } else { "es" },
+            render_addresses(&f.addresses)
+        ),
+        _ if !f.routes.is_empty() && !c.dump => f
+            .routes
+            .iter()
+            .map(render_route)
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ if !f.routes.is_empty() => format!(
+            "{} route{}: {}",
+            c.replies,
+            if c.replies == 1 { "" } else { "s" },
+            render_route_dump(&f.routes)
+        ),
+        _ if !f.links.is_empty() => format!(
+            "{} link{}: {}",
+            c.replies,
+            if c.replies == 1 { "" } else { "s" },
+            f.links
+                .iter()
+                .map(|l| l.ifname.clone().unwrap_or_else(|| l.index.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ if !f.ipvs.is_empty() => f
+            .ipvs
+            .iter()
+            .map(ipvs_summary)
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ if !f.families.is_empty() => f
+            .families
+            .iter()
+            .map(|x| format!("family {} id {:#x}", x.name, x.id))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ if c.replies == 0 => "nothing".into(),
+        _ => format!(
+            "{} repl{}: {}",
+            c.replies,
+            if c.replies == 1 { "y" } else { "ies" },
+            c.reply_types
+                .iter()
+                .map(|(t, n)| format!("{} ×{n}", short_type(t)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if f.omitted > 0 {
+        text.push_str(&format!(" (+{} more)", f.omitted));
+    }
+    if c.outcome == ConversationOutcome::Incomplete {
+        text.push_str(" (INCOMPLETE: the last reply was not seen)");
+    }
+    text
+}
+
+/// One line per request: what was asked and what the kernel answered.
+pub fn render_conversation(c: &NetlinkConversation) -> String {
+    format!(
+        "{} → {} ({:.3} ms)",
+        message_summary(&c.request),
+        render_answer(c),
+        c.duration_ns as f64 / 1e6
+    )
+}
+
 /// Renders one event as a line (without indentation).
 pub fn render_event(e: &Event) -> String {
-    let who = format!("{}[{}]", e.comm, e.pid);
+    // Captures without attribution (plain nlmon) name the netlink port instead: a process's
+    // first netlink socket usually has its pid as port id.
+    let portid = match &e.body {
+        EventBody::Netlink(n) => n.portid,
+        EventBody::Conversation(c) => c.portid,
+        _ => None,
+    };
+    let who = match portid {
+        Some(port) if e.pid == 0 && e.comm.is_empty() => format!("port[{port}]"),
+        _ => format!("{}[{}]", e.comm, e.pid),
+    };
     let what = match &e.body {
         EventBody::Header(h) => format!(
             "nodeip-trace {} on {} (kernel {}), schema {}",
@@ -240,6 +424,7 @@ pub fn render_event(e: &Event) -> String {
         ),
         EventBody::Getaddrinfo(c) => render_getaddrinfo(c),
         EventBody::Netlink(n) => render_netlink(n),
+        EventBody::Conversation(c) => render_conversation(c),
         EventBody::RouteLookup(r) => {
             let outcome = match r.err {
                 0 => format!(
@@ -269,7 +454,7 @@ pub fn render_event(e: &Event) -> String {
         EventBody::Diagnosis(d) => format!("DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary),
         EventBody::Summary(s) => format!("summary: {:?}, lost {}", s.events, s.lost),
     };
-    if e.pid == 0 && e.comm.is_empty() {
+    if e.pid == 0 && e.comm.is_empty() && portid.is_none() {
         format!("{} {what}", time_of_day(&e.ts))
     } else {
         format!("{} {who} {what}", time_of_day(&e.ts))
@@ -314,12 +499,19 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
             self.diagnoses.push(text);
             return Ok(());
         }
-        let prefix = if self.nested_left > 0 {
-            self.nested_left -= 1;
-            "    │ "
-        } else {
-            ""
+        let nested = self.nested_left > 0;
+        self.nested_left = self.nested_left.saturating_sub(1);
+        // A paired buffer is shown by its conversation's line, an IPVS command by its
+        // conversation's line too; `--format json` keeps them all.
+        let shown_elsewhere = match &e.body {
+            EventBody::Netlink(n) => n.paired,
+            EventBody::Ipvs(_) => true,
+            _ => false,
         };
+        if shown_elsewhere {
+            return Ok(());
+        }
+        let prefix = if nested { "    │ " } else { "" };
         let line = format!("{prefix}{}\n", render_event(e));
         self.out
             .write_all(line.as_bytes())

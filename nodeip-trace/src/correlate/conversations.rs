@@ -1,0 +1,419 @@
+//! Pairs netlink requests with their replies into conversations.
+//!
+//! A request (a sent message with `NLM_F_REQUEST`) opens a conversation keyed by the process, the
+//! netlink protocol and the sequence number; received messages with that key are its replies
+//! (checked against the socket's port id once known). It ends with `NLMSG_DONE` (dumps), an
+//! `NLMSG_ERROR` (errors and ACKs), or the single reply of a plain request. What the kernel
+//! answered is summarised as facts a person looks for (addresses with primary/secondary, routes
+//! with table/type/dev/src, links, generic netlink family ids), capped so a million-route dump
+//! stays one small event. Requests never answered are returned by [`ConversationTracker::drain`].
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::decode::netlink::{MessageBody, NetlinkMessage};
+use crate::event::{
+    AddressFact, ConversationError, ConversationFacts, ConversationOutcome, FamilyFact, LinkFact,
+    NetlinkConversation, RouteFact,
+};
+use crate::frame::{Direction, Task};
+
+/// Facts kept per conversation; beyond this they are only counted (`facts.omitted`).
+pub const MAX_FACTS: usize = 256;
+
+/// Conversations kept open at once; beyond this the oldest is closed as unanswered, so a process
+/// that never reads its replies cannot grow the tracker without bound.
+pub const MAX_OPEN: usize = 4096;
+
+/// Who a conversation belongs to: process (0 in captures without attribution), protocol, seq.
+type ConversationKey = (u32, u16, u32);
+
+/// A conversation waiting for (more) replies.
+#[derive(Debug)]
+struct OpenConversation {
+    task: Task,
+    ts_ns: u64,
+    order: u64,
+    conversation: NetlinkConversation,
+    last_reply_ns: u64,
+    counted_buffer: bool,
+}
+
+impl OpenConversation {
+    /// Whether `reply` can answer this request: port ids agree when both known, and the reply
+    /// is of the request's kind (so same-seq requests on two sockets are not crossed).
+    fn accepts(&self, reply: &NetlinkMessage) -> bool {
+        let reply_pid = reply.header.pid;
+        let port_ok = reply_pid == 0 || self.conversation.portid.is_none_or(|p| p == reply_pid);
+        port_ok
+            && answers(
+                &self.conversation.request,
+                self.conversation.protocol_id,
+                reply,
+            )
+    }
+
+    /// The conversation as it stands; `answered` is false when it ends without its last reply.
+    fn complete(self, answered: bool) -> CompletedConversation {
+        let mut conversation = self.conversation;
+        conversation.duration_ns = self.last_reply_ns.saturating_sub(self.ts_ns);
+        if !answered {
+            conversation.outcome = if conversation.replies == 0 {
+                ConversationOutcome::NoReply
+            } else {
+                ConversationOutcome::Incomplete
+            };
+        }
+        CompletedConversation {
+            task: self.task,
+            ts_ns: self.ts_ns,
+            conversation,
+        }
+    }
+}
+
+/// A finished (or abandoned) conversation, ready to become an event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompletedConversation {
+    /// The process that sent the request.
+    pub task: Task,
+    /// When the request was sent.
+    pub ts_ns: u64,
+    /// The conversation.
+    pub conversation: NetlinkConversation,
+}
+
+/// What one buffer did to the conversations.
+#[derive(Debug, Default, PartialEq)]
+pub struct BufferPairing {
+    /// Every message of the buffer belongs to a conversation (so a timeline may show the
+    /// conversation instead of the buffer).
+    pub paired: bool,
+    /// The socket's port id, when known.
+    pub portid: Option<u32>,
+    /// Conversations this buffer completed, in message order.
+    pub completed: Vec<CompletedConversation>,
+}
+
+/// One netlink buffer as the tracker needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferRef<'a> {
+    /// The process (default when unknown).
+    pub task: &'a Task,
+    /// Send or receive.
+    pub direction: Direction,
+    /// Netlink protocol number.
+    pub protocol: u16,
+    /// Timestamp of the buffer.
+    pub ts_ns: u64,
+    /// Bytes the syscall moved.
+    pub bytes: u32,
+    /// The decoded messages.
+    pub messages: &'a [NetlinkMessage],
+}
+
+/// Pairs requests and replies; see the module documentation.
+#[derive(Debug, Default)]
+pub struct ConversationTracker {
+    open: HashMap<ConversationKey, VecDeque<OpenConversation>>,
+    open_count: usize,
+    next_order: u64,
+}
+
+/// `NETLINK_ROUTE`: message types come in groups of four (NEW, DEL, GET, SET) from 16.
+const RTM_BASE: u16 = 16;
+/// `NETLINK_GENERIC`: replies use the request's family id as their type.
+const NETLINK_GENERIC: u16 = 16;
+
+/// Whether `reply` is of a type that answers `request` on `protocol`.
+fn answers(request: &NetlinkMessage, protocol: u16, reply: &NetlinkMessage) -> bool {
+    let (asked, got) = (request.header.type_id, reply.header.type_id);
+    match &reply.body {
+        MessageBody::Error(e) => e.request.as_ref().is_none_or(|r| r.type_id == asked),
+        MessageBody::Done(_) => true,
+        _ if protocol == 0 && asked >= RTM_BASE && got >= RTM_BASE => {
+            (asked - RTM_BASE) / 4 == (got - RTM_BASE) / 4
+        }
+        _ if protocol == NETLINK_GENERIC => asked == got,
+        _ => true,
+    }
+}
+
+fn has_flag(m: &NetlinkMessage, flag: &str) -> bool {
+    m.header.flags.iter().any(|f| f == flag)
+}
+
+/// Adds what one reply message says to the facts.
+fn add_facts(facts: &mut ConversationFacts, m: &NetlinkMessage) {
+    let room = facts.addresses.len()
+        + facts.routes.len()
+        + facts.links.len()
+        + facts.families.len()
+        + facts.ipvs.len()
+        < MAX_FACTS;
+    let counted = match &m.body {
+        MessageBody::Address(a) => {
+            if room {
+                facts.addresses.push(AddressFact {
+                    ifname: a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
+                    address: a
+                        .local
+                        .clone()
+                        .or_else(|| a.address.clone())
+                        .unwrap_or_default(),
+                    prefix_len: a.prefix_len,
+                    secondary: a.secondary,
+                    label: a.label.clone().filter(|l| Some(l) != a.ifname.as_ref()),
+                });
+            }
+            true
+        }
+        MessageBody::Route(r) => {
+            if room {
+                facts.routes.push(RouteFact {
+                    table: r.table.clone(),
+                    route_type: r.route_type.clone(),
+                    dst: r
+                        .dst
+                        .as_ref()
+                        .map(|d| format!("{d}/{}", r.dst_len))
+                        .unwrap_or_else(|| "default".into()),
+                    dev: r.oif_name.clone().or_else(|| r.oif.map(|i| i.to_string())),
+                    src: r.prefsrc.clone(),
+                    gateway: r.gateway.clone(),
+                });
+            }
+            true
+        }
+        MessageBody::Link(l) => {
+            if room {
+                facts.links.push(LinkFact {
+                    index: l.index,
+                    ifname: l.ifname.clone(),
+                    kind: l.info_kind.clone(),
+                });
+            }
+            true
+        }
+        MessageBody::Nlctrl(n) => {
+            if let (true, Some(name), Some(id)) = (room, &n.family_name, n.family_id) {
+                facts.families.push(FamilyFact {
+                    name: name.clone(),
+                    id,
+                });
+            }
+            true
+        }
+        MessageBody::Ipvs(command) => {
+            if room {
+                facts.ipvs.push(command.as_ref().clone());
+            }
+            true
+        }
+        _ => false,
+    };
+    if counted && !room {
+        facts.omitted += 1;
+    }
+}
+
+impl ConversationTracker {
+    /// An empty tracker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one decoded buffer (in capture order).
+    pub fn on_buffer(&mut self, buffer: BufferRef<'_>) -> BufferPairing {
+        match buffer.direction {
+            Direction::Send => self.on_send(buffer),
+            Direction::Recv => self.on_recv(buffer),
+        }
+    }
+
+    fn on_send(&mut self, buffer: BufferRef<'_>) -> BufferPairing {
+        let mut pairing = BufferPairing {
+            paired: !buffer.messages.is_empty(),
+            portid: None,
+            completed: Vec::new(),
+        };
+        for m in buffer.messages {
+            if !has_flag(m, "REQUEST") {
+                pairing.paired = false;
+                continue;
+            }
+            // Requests name their socket's port id only when the client fills it in (libnl,
+            // libmnl do; iproute2 and glibc send 0). File descriptors are reused too fast to
+            // carry a port id from one socket's conversation to the next request.
+            let portid = Some(m.header.pid).filter(|p| *p != 0);
+            pairing.portid = pairing.portid.or(portid);
+            if self.open_count >= MAX_OPEN {
+                pairing.completed.extend(self.close_oldest());
+            }
+            let key = (buffer.task.pid, buffer.protocol, m.header.seq);
+            let order = self.next_order;
+            self.next_order += 1;
+            self.open
+                .entry(key)
+                .or_default()
+                .push_back(OpenConversation {
+                    task: buffer.task.clone(),
+                    ts_ns: buffer.ts_ns,
+                    order,
+                    conversation: NetlinkConversation {
+                        protocol: crate::decode::netlink::protocol_name(buffer.protocol),
+                        protocol_id: buffer.protocol,
+                        portid,
+                        seq: m.header.seq,
+                        dump: has_flag(m, "DUMP"),
+                        request: m.clone(),
+                        replies: 0,
+                        reply_types: BTreeMap::new(),
+                        reply_buffers: 0,
+                        reply_bytes: 0,
+                        outcome: ConversationOutcome::NoReply,
+                        error: None,
+                        duration_ns: 0,
+                        facts: ConversationFacts::default(),
+                    },
+                    last_reply_ns: buffer.ts_ns,
+                    counted_buffer: false,
+                });
+            self.open_count += 1;
+        }
+        pairing
+    }
+
+    /// The open conversation a reply belongs to: same key, and the same port id when both known.
+    fn find_open(
+        &mut self,
+        key: ConversationKey,
+        reply: &NetlinkMessage,
+    ) -> Option<&mut OpenConversation> {
+        self.open
+            .get_mut(&key)?
+            .iter_mut()
+            .find(|c| c.accepts(reply))
+    }
+
+    fn on_recv(&mut self, buffer: BufferRef<'_>) -> BufferPairing {
+        let mut pairing = BufferPairing {
+            paired: !buffer.messages.is_empty(),
+            portid: None,
+            completed: Vec::new(),
+        };
+        let mut touched: Vec<ConversationKey> = Vec::new();
+        for m in buffer.messages {
+            let key = (buffer.task.pid, buffer.protocol, m.header.seq);
+            let reply_pid = m.header.pid;
+            let Some(open) = self.find_open(key, m) else {
+                pairing.paired = false;
+                continue;
+            };
+            if reply_pid != 0 {
+                open.conversation.portid = Some(reply_pid);
+                pairing.portid = Some(reply_pid);
+            }
+            if !open.counted_buffer {
+                open.counted_buffer = true;
+                open.conversation.reply_buffers += 1;
+                open.conversation.reply_bytes += u64::from(buffer.bytes);
+                touched.push(key);
+            }
+            open.last_reply_ns = buffer.ts_ns;
+            let c = &mut open.conversation;
+            let finished = match &m.body {
+                MessageBody::Error(e) => {
+                    if e.error == 0 {
+                        c.outcome = ConversationOutcome::Ack;
+                    } else {
+                        c.outcome = ConversationOutcome::Error;
+                        c.error = Some(ConversationError {
+                            code: e.error,
+                            errno: e.errno.clone(),
+                            text: e.text.clone(),
+                            extack: e.extack_msg.clone(),
+                        });
+                    }
+                    true
+                }
+                MessageBody::Done(d) => {
+                    match d.status.filter(|s| *s != 0) {
+                        Some(code) => {
+                            c.outcome = ConversationOutcome::Error;
+                            c.error = Some(ConversationError {
+                                code,
+                                errno: d.errno.clone().unwrap_or_default(),
+                                text: String::new(),
+                                extack: d.extack_msg.clone(),
+                            });
+                        }
+                        None => c.outcome = ConversationOutcome::Done,
+                    }
+                    true
+                }
+                _ => {
+                    c.replies += 1;
+                    *c.reply_types.entry(m.header.type_name.clone()).or_default() += 1;
+                    add_facts(&mut c.facts, m);
+                    c.outcome = ConversationOutcome::Reply;
+                    // Dumps end with DONE, acknowledged requests with an ACK; anything else
+                    // ends with its one reply.
+                    !(c.dump || has_flag(m, "MULTI") || has_flag(&c.request, "ACK"))
+                }
+            };
+            if finished {
+                pairing.completed.extend(self.close(key, m));
+            }
+        }
+        for key in touched {
+            if let Some(queue) = self.open.get_mut(&key) {
+                for c in queue.iter_mut() {
+                    c.counted_buffer = false;
+                }
+            }
+        }
+        pairing
+    }
+
+    /// Removes the conversation a reply matched and returns it completed.
+    fn close(
+        &mut self,
+        key: ConversationKey,
+        reply: &NetlinkMessage,
+    ) -> Option<CompletedConversation> {
+        let queue = self.open.get_mut(&key)?;
+        let index = queue.iter().position(|c| c.accepts(reply))?;
+        let open = queue.remove(index)?;
+        if queue.is_empty() {
+            self.open.remove(&key);
+        }
+        self.open_count -= 1;
+        Some(open.complete(true))
+    }
+
+    fn close_oldest(&mut self) -> Option<CompletedConversation> {
+        let key = *self
+            .open
+            .iter()
+            .filter_map(|(k, q)| q.front().map(|c| (k, c.order)))
+            .min_by_key(|(_, order)| *order)?
+            .0;
+        let queue = self.open.get_mut(&key)?;
+        let open = queue.pop_front()?;
+        if queue.is_empty() {
+            self.open.remove(&key);
+        }
+        self.open_count -= 1;
+        Some(open.complete(false))
+    }
+
+    /// Every conversation still open (end of trace), oldest first: unanswered, or cut short.
+    pub fn drain(&mut self) -> Vec<CompletedConversation> {
+        let mut all: Vec<OpenConversation> = self.open.drain().flat_map(|(_, q)| q).collect();
+        self.open_count = 0;
+        all.sort_by_key(|c| c.order);
+        all.into_iter().map(|c| c.complete(false)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
