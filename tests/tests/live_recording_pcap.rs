@@ -60,7 +60,7 @@ fn recording_replays_to_the_live_text_and_pcap_round_trips() {
     );
     let live_text = String::from_utf8_lossy(&live.stdout).into_owned();
     assert!(
-        live_text.contains("NEWADDR veth0: 192.0.2.20/24 secondary"),
+        live_text.contains("veth0 192.0.2.10/24 primary, 192.0.2.20/24 secondary"),
         "{live_text}"
     );
 
