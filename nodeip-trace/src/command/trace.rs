@@ -279,7 +279,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         ),
         None => RouteLookupDecoder::default(),
     };
-    let mut pipeline = Pipeline::new(clock, routes);
+    let mut pipeline = Pipeline::new(clock, routes)
+        .with_interface_directory(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory));
 
     // Sinks.
     let stdout_machine = opts.format == StdoutFormat::Json
@@ -313,7 +314,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             false,
         )));
     }
-    let families = crate::probe::genl_families::query();
+    let families = crate::probe::kernel_dump::genl_families();
     for (id, name) in &families {
         pipeline.netlink_decoder().learn_family(*id, name);
     }

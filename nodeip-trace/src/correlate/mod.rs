@@ -5,7 +5,7 @@
 pub mod chunks;
 pub mod conversations;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::WallClock;
 use crate::decode::addrinfo::decode_getaddrinfo;
@@ -34,6 +34,25 @@ struct OpenSpan {
 /// The bound on events held for one open getaddrinfo call; beyond it they are released ungrouped.
 const MAX_HELD_PER_SPAN: usize = 4096;
 
+/// Where a traced process's interface names come from (live tracing): interface indexes are per
+/// network namespace, so each namespace gets its own name table.
+pub trait InterfaceDirectory {
+    /// An id of the network namespace `pid` is in, when the process can still be found.
+    fn netns_of(&mut self, pid: u32) -> Option<u64>;
+    /// Interface index → name in the namespace of `pid` (empty when unknown).
+    fn interfaces_of(&mut self, pid: u32) -> BTreeMap<u32, String>;
+}
+
+/// Processes whose namespace is remembered at most; beyond, the memory starts over.
+const MAX_REMEMBERED_PIDS: usize = 16384;
+
+/// Interface name tables per network namespace, and which namespace each process is in.
+#[derive(Default)]
+struct NamespaceNames {
+    netns_by_pid: HashMap<u32, u64>,
+    names_by_netns: HashMap<u64, BTreeMap<u32, String>>,
+}
+
 /// Turns kernel records (live) or frames (offline) into timeline events.
 pub struct Pipeline {
     clock: WallClock,
@@ -42,6 +61,8 @@ pub struct Pipeline {
     routes: RouteLookupDecoder,
     spans: HashMap<u32, OpenSpan>,
     conversations: ConversationTracker,
+    directory: Option<Box<dyn InterfaceDirectory>>,
+    namespaces: NamespaceNames,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -62,7 +83,48 @@ impl Pipeline {
             routes,
             spans: HashMap::new(),
             conversations: ConversationTracker::new(),
+            directory: None,
+            namespaces: NamespaceNames::default(),
         }
+    }
+
+    /// Names interfaces per network namespace from `directory` (live tracing); without one, a
+    /// single table learned from `RTM_NEWLINK` messages serves all (captures).
+    pub fn with_interface_directory(mut self, directory: Box<dyn InterfaceDirectory>) -> Self {
+        self.directory = Some(directory);
+        self
+    }
+
+    /// The namespace of `pid`, with its name table loaded on first sight.
+    fn netns_for(&mut self, pid: u32) -> Option<u64> {
+        let directory = self.directory.as_mut().filter(|_| pid != 0)?;
+        let known = &mut self.namespaces;
+        if let Some(ns) = known.netns_by_pid.get(&pid) {
+            return Some(*ns);
+        }
+        let ns = directory.netns_of(pid)?;
+        if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
+            known.netns_by_pid.clear();
+        }
+        known.netns_by_pid.insert(pid, ns);
+        known
+            .names_by_netns
+            .entry(ns)
+            .or_insert_with(|| directory.interfaces_of(pid));
+        Some(ns)
+    }
+
+    /// Decodes a buffer with the interface names of its process's namespace.
+    fn decode_frame(&mut self, frame: &NetlinkFrame) -> crate::decode::netlink::DecodedBuffer {
+        let pid = frame.task.as_ref().map_or(0, |t| t.pid);
+        let Some(ns) = self.netns_for(pid) else {
+            return self.netlink.decode(frame.protocol, &frame.bytes);
+        };
+        let names = self.namespaces.names_by_netns.entry(ns).or_default();
+        self.netlink.swap_interfaces(names);
+        let decoded = self.netlink.decode(frame.protocol, &frame.bytes);
+        self.netlink.swap_interfaces(names);
+        decoded
     }
 
     /// The netlink decoder (to teach it family ids and interface names).
@@ -148,15 +210,19 @@ impl Pipeline {
                 );
                 self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }
-            // The live source rescans that process's sockets; exec records feed attribution
-            // later. Neither is a timeline event.
-            KernelRecord::UnknownNetlinkSocket(_) | KernelRecord::Exec(_) => {}
+            // A process that execs may have joined another namespace (`ip netns exec`).
+            KernelRecord::Exec(r) => {
+                let pid = (r.header.pid_tgid >> 32) as u32;
+                self.namespaces.netns_by_pid.remove(&pid);
+            }
+            // The live source rescans that process's sockets; not a timeline event.
+            KernelRecord::UnknownNetlinkSocket(_) => {}
         }
     }
 
     /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
     pub fn on_frame(&mut self, frame: NetlinkFrame, out: &mut Vec<Emitted>) {
-        let decoded = self.netlink.decode(frame.protocol, &frame.bytes);
+        let decoded = self.decode_frame(&frame);
         let task = frame.task.clone().unwrap_or_default();
         let direction = frame.direction.unwrap_or(Direction::Send);
         let bytes = frame.total_len.max(frame.bytes.len() as u32);
@@ -232,3 +298,6 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,7 @@
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
 //! ([`loader`]).
 pub mod features;
-pub mod genl_families;
+pub mod kernel_dump;
 pub mod libc_locator;
 pub mod loader;
 pub mod netlink_sockets;

@@ -461,6 +461,13 @@ impl NetlinkDecoder {
         }
     }
 
+    /// Exchanges the interface-name table with `names`: a caller that knows which network
+    /// namespace a buffer comes from swaps that namespace's table in before decoding and out
+    /// after, so names learned from `RTM_NEWLINK` stay with their namespace.
+    pub fn swap_interfaces(&mut self, names: &mut BTreeMap<u32, String>) {
+        std::mem::swap(&mut self.interfaces, names);
+    }
+
     /// The name of interface `index`, when known.
     pub fn interface_name(&self, index: u32) -> Option<&str> {
         self.interfaces.get(&index).map(String::as_str)

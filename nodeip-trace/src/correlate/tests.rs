@@ -1,0 +1,87 @@
+//! Pipeline tests: interface names per network namespace, and conversations under getaddrinfo.
+use super::*;
+
+/// Two namespaces whose interface 2 has different names; pid 10 is in the first, 20 in the second.
+struct TwoNamespaces;
+
+impl InterfaceDirectory for TwoNamespaces {
+    fn netns_of(&mut self, pid: u32) -> Option<u64> {
+        Some(u64::from(pid / 10))
+    }
+
+    fn interfaces_of(&mut self, pid: u32) -> BTreeMap<u32, String> {
+        let name = if pid == 10 { "eth0" } else { "veth-pod" };
+        BTreeMap::from([(1, "lo".to_string()), (2, name.to_string())])
+    }
+}
+
+/// An `RTM_NEWROUTE` reply for 10.0.0.0/24 via interface 2 (`RTA_DST`, `RTA_OIF`).
+fn route_reply(portid: u32) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&44u32.to_ne_bytes());
+    m.extend_from_slice(&24u16.to_ne_bytes()); // RTM_NEWROUTE
+    m.extend_from_slice(&0u16.to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes()); // seq
+    m.extend_from_slice(&portid.to_ne_bytes());
+    // rtmsg: family inet, dst_len 24, src_len, tos, table main, proto kernel, scope link, unicast.
+    m.extend_from_slice(&[2, 24, 0, 0, 254, 2, 253, 1]);
+    m.extend_from_slice(&0u32.to_ne_bytes()); // rtm_flags
+    m.extend_from_slice(&8u16.to_ne_bytes());
+    m.extend_from_slice(&1u16.to_ne_bytes()); // RTA_DST
+    m.extend_from_slice(&[10, 0, 0, 0]);
+    m.extend_from_slice(&8u16.to_ne_bytes());
+    m.extend_from_slice(&4u16.to_ne_bytes()); // RTA_OIF
+    m.extend_from_slice(&2u32.to_ne_bytes());
+    m
+}
+
+fn frame_from(pid: u32, bytes: Vec<u8>) -> NetlinkFrame {
+    NetlinkFrame {
+        wall_ns: 0,
+        ts_ns: 0,
+        protocol: 0,
+        direction: Some(Direction::Recv),
+        task: Some(Task {
+            pid,
+            tid: pid,
+            comm: "ip".into(),
+        }),
+        total_len: bytes.len() as u32,
+        bytes,
+    }
+}
+
+fn route_devs(out: &[Emitted]) -> Vec<String> {
+    out.iter()
+        .filter_map(|e| match e {
+            Emitted::Event(e) => match &e.body {
+                EventBody::Netlink(n) => match &n.messages[0].body {
+                    crate::decode::netlink::MessageBody::Route(r) => r.oif_name.clone(),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Emitted::Frame(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn interface_names_come_from_each_process_namespace() {
+    let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default())
+        .with_interface_directory(Box::new(TwoNamespaces));
+    let mut out = Vec::new();
+    pipeline.on_frame(frame_from(10, route_reply(10)), &mut out);
+    pipeline.on_frame(frame_from(20, route_reply(20)), &mut out);
+    pipeline.on_frame(frame_from(11, route_reply(11)), &mut out);
+    assert_eq!(route_devs(&out), ["eth0", "veth-pod", "eth0"]);
+}
+
+#[test]
+fn without_a_directory_one_table_serves_all() {
+    let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
+    pipeline.netlink_decoder().set_interface_name(2, "eth0");
+    let mut out = Vec::new();
+    pipeline.on_frame(frame_from(0, route_reply(5)), &mut out);
+    assert_eq!(route_devs(&out), ["eth0"]);
+}

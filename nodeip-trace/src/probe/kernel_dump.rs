@@ -1,0 +1,162 @@
+//! Asks the kernel for a netlink dump from this process: the generic-netlink family list (so IPVS
+//! and others are named even when no traced process looked them up) and, from inside a traced
+//! process's network namespace, its interface names (so routes show `dev lo`, not `dev 1`).
+//! Our own process is never traced, so these requests do not appear in the timeline.
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::decode::netlink::{MessageBody, NetlinkDecoder, NetlinkMessage};
+
+/// `NLM_F_REQUEST | NLM_F_DUMP`.
+const REQUEST_DUMP: u16 = 0x1 | 0x300;
+/// `GENL_ID_CTRL`, `CTRL_CMD_GETFAMILY`.
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+/// `RTM_GETLINK`.
+const RTM_GETLINK: u16 = 18;
+/// Receive calls per dump at most (a dump of thousands of links is a few dozen reads).
+const MAX_READS: usize = 4096;
+
+/// A dump request: `nlmsghdr` + `body`.
+fn request(message_type: u16, body: &[u8]) -> Vec<u8> {
+    let len = 16 + body.len();
+    let mut req = Vec::with_capacity(len);
+    req.extend_from_slice(&(len as u32).to_ne_bytes());
+    req.extend_from_slice(&message_type.to_ne_bytes());
+    req.extend_from_slice(&REQUEST_DUMP.to_ne_bytes());
+    req.extend_from_slice(&1u32.to_ne_bytes());
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(body);
+    req
+}
+
+/// Sends `req` on a new `protocol` socket and returns the decoded replies up to `NLMSG_DONE`
+/// (empty when the kernel refuses; partial when a read fails).
+fn dump(protocol: i32, req: &[u8], decoder: &mut NetlinkDecoder) -> Vec<NetlinkMessage> {
+    let mut out = Vec::new();
+    // SAFETY: socket() has no preconditions; the fd is owned (and closed) by OwnedFd.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            protocol,
+        )
+    };
+    if raw < 0 {
+        return out;
+    }
+    // SAFETY: raw is a fresh fd nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: req is a valid buffer of req.len() bytes.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+    if sent != req.len() as isize {
+        return out;
+    }
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..MAX_READS {
+        // SAFETY: buf is a valid writable buffer of buf.len() bytes.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n <= 0 {
+            break;
+        }
+        for m in decoder.decode(protocol as u16, &buf[..n as usize]).messages {
+            if matches!(m.body, MessageBody::Done(_) | MessageBody::Error(_)) {
+                return out;
+            }
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// genl family id → name, from the kernel of the current network namespace (empty on failure).
+pub fn genl_families() -> BTreeMap<u16, String> {
+    let mut decoder = NetlinkDecoder::new();
+    let req = request(GENL_ID_CTRL, &[CTRL_CMD_GETFAMILY, 1, 0, 0]);
+    dump(libc::NETLINK_GENERIC, &req, &mut decoder)
+        .into_iter()
+        .filter_map(|m| match m.body {
+            MessageBody::Nlctrl(c) => Some((c.family_id?, c.family_name?)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Interface index → name in the current thread's network namespace (empty on failure).
+fn interfaces_here() -> BTreeMap<u32, String> {
+    let mut decoder = NetlinkDecoder::new();
+    // struct ifinfomsg: family AF_UNSPEC, the rest zero.
+    let req = request(RTM_GETLINK, &[0u8; 16]);
+    dump(libc::NETLINK_ROUTE, &req, &mut decoder)
+        .into_iter()
+        .filter_map(|m| match m.body {
+            MessageBody::Link(l) => Some((l.index, l.ifname?)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The network namespace of `pid` as an id (the inode of `/proc/PID/ns/net`), if it is alive.
+pub fn netns_of(pid: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// Interface index → name in the network namespace of `pid`: dumped from a short-lived thread
+/// that joins that namespace (`setns` changes only the calling thread). Empty when the process is
+/// gone or the namespace cannot be joined.
+pub fn interfaces_of(pid: u32) -> BTreeMap<u32, String> {
+    let Ok(ns) = std::fs::File::open(format!("/proc/{pid}/ns/net")) else {
+        return BTreeMap::new();
+    };
+    std::thread::spawn(move || {
+        // SAFETY: ns is an open namespace fd; setns affects only this thread, which ends here.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return BTreeMap::new();
+        }
+        interfaces_here()
+    })
+    .join()
+    .unwrap_or_default()
+}
+
+/// The live [`InterfaceDirectory`](crate::correlate::InterfaceDirectory): `/proc` and a link dump
+/// from inside the process's namespace.
+pub struct ProcInterfaceDirectory;
+
+impl crate::correlate::InterfaceDirectory for ProcInterfaceDirectory {
+    fn netns_of(&mut self, pid: u32) -> Option<u64> {
+        netns_of(pid)
+    }
+
+    fn interfaces_of(&mut self, pid: u32) -> BTreeMap<u32, String> {
+        interfaces_of(pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_kernel_knows_nlctrl() {
+        let families = super::genl_families();
+        assert_eq!(
+            families.get(&0x10).map(String::as_str),
+            Some("nlctrl"),
+            "{families:?}"
+        );
+    }
+
+    #[test]
+    fn our_namespace_has_lo_at_index_1() {
+        let interfaces = super::interfaces_of(std::process::id());
+        assert_eq!(
+            interfaces.get(&1).map(String::as_str),
+            Some("lo"),
+            "{interfaces:?}"
+        );
+        assert!(super::netns_of(std::process::id()).is_some());
+        assert!(super::interfaces_of(u32::MAX).is_empty());
+    }
+}
