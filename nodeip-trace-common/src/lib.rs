@@ -114,8 +114,9 @@ pub mod gai_flags {
 pub struct EventHeader {
     /// One of the `KIND_*` constants.
     pub kind: u32,
-    /// CPU the record was made on.
-    pub cpu: u32,
+    /// Network namespace id (`current->nsproxy->net_ns->ns.inum`, the inode of `/proc/PID/ns/net`);
+    /// 0 when the kernel's BTF did not give the offsets.
+    pub netns: u32,
     /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) when the record was made.
     pub ts_ns: u64,
     /// `bpf_get_current_pid_tgid()`: tgid in the high 32 bits, tid in the low 32.

@@ -14,10 +14,12 @@ mod route;
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_task, bpf_ktime_get_ns,
+        bpf_probe_read_kernel,
     },
     macros::map,
     maps::{HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
+    Global,
 };
 use nodeip_trace_common::{
     counter, EventHeader, GetaddrinfoInflight, NetlinkInflight, NETLINK_CHUNK_HEADER_LEN,
@@ -92,12 +94,45 @@ fn count(index: u32, n: u64) {
     }
 }
 
+/// Offsets of `task_struct.nsproxy`, `nsproxy.net_ns` and `net.ns.inum` in the running kernel,
+/// found by userspace in its BTF; all 0 when unknown (then `netns` is 0).
+#[unsafe(no_mangle)]
+static NETNS_OFFSETS: Global<[u32; 3]> = Global::new([0; 3]);
+
+/// The current task's network namespace id: `current->nsproxy->net_ns->ns.inum`.
+#[inline(always)]
+fn current_netns() -> u32 {
+    let offsets = NETNS_OFFSETS.load();
+    if offsets[0] == 0 {
+        return 0;
+    }
+    // SAFETY: bpf_probe_read_kernel checks every read; a bad pointer gives an error, not a fault.
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let Ok(nsproxy) = bpf_probe_read_kernel(task.add(offsets[0] as usize) as *const *const u8)
+        else {
+            return 0;
+        };
+        if nsproxy.is_null() {
+            return 0;
+        }
+        let Ok(net) = bpf_probe_read_kernel(nsproxy.add(offsets[1] as usize) as *const *const u8)
+        else {
+            return 0;
+        };
+        if net.is_null() {
+            return 0;
+        }
+        bpf_probe_read_kernel(net.add(offsets[2] as usize) as *const u32).unwrap_or(0)
+    }
+}
+
 /// The common header for a record made now.
 #[inline(always)]
 fn header(kind: u32, pid_tgid: u64) -> EventHeader {
     EventHeader {
         kind,
-        cpu: unsafe { bpf_get_smp_processor_id() },
+        netns: current_netns(),
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid_tgid,
         cgroup_id: unsafe { bpf_get_current_cgroup_id() },

@@ -87,7 +87,7 @@ mod tests {
         NetlinkChunkHeader {
             header: EventHeader {
                 kind: 2,
-                cpu: 0,
+                netns: 0,
                 ts_ns: 100,
                 pid_tgid: (5 << 32) | 6,
                 cgroup_id: 0,

@@ -39,8 +39,9 @@ const MAX_HELD_PER_SPAN: usize = 4096;
 pub trait InterfaceDirectory {
     /// An id of the network namespace `pid` is in, when the process can still be found.
     fn netns_of(&mut self, pid: u32) -> Option<u64>;
-    /// Interface index → name in the namespace of `pid` (empty when unknown).
-    fn interfaces_of(&mut self, pid: u32) -> BTreeMap<u32, String>;
+    /// Interface index → name in namespace `netns`, which `pid` is (or was) in; empty when
+    /// unknown.
+    fn interfaces_in(&mut self, netns: u64, pid: u32) -> BTreeMap<u32, String>;
 }
 
 /// Processes whose namespace is remembered at most; beyond, the memory starts over.
@@ -95,22 +96,26 @@ impl Pipeline {
         self
     }
 
-    /// The namespace of `pid`, with its name table loaded on first sight.
+    /// The namespace of `pid` (as the kernel last reported it, else looked up), with its name
+    /// table loaded on first sight of the namespace.
     fn netns_for(&mut self, pid: u32) -> Option<u64> {
         let directory = self.directory.as_mut().filter(|_| pid != 0)?;
         let known = &mut self.namespaces;
-        if let Some(ns) = known.netns_by_pid.get(&pid) {
-            return Some(*ns);
-        }
-        let ns = directory.netns_of(pid)?;
-        if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
-            known.netns_by_pid.clear();
-        }
-        known.netns_by_pid.insert(pid, ns);
+        let ns = match known.netns_by_pid.get(&pid) {
+            Some(ns) => *ns,
+            None => {
+                let ns = directory.netns_of(pid)?;
+                if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
+                    known.netns_by_pid.clear();
+                }
+                known.netns_by_pid.insert(pid, ns);
+                ns
+            }
+        };
         known
             .names_by_netns
             .entry(ns)
-            .or_insert_with(|| directory.interfaces_of(pid));
+            .or_insert_with(|| directory.interfaces_in(ns, pid));
         Some(ns)
     }
 
@@ -185,6 +190,16 @@ impl Pipeline {
                 out.extend(held);
             }
             KernelRecord::NetlinkChunk(h, payload) => {
+                // The kernel says which namespace the call ran in (a process may switch, as
+                // `ip -n` does); this beats looking the process up later, when it may be gone.
+                if h.header.netns != 0 {
+                    let pid = (h.header.pid_tgid >> 32) as u32;
+                    let known = &mut self.namespaces.netns_by_pid;
+                    if known.len() >= MAX_REMEMBERED_PIDS {
+                        known.clear();
+                    }
+                    known.insert(pid, u64::from(h.header.netns));
+                }
                 if let Some(frame) = self.chunks.push(&h, &payload, &self.clock) {
                     self.on_frame(frame, out);
                 }

@@ -9,8 +9,8 @@ impl InterfaceDirectory for TwoNamespaces {
         Some(u64::from(pid / 10))
     }
 
-    fn interfaces_of(&mut self, pid: u32) -> BTreeMap<u32, String> {
-        let name = if pid == 10 { "eth0" } else { "veth-pod" };
+    fn interfaces_in(&mut self, netns: u64, _pid: u32) -> BTreeMap<u32, String> {
+        let name = if netns == 1 { "eth0" } else { "veth-pod" };
         BTreeMap::from([(1, "lo".to_string()), (2, name.to_string())])
     }
 }

@@ -164,7 +164,7 @@ mod tests {
         GetaddrinfoRecord {
             header: EventHeader {
                 kind: 1,
-                cpu: 0,
+                netns: 0,
                 ts_ns: 1_500,
                 pid_tgid: 0,
                 cgroup_id: 0,

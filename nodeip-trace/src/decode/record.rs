@@ -128,7 +128,7 @@ mod tests {
         comm[..6].copy_from_slice(b"getent");
         EventHeader {
             kind,
-            cpu: 1,
+            netns: 1,
             ts_ns: 42,
             pid_tgid: (7 << 32) | 8,
             cgroup_id: 1,

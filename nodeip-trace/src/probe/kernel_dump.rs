@@ -104,11 +104,33 @@ pub fn netns_of(pid: u32) -> Option<u64> {
         .map(|m| m.ino())
 }
 
-/// Interface index → name in the network namespace of `pid`: dumped from a short-lived thread
-/// that joins that namespace (`setns` changes only the calling thread). Empty when the process is
-/// gone or the namespace cannot be joined.
-pub fn interfaces_of(pid: u32) -> BTreeMap<u32, String> {
-    let Ok(ns) = std::fs::File::open(format!("/proc/{pid}/ns/net")) else {
+/// A path naming network namespace `netns`: the process's own `/proc/PID/ns/net` when it is
+/// still there and in it, else a named namespace (`/run/netns/*`, as `ip netns` makes), else any
+/// process in it (a pod's pause container holds its namespace).
+fn netns_path(netns: u64, pid: u32) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let is_it = |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.ino() == netns);
+    let own = std::path::PathBuf::from(format!("/proc/{pid}/ns/net"));
+    if is_it(&own) {
+        return Some(own);
+    }
+    let named = std::fs::read_dir("/run/netns").into_iter().flatten();
+    let processes = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .map(|e| e.map(|e| e.path().join("ns/net")));
+    named
+        .map(|e| e.map(|e| e.path()))
+        .chain(processes)
+        .flatten()
+        .find(|p| is_it(p))
+}
+
+/// Interface index → name in network namespace `netns` (found as [`netns_path`] says), dumped
+/// from a short-lived thread that joins it (`setns` changes only the calling thread). Empty when
+/// the namespace is gone or cannot be joined.
+pub fn interfaces_in(netns: u64, pid: u32) -> BTreeMap<u32, String> {
+    let Some(ns) = netns_path(netns, pid).and_then(|p| std::fs::File::open(p).ok()) else {
         return BTreeMap::new();
     };
     std::thread::spawn(move || {
@@ -131,8 +153,8 @@ impl crate::correlate::InterfaceDirectory for ProcInterfaceDirectory {
         netns_of(pid)
     }
 
-    fn interfaces_of(&mut self, pid: u32) -> BTreeMap<u32, String> {
-        interfaces_of(pid)
+    fn interfaces_in(&mut self, netns: u64, pid: u32) -> BTreeMap<u32, String> {
+        interfaces_in(netns, pid)
     }
 }
 
@@ -150,13 +172,16 @@ mod tests {
 
     #[test]
     fn our_namespace_has_lo_at_index_1() {
-        let interfaces = super::interfaces_of(std::process::id());
+        let me = std::process::id();
+        let netns = super::netns_of(me).unwrap();
+        let interfaces = super::interfaces_in(netns, me);
         assert_eq!(
             interfaces.get(&1).map(String::as_str),
             Some("lo"),
             "{interfaces:?}"
         );
-        assert!(super::netns_of(std::process::id()).is_some());
-        assert!(super::interfaces_of(u32::MAX).is_empty());
+        // Found through another process in it when the given one is gone.
+        assert_eq!(super::interfaces_in(netns, u32::MAX), interfaces);
+        assert!(super::interfaces_in(1, me).is_empty());
     }
 }

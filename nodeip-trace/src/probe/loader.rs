@@ -148,6 +148,9 @@ impl LiveTracer {
         let self_tgid: u32 = std::process::id();
         let confirm: u32 = features.tracepoint_available("sock", "sock_send_length") as u32;
         let fork_off = fork_child_pid_offset(tracefs.as_deref());
+        let netns_offsets: [u32; 3] = crate::probe::kernel_btf::KernelTypes::running()
+            .and_then(|types| types.netns_offsets())
+            .unwrap_or_default();
         let ebpf = EbpfLoader::new()
             .override_global("FILTER_TGIDS", &filter_tgids, true)
             .override_global("FILTER_COMM", &filter_comm, true)
@@ -157,6 +160,7 @@ impl LiveTracer {
             .override_global("CONFIRM_WITH_SOCK_TP", &confirm, true)
             .override_global("FORK_CHILD_PID_OFFSET", &fork_off, true)
             .override_global("FOLLOW_FORKS", &follow, true)
+            .override_global("NETNS_OFFSETS", &netns_offsets, true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;

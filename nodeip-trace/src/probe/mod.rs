@@ -3,6 +3,7 @@
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
 //! ([`loader`]).
 pub mod features;
+pub mod kernel_btf;
 pub mod kernel_dump;
 pub mod libc_locator;
 pub mod loader;
