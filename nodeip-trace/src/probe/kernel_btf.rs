@@ -125,7 +125,7 @@ impl KernelTypes {
         for m in self.composites.get(&id)? {
             let bits = base_bits + m.bit_offset;
             if m.name == member {
-                return (bits % 8 == 0).then_some(bits / 8);
+                return bits.is_multiple_of(8).then_some(bits / 8);
             }
             if m.name.is_empty() {
                 if let Some(found) = self.find_in(self.resolve(m.type_id), member, bits) {
