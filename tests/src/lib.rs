@@ -3,6 +3,8 @@
 //!
 //! Every namespace a test makes is private: veth pairs have both ends in namespaces the test
 //! created, so no packet can reach the host or anything beyond it.
+pub mod strace;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
