@@ -40,6 +40,8 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        genl: GenlFamilyArgs,
     },
     /// Render a JSON-lines recording (`trace --output FILE`) as the live run showed it.
     Replay {
@@ -64,6 +66,23 @@ enum Format {
     Text,
     /// JSON (lines, for trace).
     Json,
+}
+
+/// `--genl-family`, shared by `trace` and `analyze`.
+#[derive(clap::Args, Debug)]
+struct GenlFamilyArgs {
+    /// Name a generic-netlink family id, as NAME=ID (ID decimal or 0x-hex); repeatable.
+    ///
+    /// Generic netlink families (IPVS, …) get their message type ids from the kernel at run
+    /// time, so a decoder must learn them: from the kernel (trace asks it at start), or from the
+    /// CTRL_CMD_GETFAMILY exchange when the capture holds one. When neither can say — a capture
+    /// from another node that lacks the exchange, or a family registered after the trace
+    /// started — say it here: `--genl-family IPVS=0x24` decodes messages of type 0x24 as IPVS
+    /// commands. Find the ids on the node with `genl ctrl list`. Names are the kernel's
+    /// (case-sensitive); IPVS is decoded in full, other names label the messages. Given ids win
+    /// over what the kernel reports, and pcap/pcapng output records them.
+    #[arg(long = "genl-family", value_name = "NAME=ID", verbatim_doc_comment)]
+    genl_families: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -109,6 +128,8 @@ struct TraceArgs {
     /// Write this file once probes are attached (for scripts and tests).
     #[arg(long, hide = true, value_name = "FILE")]
     ready_file: Option<PathBuf>,
+    #[command(flatten)]
+    genl: GenlFamilyArgs,
     /// Run this command, trace only it and its descendants, and exit with its status.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -129,6 +150,51 @@ fn netlink_mask(families: &[String]) -> anyhow::Result<u64> {
         mask |= 1 << p;
     }
     Ok(mask)
+}
+
+/// The first id the kernel hands out to a generic-netlink family (0x10 is nlctrl's).
+const GENL_FIRST_ID: u16 = 0x11;
+/// `GENL_MAX_ID`: the last id the kernel hands out.
+const GENL_MAX_ID: u16 = 1023;
+/// `GENL_NAMSIZ` less the terminating NUL.
+const GENL_NAME_MAX: usize = 15;
+
+/// Parses `--genl-family NAME=ID` values into (id, name) pairs.
+fn genl_families(a: &GenlFamilyArgs) -> anyhow::Result<Vec<(u16, String)>> {
+    let mut out: Vec<(u16, String)> = Vec::new();
+    for spec in &a.genl_families {
+        let Some((name, id)) = spec
+            .split_once('=')
+            .filter(|(n, i)| !n.is_empty() && !i.is_empty())
+        else {
+            bail!("--genl-family expects NAME=ID, e.g. IPVS=0x24 (ids: `genl ctrl list` on the node), got {spec:?}");
+        };
+        let parsed = match id.strip_prefix("0x").or_else(|| id.strip_prefix("0X")) {
+            Some(hex) => u16::from_str_radix(hex, 16),
+            None => id.parse::<u16>(),
+        };
+        let id = match parsed {
+            Ok(n) if (GENL_FIRST_ID..=GENL_MAX_ID).contains(&n) => n,
+            Ok(n) => bail!(
+                "--genl-family {spec}: generic netlink family ids run from {GENL_FIRST_ID:#x} to {GENL_MAX_ID:#x}{}",
+                if n == 0x10 { " (0x10 is nlctrl's own)" } else { "" }
+            ),
+            Err(_) => bail!("--genl-family {spec}: ID {id:?} is not a number; give it in decimal or 0x-hex (e.g. IPVS=0x24)"),
+        };
+        if name.len() > GENL_NAME_MAX {
+            bail!("--genl-family {spec}: family names are at most {GENL_NAME_MAX} characters");
+        }
+        if name != "IPVS" && name.eq_ignore_ascii_case("IPVS") {
+            bail!("--genl-family {spec}: family names are case-sensitive; the kernel's IPVS family is named IPVS");
+        }
+        if let Some((_, other)) = out.iter().find(|(known, _)| *known == id) {
+            if other != name {
+                bail!("--genl-family gives id {id:#x} two names, {other} and {name}");
+            }
+        }
+        out.push((id, name.to_string()));
+    }
+    Ok(out)
 }
 
 fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
@@ -190,6 +256,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         pcap: a.pcap,
         pcapng: a.pcapng,
         filter_description: filters,
+        genl_families: genl_families(&a.genl)?,
     })
 }
 
@@ -218,8 +285,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
-        Command::Analyze { file, format } => {
-            offline::analyze(&file, offline_format(format))?;
+        Command::Analyze { file, format, genl } => {
+            offline::analyze(&file, offline_format(format), &genl_families(&genl)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay { file, format } => {
@@ -239,5 +306,32 @@ pub fn run() -> anyhow::Result<ExitCode> {
                 trace::TraceEnd::Stopped => Ok(ExitCode::SUCCESS),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(specs: &[&str]) -> anyhow::Result<Vec<(u16, String)>> {
+        genl_families(&GenlFamilyArgs {
+            genl_families: specs.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn genl_family_ids_in_hex_or_decimal() {
+        let parsed = parse(&["IPVS=0x3f", "TASKSTATS=31", "IPVS=63", "x=0X3FF"]).unwrap();
+        assert_eq!(
+            parsed,
+            [
+                (0x3f, "IPVS".to_string()),
+                (31, "TASKSTATS".to_string()),
+                (63, "IPVS".to_string()),
+                (0x3ff, "x".to_string()),
+            ]
+        );
+        assert!(parse(&["IPVS=0x400"]).is_err());
+        assert!(parse(&["a-name-of-16-chr=0x20"]).is_err());
     }
 }

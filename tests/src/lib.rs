@@ -3,6 +3,8 @@
 //!
 //! Every namespace a test makes is private: veth pairs have both ends in namespaces the test
 //! created, so no packet can reach the host or anything beyond it.
+pub mod strace;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -116,23 +118,88 @@ impl TraceRun {
 
 /// Runs `nodeip-trace trace --format json EXTRA… -- COMMAND…`.
 pub fn trace_json(extra: &[&str], command: &[&str]) -> TraceRun {
+    let mut args = vec!["trace", "--format", "json"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    run_json(&args)
+}
+
+/// Runs `nodeip-trace analyze --format json EXTRA… FILE`.
+pub fn analyze_json(extra: &[&str], file: &str) -> TraceRun {
+    let mut args = vec!["analyze", "--format", "json"];
+    args.extend_from_slice(extra);
+    args.push(file);
+    run_json(&args)
+}
+
+/// Runs the tool with `args` and parses its JSON-lines stdout.
+fn run_json(args: &[&str]) -> TraceRun {
     let output = Command::new(tool())
-        .args(["trace", "--format", "json"])
-        .args(extra)
-        .arg("--")
-        .args(command)
+        .args(args)
         .output()
         .expect("running nodeip-trace");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let events = stdout
+    TraceRun {
+        events: json_lines(&output.stdout),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        output,
+    }
+}
+
+/// Parses JSON lines (the tool's `--format json` stdout), panicking on a line that is not JSON.
+pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
         .lines()
         .map(|l| {
             serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
         })
-        .collect();
-    TraceRun {
-        events,
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        output,
+        .collect()
+}
+
+/// A generic-netlink family id no family uses on this kernel: 0x3f when free, else the highest
+/// free id (the kernel hands ids out upwards from 0x13, up to 1023).
+pub fn unused_genl_family_id() -> u16 {
+    let used = nodeip_trace::probe::kernel_dump::genl_families();
+    assert!(
+        used.contains_key(&0x10),
+        "could not list generic netlink families (nlctrl missing): {used:?}"
+    );
+    std::iter::once(0x3f)
+        .chain((0x40..=1023).rev())
+        .find(|id| !used.contains_key(id))
+        .expect("a free generic netlink family id")
+}
+
+/// Whether this kernel has the IPVS generic-netlink family (the VM lane does; the dev VM not).
+pub fn kernel_has_ipvs() -> bool {
+    nodeip_trace::probe::kernel_dump::genl_families()
+        .values()
+        .any(|name| name == "IPVS")
+}
+
+/// A scratch directory under the system temp dir, removed on drop (even when a test panics).
+pub struct ScratchDir {
+    /// The directory.
+    pub path: PathBuf,
+}
+
+impl ScratchDir {
+    /// Creates `nit-<tag>-<pid>` afresh.
+    pub fn new(tag: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("nit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("creating a scratch dir");
+        ScratchDir { path }
+    }
+
+    /// A path inside the directory, as a string (for command lines).
+    pub fn file(&self, name: &str) -> String {
+        self.path.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }

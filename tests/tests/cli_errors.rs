@@ -47,10 +47,40 @@ fn bad_flag_values_are_clear_errors() {
             vec!["trace", "--comm", "a-very-long-process-name"],
             "longer than 15",
         ),
+        (vec!["trace", "--genl-family", "IPVS"], "expects NAME=ID"),
+        (vec!["trace", "--genl-family", "=0x3f"], "expects NAME=ID"),
+        (
+            vec!["trace", "--genl-family", "IPVS=0xzz"],
+            "is not a number",
+        ),
+        (vec!["trace", "--genl-family", "IPVS=0x10"], "nlctrl"),
+        (
+            vec!["trace", "--genl-family", "IPVS=4096"],
+            "run from 0x11 to 0x3ff",
+        ),
+        (
+            vec!["trace", "--genl-family", "ipvs=0x3f"],
+            "case-sensitive",
+        ),
+        (
+            vec![
+                "trace",
+                "--genl-family",
+                "IPVS=0x3f",
+                "--genl-family",
+                "X=63",
+            ],
+            "two names",
+        ),
+        (
+            vec!["analyze", "--genl-family", "IPVS", "capture.pcap"],
+            "expects NAME=ID",
+        ),
     ] {
         let (code, err) = run(&args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
 

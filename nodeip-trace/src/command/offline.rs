@@ -73,8 +73,13 @@ fn stdout_sink(format: OfflineFormat) -> Box<dyn EventSink> {
 }
 
 /// Analyzes a pcap/pcapng capture. Frames before a malformed point are reported; the error is
-/// returned after them.
-pub fn analyze(path: &Path, format: OfflineFormat) -> Result<(), OfflineError> {
+/// returned after them. `genl_families` (id, name) are taught to the decoder before the first
+/// frame; nlctrl exchanges in the capture still teach ids as they come.
+pub fn analyze(
+    path: &Path,
+    format: OfflineFormat,
+    genl_families: &[(u16, String)],
+) -> Result<(), OfflineError> {
     let file = std::fs::File::open(path).map_err(|source| OfflineError::Open {
         path: path.into(),
         source,
@@ -88,6 +93,9 @@ pub fn analyze(path: &Path, format: OfflineFormat) -> Result<(), OfflineError> {
             }
         })?;
     let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
+    for (id, name) in genl_families {
+        pipeline.netlink_decoder().learn_family(*id, name);
+    }
     let mut sink = stdout_sink(format);
     let mut out = Vec::new();
     let progress = std::io::stderr().is_terminal() && size > 64 << 20;

@@ -54,6 +54,9 @@ pub struct TraceOptions {
     pub ready_file: Option<PathBuf>,
     /// The filters as given, for the recording header.
     pub filter_description: Vec<String>,
+    /// Generic-netlink family ids named on the command line (id, name); they win over the
+    /// kernel's list.
+    pub genl_families: Vec<(u16, String)>,
 }
 
 /// Errors of a trace run.
@@ -314,7 +317,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             false,
         )));
     }
-    let families = crate::probe::kernel_dump::genl_families();
+    let mut families = crate::probe::kernel_dump::genl_families();
+    families.extend(opts.genl_families.iter().cloned());
     for (id, name) in &families {
         pipeline.netlink_decoder().learn_family(*id, name);
     }
