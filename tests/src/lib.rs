@@ -3,7 +3,11 @@
 //!
 //! Every namespace a test makes is private: veth pairs have both ends in namespaces the test
 //! created, so no packet can reach the host or anything beyond it.
-use std::path::PathBuf;
+pub mod golden;
+pub mod malformed;
+pub mod tshark;
+
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -123,16 +127,28 @@ pub fn trace_json(extra: &[&str], command: &[&str]) -> TraceRun {
         .args(command)
         .output()
         .expect("running nodeip-trace");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let events = stdout
-        .lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
-        })
-        .collect();
     TraceRun {
-        events,
+        events: tshark::json_lines(&output.stdout),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         output,
     }
+}
+
+/// The workspace root (where `tests/fixtures`, `tests/golden` and `tests/malformed` live).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs `nodeip-trace analyze --format json CAPTURE`: the process output and its JSON lines.
+pub fn analyze_json(capture: &Path) -> (Output, Vec<Value>) {
+    let output = Command::new(tool())
+        .args(["analyze", "--format", "json"])
+        .arg(capture)
+        .output()
+        .expect("running nodeip-trace analyze");
+    let events = tshark::json_lines(&output.stdout);
+    (output, events)
 }
