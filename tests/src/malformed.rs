@@ -47,7 +47,8 @@ pub struct Case {
     pub reader: Reader,
     /// What must happen.
     pub outcome: Outcome,
-    /// JSON lines that must be on stdout: everything before the fault.
+    /// Events that must be on stdout, everything before the fault: `netlink` events (one per
+    /// frame) for `analyze`, events (one per line) for `replay`.
     pub events: usize,
     /// Text stderr must contain (where: frame or line number, byte offset; and what).
     pub diagnostic: Vec<String>,
@@ -1093,7 +1094,7 @@ pub fn readme(cases: &[Case]) -> String {
          *fatal*: the events before the fault, then a diagnostic naming the frame (or line) \
          and byte offset and a non-zero exit; *warns*: every frame reported, a warning per bad \
          message naming its frame and byte offset, exit 0; *clean*: exit 0, no diagnostic.\n\n\
-         | file | command | outcome | events | what |\n|---|---|---|---|---|\n",
+         | file | command | outcome | frames or lines reported | what |\n|---|---|---|---|---|\n",
     );
     for c in cases {
         let command = match c.reader {
