@@ -499,8 +499,13 @@ mod tests {
                 &mut |_| {},
             )
         };
-        let lines = String::from_utf8(out).unwrap().lines().count();
-        (result, warnings, lines)
+        // One netlink event per frame (pairing may add other kinds).
+        let frames = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(r#""kind":"netlink""#))
+            .count();
+        (result, warnings, frames)
     }
 
     #[test]
