@@ -19,3 +19,8 @@ pub mod frame;
 pub mod probe;
 pub mod sink;
 pub mod source;
+
+/// The workspace's one golden-file comparison, shared with the end-to-end tests.
+#[cfg(test)]
+#[path = "../../tests/src/golden.rs"]
+pub(crate) mod golden;

@@ -8,7 +8,8 @@ fn main() -> ExitCode {
     match cli::run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("nodeip-trace: {e:#}");
+            let error: &(dyn std::error::Error + 'static) = e.as_ref();
+            eprintln!("nodeip-trace: {}", nodeip_trace::command::error_text(error));
             ExitCode::from(2)
         }
     }

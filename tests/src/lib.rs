@@ -3,7 +3,10 @@
 //!
 //! Every namespace a test makes is private: veth pairs have both ends in namespaces the test
 //! created, so no packet can reach the host or anything beyond it.
+pub mod golden;
+pub mod malformed;
 pub mod strace;
+pub mod tshark;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -202,4 +205,12 @@ impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
+}
+
+/// The workspace root (where `tests/fixtures`, `tests/golden` and `tests/malformed` live).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives in the workspace")
+        .to_path_buf()
 }

@@ -33,7 +33,9 @@ enum Task {
         #[arg(long)]
         no_setup: bool,
     },
-    /// Regenerate golden files (only when an output change is intended).
+    /// Regenerate golden files and the malformed-input corpus in `tests/malformed/` (only when
+    /// an output change is intended); every golden test compares through
+    /// `tests/src/golden.rs`, which `BLESS=1` switches to writing.
     Bless,
 }
 

@@ -3,3 +3,49 @@
 pub mod doctor;
 pub mod offline;
 pub mod trace;
+
+/// An error and its causes on one line, each cause once: `what failed: why`. Errors here often
+/// repeat their cause in their own message (so they read well alone); printing the whole chain
+/// after that would say the same thing twice, so a cause already in the text is skipped.
+pub fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let more = e.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = e.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading f.pcap failed: {source}")]
+    struct Repeats {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("analyze failed")]
+    struct Wraps(#[source] Repeats);
+
+    /// Regression: `analyze` printed "f.pcap: frame 2 …: the file ends …: frame 2 …: the file
+    /// ends …" because the cause was both in the message and in the chain.
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let inner = Repeats {
+            source: std::io::Error::other("disk on fire"),
+        };
+        assert_eq!(error_text(&inner), "reading f.pcap failed: disk on fire");
+        assert_eq!(
+            error_text(&Wraps(inner)),
+            "analyze failed: reading f.pcap failed: disk on fire"
+        );
+    }
+}

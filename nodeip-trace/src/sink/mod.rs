@@ -26,7 +26,12 @@ pub enum SinkError {
 impl SinkError {
     /// Whether this is a closed pipe (the reader went away: not an error for a CLI).
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, SinkError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+        let kind = match self {
+            SinkError::Io { source, .. } => Some(source.kind()),
+            // serde_json writes straight into the output, so its errors carry the write's.
+            SinkError::Json(e) => e.io_error_kind(),
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
     }
 }
 
@@ -91,5 +96,32 @@ impl EventSink for FrameSinkAdapter {
 
     fn finish(&mut self) -> Result<(), SinkError> {
         self.inner.flush().map_err(|e| self.pcap_err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: `analyze | head` reported "serializing an event to JSON failed: Broken pipe"
+    /// because the JSON sink's write errors come wrapped in serde_json's error.
+    #[test]
+    fn a_closed_pipe_under_the_json_serializer_is_a_broken_pipe() {
+        struct Closed;
+        impl std::io::Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let error = SinkError::from(serde_json::to_writer(Closed, &1).unwrap_err());
+        assert!(error.is_broken_pipe());
+        let full = SinkError::Io {
+            what: "out".into(),
+            source: std::io::ErrorKind::WriteZero.into(),
+        };
+        assert!(!full.is_broken_pipe());
     }
 }

@@ -144,6 +144,9 @@ pub struct CapturedFrame {
     pub number: u64,
     /// Byte offset of the frame's record in the file.
     pub file_offset: u64,
+    /// Byte offset in the file of the first netlink byte (after the 16-byte nlmon header): add
+    /// a decoder's in-buffer offset to find a faulty message in a hex editor.
+    pub data_offset: u64,
     /// The pcapng packet comment, when there was one.
     pub comment: Option<String>,
 }
@@ -162,6 +165,7 @@ impl Default for CapturedFrame {
             },
             number: 0,
             file_offset: 0,
+            data_offset: 0,
             comment: None,
         }
     }
@@ -273,6 +277,19 @@ impl Interface {
         };
         ns as i128 + i128::from(self.tsoffset) * 1_000_000_000
     }
+}
+
+/// What a record says about its packet besides the bytes (which are in the record buffer).
+struct PacketInfo {
+    wall_ns: i128,
+    /// Original length (nlmon header included).
+    orig_len: u32,
+    /// File offset of the packet bytes (the nlmon header).
+    data_offset: u64,
+    /// From pcapng `epb_flags`.
+    direction: Option<Direction>,
+    /// The pcapng packet comment.
+    comment: Option<String>,
 }
 
 #[derive(Debug)]
@@ -514,20 +531,31 @@ impl<R: Read> CaptureReader<R> {
         };
         let wall_ns = i128::from(sec) * 1_000_000_000 + frac_ns;
         self.number += 1;
-        self.finish_frame(out, at, wall_ns, orig_len, None, None)?;
+        let packet = PacketInfo {
+            wall_ns,
+            orig_len,
+            data_offset: at.offset + 16,
+            direction: None,
+            comment: None,
+        };
+        self.finish_frame(out, at, packet)?;
         Ok(true)
     }
 
-    /// Parses the nlmon header in the record buffer and fills `out`.
+    /// Parses the nlmon header in the record buffer (the packet bytes) and fills `out`.
     fn finish_frame(
         &mut self,
         out: &mut CapturedFrame,
         at: Position,
-        wall_ns: i128,
-        orig_len: u32,
-        explicit_direction: Option<Direction>,
-        comment: Option<String>,
+        packet: PacketInfo,
     ) -> Result<(), CaptureError> {
+        let PacketInfo {
+            wall_ns,
+            orig_len,
+            data_offset,
+            direction: explicit_direction,
+            comment,
+        } = packet;
         let Some(header) = NlmonHeader::decode(&self.record) else {
             return Err(CaptureError::Malformed {
                 at,
@@ -565,6 +593,7 @@ impl<R: Read> CaptureReader<R> {
         frame.bytes.extend_from_slice(netlink);
         out.number = at.frame;
         out.file_offset = at.offset;
+        out.data_offset = data_offset + NLMON_HEADER_LEN as u64;
         out.comment = comment;
         Ok(())
     }
@@ -797,7 +826,15 @@ impl<R: Read> CaptureReader<R> {
             frame: self.number,
             ..at
         };
-        self.finish_frame(out, at, wall_ns, orig_len, direction, comment)
+        let packet = PacketInfo {
+            wall_ns,
+            orig_len,
+            // Block type and length, then the body up to the packet data.
+            data_offset: at.offset + 8 + data_at as u64,
+            direction,
+            comment,
+        };
+        self.finish_frame(out, at, packet)
     }
 }
 

@@ -174,6 +174,27 @@ fn fixture_timestamps_and_offsets_match_the_file() {
     );
     assert_eq!(frames[0].frame.bytes.len(), 0x24 - 16);
     assert_eq!(frames[1].file_offset, 24 + 16 + 0x24);
+    // The netlink bytes follow the record header and the nlmon header.
+    let data = frames[1].data_offset as usize;
+    assert_eq!(data, 24 + 16 + 0x24 + 16 + 16);
+    assert_eq!(
+        &bytes[data..data + frames[1].frame.bytes.len()],
+        frames[1].frame.bytes
+    );
+}
+
+#[test]
+fn pcapng_data_offsets_point_at_the_netlink_bytes() {
+    for endianness in [pcap_file::Endianness::Little, pcap_file::Endianness::Big] {
+        let bytes = write_pcapng(&sample_frames(), endianness);
+        let (frames, error) = read_all(&bytes);
+        assert!(error.is_none(), "{error:?}");
+        for f in &frames {
+            let data = f.data_offset as usize;
+            assert_eq!(&bytes[data..data + f.frame.bytes.len()], f.frame.bytes);
+            assert_eq!(f.data_offset, f.file_offset + 8 + 20 + 16);
+        }
+    }
 }
 
 #[test]

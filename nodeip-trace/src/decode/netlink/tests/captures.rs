@@ -1,16 +1,16 @@
 //! The real nlmon captures in `tests/fixtures/nlmon/`: every frame decodes without errors,
 //! message counts per type match what tshark counts, key facts hold, the decoded JSON equals
-//! the golden file (`BLESS=1` rewrites it), and mangled frames never panic the decoder.
+//! the golden file (`cargo xtask bless` rewrites it), and mangled frames never panic the decoder.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
-use serde::Serialize;
 
 use crate::decode::netlink::{
     ipvs_command, DecodedBuffer, MessageBody, NetlinkDecoder, NetlinkMessage,
 };
+use crate::golden::{decoded_frames_json, DecodedFrame};
 
 pub(super) const BUSYBOX: &str = "busybox-ip-ipvsadm-getent";
 const IPROUTE2: &str = "iproute2-secondary-ipvs";
@@ -233,43 +233,21 @@ fn iproute2_capture_facts() {
     assert_eq!(new_dest.forwarding.as_deref(), Some("masq"));
 }
 
-/// The decoded messages of every frame, as the golden files hold them.
-#[derive(Serialize)]
-struct GoldenFrame<'a> {
-    frame: usize,
-    protocol: String,
-    messages: &'a [NetlinkMessage],
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    errors: Vec<String>,
-}
-
 fn check_golden(fixture: &str) {
     let decoded = decode_capture(fixture);
     let frames: Vec<_> = decoded
         .iter()
-        .map(|(frame, buffer)| GoldenFrame {
+        .map(|(frame, buffer)| DecodedFrame {
             frame: frame.number,
             protocol: crate::decode::netlink::protocol_name(frame.protocol),
             messages: &buffer.messages,
             errors: buffer.errors.iter().map(ToString::to_string).collect(),
         })
         .collect();
-    let actual = serde_json::to_string_pretty(&frames).expect("serializable") + "\n";
+    let actual = decoded_frames_json(&frames);
     let path = repo_root().join(format!("tests/golden/decode/{fixture}.json"));
-    if std::env::var_os("BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1 to create it)", path.display()));
-    if actual != expected {
-        let line = actual
-            .lines()
-            .zip(expected.lines())
-            .position(|(a, e)| a != e)
-            .map_or_else(|| "the end".to_string(), |n| format!("line {}", n + 1));
-        panic!("{} differs from the decoder's output at {line}; rerun with BLESS=1 if the change is intended", path.display());
-    }
+    crate::golden::assert_golden(&path, actual.as_bytes());
+    let expected = std::fs::read_to_string(&path).expect("golden file");
     // The golden JSON reads back into the same messages.
     let values: Vec<serde_json::Value> = serde_json::from_str(&expected).expect("golden JSON");
     for (value, (_, buffer)) in values.iter().zip(&decoded) {
