@@ -142,7 +142,7 @@ fn has_flag(m: &NetlinkMessage, flag: &str) -> bool {
 }
 
 /// Adds what one reply message says to the facts.
-fn add_facts(facts: &mut ConversationFacts, m: &NetlinkMessage) {
+pub(crate) fn add_facts(facts: &mut ConversationFacts, m: &NetlinkMessage) {
     let room = facts.addresses.len()
         + facts.routes.len()
         + facts.links.len()
