@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use nodeip_trace::command::{doctor, offline, trace};
+use nodeip_trace::command::{doctor, explain, offline, trace};
 use nodeip_trace::decode::netlink::protocol_from_name;
+use nodeip_trace::explain::node_audit::ComponentSettings;
 use nodeip_trace::probe::loader::TraceConfig;
 
 /// Which process picked which node IP address, and why.
@@ -51,6 +52,20 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Audit this node's addresses: what kubelet, calico, kube-proxy (IPVS) and OpenELB would
+    /// each pick, why, and the known failure patterns (exit 3 when one is found).
+    ///
+    /// The snapshot comes from the kernel (this network namespace, or --netns NAME), or from the
+    /// kernel's answers in a capture or recording (--from). Component settings default to each
+    /// component's defaults.
+    ///
+    /// Examples:
+    ///   nodeip-trace explain
+    ///   nodeip-trace explain --calico-method kubernetes-internal-ip
+    ///   nodeip-trace explain --node-port-addresses primary --openelb-can-reach 172.16.0.4
+    ///   nodeip-trace explain --from incident.pcap --node-name node-a --format json
+    #[command(verbatim_doc_comment)]
+    Explain(ExplainArgs),
     /// Report what this kernel offers and which hook each probe would use; exit 0 when tracing
     /// is possible here.
     Doctor {
@@ -58,6 +73,44 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+}
+
+/// Flags of `explain`.
+#[derive(clap::Args, Debug)]
+struct ExplainArgs {
+    /// Audit this named network namespace (`ip netns list`) instead of ours.
+    #[arg(long, value_name = "NAME", conflicts_with = "from")]
+    netns: Option<String>,
+    /// Build the snapshot from a capture (pcap/pcapng) or recording (.jsonl): the last link,
+    /// address and route answers the kernel gave in it.
+    #[arg(long, value_name = "FILE")]
+    from: Option<PathBuf>,
+    /// The node name kubelet looks up (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
+    /// Hosts file for the node-name lookup (default: /etc/netns/NAME/hosts with --netns when
+    /// present, else /etc/hosts).
+    #[arg(long, value_name = "FILE")]
+    hosts: Option<PathBuf>,
+    /// gai.conf for glibc's sort (default: as for --hosts; glibc's built-in tables if absent).
+    #[arg(long, value_name = "FILE")]
+    gai_conf: Option<PathBuf>,
+    /// kubelet --node-ip, when set on this node.
+    #[arg(long, value_name = "IP")]
+    node_ip: Option<std::net::IpAddr>,
+    /// calico IP_AUTODETECTION_METHOD: first-found (default), interface=REGEX,
+    /// skip-interface=REGEX, can-reach=DEST, cidr=CIDR[,CIDR], kubernetes-internal-ip.
+    #[arg(long, value_name = "METHOD")]
+    calico_method: Option<String>,
+    /// kube-proxy nodePortAddresses: CIDRs and/or `primary`, comma separated (default: all).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    node_port_addresses: Vec<String>,
+    /// OpenELB `interface: can_reach:IP`: the IP it routes to.
+    #[arg(long, value_name = "IP")]
+    openelb_can_reach: Option<std::net::IpAddr>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -288,6 +341,28 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Analyze { file, format, genl } => {
             offline::analyze(&file, offline_format(format), &genl_families(&genl)?)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Explain(a) => {
+            let opts = explain::ExplainOptions {
+                netns: a.netns,
+                from: a.from,
+                node_name: a.node_name,
+                hosts_file: a.hosts,
+                gai_conf: a.gai_conf,
+                settings: ComponentSettings {
+                    node_ip: a.node_ip,
+                    calico_method: a.calico_method,
+                    node_port_addresses: a.node_port_addresses,
+                    openelb_can_reach: a.openelb_can_reach,
+                },
+                json: a.format == Format::Json,
+            };
+            let found = explain::run(&opts, &mut std::io::stdout().lock())?;
+            Ok(if found {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Replay { file, format } => {
             offline::replay(&file, offline_format(format))?;

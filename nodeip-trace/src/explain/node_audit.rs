@@ -372,6 +372,7 @@ fn kubelet(
             vec![format!("--node-ip {ip} is used as given")],
         );
     }
+    let mut lookup_notes = Vec::new();
     if !s.hosts.is_empty() {
         let candidates: Vec<Candidate> = s
             .hosts
@@ -398,11 +399,7 @@ fn kubelet(
                 d.first, d.second, d.rule, d.rule_name, d.detail
             ));
         }
-        let chosen = sorted
-            .iter()
-            .copied()
-            .find(|a| ipv4_global(*a))
-            .or(sorted.first().copied());
+        let chosen = sorted.iter().copied().find(|a| ipv4_global(*a));
         if let Some(first) = chosen {
             reasoning.push(format!(
                 "kubelet takes the first IPv4 non-loopback address: {first}"
@@ -424,6 +421,7 @@ fn kubelet(
             }
             return pick("kubelet", "node name lookup", vec![first], reasoning);
         }
+        lookup_notes = reasoning;
     }
     let default_v4 = "0.0.0.0".parse().expect("literal");
     match s.route_get(default_v4).filter(|r| r.table != "local") {
@@ -436,7 +434,14 @@ fn kubelet(
                 "kubelet",
                 "default-route interface",
                 addr.into_iter().collect(),
-                vec![format!("no --node-ip and the node name does not resolve locally: first address of the default route's interface {}", r.dev)],
+                lookup_notes
+                    .into_iter()
+                    .chain([format!(
+                        "no --node-ip and no non-loopback IPv4 address for the node name: first \
+                         address of the default route's interface {}",
+                        r.dev
+                    )])
+                    .collect(),
             )
         }
         None => pick(
@@ -615,10 +620,9 @@ fn kube_proxy(
     };
     let local = s.local_sources();
     let mut old: Vec<IpAddr> = Vec::new();
-    for l in local
-        .iter()
-        .filter(|l| l.ifname != KUBE_IPVS_DEVICE && !l.address.is_loopback())
-    {
+    // The IPv4 proxier (kube-proxy's default, single-stack): IPv4 addresses only.
+    let proxied = |a: &IpAddr, ifname: &str| ipv4_global(*a) && ifname != KUBE_IPVS_DEVICE;
+    for l in local.iter().filter(|l| proxied(&l.address, &l.ifname)) {
         if let Some(src) = l.src.filter(|a| !old.contains(a)) {
             old.push(src);
         }
@@ -626,13 +630,13 @@ fn kube_proxy(
     let old = node_port_filter(s, settings, old);
     let dump: Vec<IpAddr> = s
         .address_rows()
-        .filter(|(a, f)| f.ifname != KUBE_IPVS_DEVICE && !a.is_loopback())
+        .filter(|(a, f)| proxied(a, &f.ifname))
         .map(|(a, _)| a)
         .collect();
     let dump = node_port_filter(s, settings, dump);
     let missed: Vec<&LocalAddressSource> = local
         .iter()
-        .filter(|l| l.ifname != KUBE_IPVS_DEVICE && !l.address.is_loopback())
+        .filter(|l| proxied(&l.address, &l.ifname))
         .filter(|l| dump.contains(&l.address) && !old.contains(&l.address))
         .collect();
     for m in &missed {
@@ -666,7 +670,7 @@ fn kube_proxy(
             "kube-proxy IPVS (address-dump path)",
             &setting,
             dump,
-            vec!["addresses of every interface except kube-ipvs0".into()],
+            vec!["IPv4 addresses of every interface except kube-ipvs0 (an address dump)".into()],
         ),
     ]
 }

@@ -12,8 +12,10 @@ const REQUEST_DUMP: u16 = 0x1 | 0x300;
 /// `GENL_ID_CTRL`, `CTRL_CMD_GETFAMILY`.
 const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
-/// `RTM_GETLINK`.
+/// `RTM_GETLINK`, `RTM_GETADDR`, `RTM_GETROUTE`.
 const RTM_GETLINK: u16 = 18;
+const RTM_GETADDR: u16 = 22;
+const RTM_GETROUTE: u16 = 26;
 /// Receive calls per dump at most (a dump of thousands of links is a few dozen reads).
 const MAX_READS: usize = 4096;
 
@@ -94,6 +96,37 @@ fn interfaces_here() -> BTreeMap<u32, String> {
             _ => None,
         })
         .collect()
+}
+
+/// Links, addresses and routes (all tables) of the current thread's network namespace, as the
+/// kernel answers dumps of them (links first, so addresses and routes carry interface names).
+fn node_messages_here() -> Vec<NetlinkMessage> {
+    let mut decoder = NetlinkDecoder::new();
+    let mut out = Vec::new();
+    // ifinfomsg (16 bytes), ifaddrmsg (8), rtmsg (12): all AF_UNSPEC, every table.
+    for (kind, body_len) in [(RTM_GETLINK, 16), (RTM_GETADDR, 8), (RTM_GETROUTE, 12)] {
+        let req = request(kind, &vec![0u8; body_len]);
+        out.extend(dump(libc::NETLINK_ROUTE, &req, &mut decoder));
+    }
+    out
+}
+
+/// Links, addresses and routes of network namespace `netns` (a path such as `/run/netns/NAME` or
+/// `/proc/PID/ns/net`), or of ours when `None`, dumped from a thread that joins it.
+pub fn node_messages(netns: Option<&std::path::Path>) -> std::io::Result<Vec<NetlinkMessage>> {
+    let Some(path) = netns else {
+        return Ok(node_messages_here());
+    };
+    let ns = std::fs::File::open(path)?;
+    std::thread::spawn(move || {
+        // SAFETY: ns is an open namespace fd; setns affects only this thread, which ends here.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(node_messages_here())
+    })
+    .join()
+    .unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
 }
 
 /// The network namespace of `pid` as an id (the inode of `/proc/PID/ns/net`), if it is alive.
