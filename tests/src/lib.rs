@@ -19,6 +19,19 @@ pub struct Netns {
     pub name: String,
 }
 
+/// Runs `cmd` to completion, panicking with its stderr unless it succeeded; returns its output.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs `ip ARGS`, panicking with the command and its stderr when it fails.
 pub fn ip(args: &[&str]) {
     let out = Command::new("ip")

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use nodeip_trace_tests::golden::assert_golden;
-use nodeip_trace_tests::{require_root, tool, workspace_root, Netns};
+use nodeip_trace_tests::{require_root, run_ok, tool, workspace_root, Netns};
 
 /// One seed layout: interfaces with addresses in the order added (the first of a prefix is the
 /// kernel's primary), a default gateway on the first interface, the node name's hosts lines.
@@ -76,18 +76,13 @@ fn build(layout: &Layout, tag: &str) -> (Netns, Netns) {
     let ns = Netns::new(tag);
     let peer = Netns::new(&format!("{tag}p"));
     for n in [&ns, &peer] {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &n.name, "sysctl", "-qw"])
-            .args([
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new("ip")
+                .args(["netns", "exec", &n.name, "sysctl", "-qw"])
+                .args([
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ]),
         );
     }
     let mut devices: Vec<&str> = Vec::new();
@@ -176,15 +171,7 @@ fn route_model_agrees_with_the_kernel() {
             .map(|(_, cidr)| cidr.split('/').next().unwrap())
             .chain([layout.gateway, "198.51.100.1"]);
         for dst in destinations {
-            let out = Command::new("ip")
-                .args(["-j", "-n", &ns.name, "route", "get", dst])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let out = run_ok(Command::new("ip").args(["-j", "-n", &ns.name, "route", "get", dst]));
             let kernel: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             let model = snapshot.route_get(dst.parse().unwrap()).expect("a route");
             assert_eq!(

@@ -231,15 +231,10 @@ fn conversations_pair_each_request_with_its_answer() {
 /// (timeline, what the command printed).
 fn text_trace(script: &str) -> (String, String) {
     let printed = std::env::temp_dir().join(format!("nit-printed-{}.txt", std::process::id()));
-    let out = std::process::Command::new(nodeip_trace_tests::tool())
-        .args(["trace", "--", "sh", "-c"])
-        .arg(format!("( {script} ) > {}", printed.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = nodeip_trace_tests::run_ok(
+        std::process::Command::new(nodeip_trace_tests::tool())
+            .args(["trace", "--", "sh", "-c"])
+            .arg(format!("( {script} ) > {}", printed.display())),
     );
     let ip_said = std::fs::read_to_string(&printed).unwrap();
     let _ = std::fs::remove_file(&printed);
