@@ -50,7 +50,11 @@ impl Netns {
     /// Creates `nit-<tag>-<pid>` with `lo` up.
     pub fn new(tag: &str) -> Self {
         let name = format!("nit-{tag}-{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "delete", &name]).status();
+        // A leftover from an earlier run of this pid goes first (quietly: usually there is none).
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &name])
+            .stderr(std::process::Stdio::null())
+            .status();
         ip(&["netns", "add", &name]);
         let ns = Netns { name };
         ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
