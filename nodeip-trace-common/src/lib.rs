@@ -22,6 +22,9 @@ pub const KIND_UNKNOWN_NETLINK_SOCKET: u32 = 6;
 pub const KIND_EXEC: u32 = 7;
 /// Kind tag of an [`EventHeader`]-only record: a getaddrinfo call started on this thread.
 pub const KIND_GETADDRINFO_ENTRY: u32 = 8;
+/// Kind tag of [`GaiSocketRecord`]: a `connect`/`getsockname` made inside a getaddrinfo call
+/// (glibc's RFC 6724 sort asks the kernel for each candidate's source this way).
+pub const KIND_GAI_SOCKET: u32 = 9;
 
 /// Maximum number of `struct addrinfo` entries copied per getaddrinfo call.
 pub const GAI_MAX_RESULTS: usize = 32;
@@ -238,6 +241,49 @@ pub struct ExecRecord {
     pub filename: [u8; EXEC_FILENAME_LEN],
 }
 
+/// Which socket call a [`GaiSocketRecord`] reports.
+pub mod gai_socket_call {
+    /// `connect(2)`: `sockaddr` is the destination asked for.
+    pub const CONNECT: u32 = 1;
+    /// `getsockname(2)`: `sockaddr` is the source the kernel bound.
+    pub const GETSOCKNAME: u32 = 2;
+}
+
+/// Bytes of a socket address copied (a `sockaddr_in6` is 28).
+pub const SOCKADDR_LEN: usize = 28;
+
+/// A `connect` or `getsockname` made while a getaddrinfo call was in flight on the thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GaiSocketRecord {
+    /// Common header; `ts_ns` is the syscall exit time.
+    pub header: EventHeader,
+    /// `gai_socket_call::*`.
+    pub call: u32,
+    /// Syscall return value (0, or -errno).
+    pub ret: i32,
+    /// File descriptor.
+    pub fd: i32,
+    /// Bytes of `sockaddr` that were read (0 when unreadable).
+    pub sockaddr_len: u32,
+    /// The socket address as the process passed it (connect) or got it (getsockname).
+    pub sockaddr: [u8; SOCKADDR_LEN],
+    /// Padding, always 0.
+    pub _pad: u32,
+}
+
+/// State kept between a `connect`/`getsockname` entry and exit inside getaddrinfo.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GaiSocketInflight {
+    /// The `struct sockaddr *` argument.
+    pub addr: u64,
+    /// `gai_socket_call::*`.
+    pub call: u32,
+    /// File descriptor.
+    pub fd: i32,
+}
+
 /// State the uprobe keeps between getaddrinfo entry and return, keyed by pid_tgid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -291,6 +337,8 @@ const _: () = assert!(core::mem::size_of::<ExtackRecord>() == 48 + EXTACK_LEN);
 const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + EXEC_FILENAME_LEN);
 const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
+const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);
+const _: () = assert!(core::mem::size_of::<GaiSocketInflight>() == 16);
 
 #[cfg(feature = "user")]
 mod user_pod {
@@ -298,4 +346,5 @@ mod user_pod {
     use super::*;
     unsafe impl aya::Pod for GetaddrinfoInflight {}
     unsafe impl aya::Pod for NetlinkInflight {}
+    unsafe impl aya::Pod for GaiSocketInflight {}
 }

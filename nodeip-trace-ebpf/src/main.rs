@@ -7,6 +7,7 @@
 #![no_main]
 
 mod filter;
+mod gai_socket;
 mod getaddrinfo;
 mod netlink;
 mod process;
@@ -22,8 +23,8 @@ use aya_ebpf::{
     Global,
 };
 use nodeip_trace_common::{
-    counter, EventHeader, GetaddrinfoInflight, NetlinkInflight, NETLINK_CHUNK_HEADER_LEN,
-    NETLINK_CHUNK_LEN,
+    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, NetlinkInflight,
+    NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
 /// All records go through this ring buffer; userspace sets its size before load.
@@ -41,6 +42,10 @@ static TRACED_TGIDS: HashMap<u32, u8> = HashMap::with_max_entries(16384, 0);
 /// getaddrinfo calls in flight, keyed by pid_tgid.
 #[map]
 static GAI_INFLIGHT: HashMap<u64, GetaddrinfoInflight> = HashMap::with_max_entries(16384, 0);
+
+/// `connect`/`getsockname` calls in flight inside getaddrinfo, keyed by pid_tgid.
+#[map]
+static GAI_SOCKET_INFLIGHT: HashMap<u64, GaiSocketInflight> = HashMap::with_max_entries(4096, 0);
 
 /// Known netlink sockets: key `tgid << 32 | fd`, value the netlink protocol.
 #[map]

@@ -121,9 +121,10 @@ pub struct GetaddrinfoCall {
     /// (the netlink dumps and route lookups libc made for it).
     #[serde(default)]
     pub during: u32,
-    /// Why the order is what it is (filled by `explain`).
+    /// Why the order is what it is: glibc's RFC 6724 sort replayed on the inputs glibc had
+    /// inside this call (absent when there was nothing to sort, or glibc did not sort).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<serde_json::Value>,
+    pub why: Option<crate::explain::getaddrinfo_why::GetaddrinfoWhy>,
 }
 
 /// One netlink send/receive buffer, decoded.

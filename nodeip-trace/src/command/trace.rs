@@ -283,7 +283,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         None => RouteLookupDecoder::default(),
     };
     let mut pipeline = Pipeline::new(clock, routes)
-        .with_interface_directory(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory));
+        .with_interface_directory(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory))
+        .with_resolver_config(Box::new(crate::probe::resolver_config::ProcResolverConfig));
 
     // Sinks.
     let stdout_machine = opts.format == StdoutFormat::Json

@@ -8,11 +8,17 @@ pub mod conversations;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::WallClock;
-use crate::decode::addrinfo::decode_getaddrinfo;
-use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
+use std::net::IpAddr;
+
+use crate::decode::addrinfo::{decode_gai_socket, decode_getaddrinfo, GaiSocketOp};
+use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder, NetlinkMessage};
 use crate::decode::record::{c_string, KernelRecord};
 use crate::decode::route_lookup::RouteLookupDecoder;
-use crate::event::{ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent};
+use crate::event::{
+    ConversationOutcome, Event, EventBody, ExtackMessage, GetaddrinfoCall, IpvsEvent, NetlinkEvent,
+};
+use crate::explain::gai_conf::GaiConf;
+use crate::explain::getaddrinfo_why::{explain_call, GetaddrinfoWhy};
 use crate::frame::{Direction, NetlinkFrame, Task};
 use chunks::ChunkAssembler;
 use conversations::{BufferRef, CompletedConversation, ConversationTracker};
@@ -27,8 +33,13 @@ pub enum Emitted {
 }
 
 /// Events held while a getaddrinfo call is open on a thread.
+#[derive(Default)]
 struct OpenSpan {
     held: Vec<Emitted>,
+    /// glibc's `connect`/`getsockname` calls for its sort, in order.
+    socket_ops: Vec<GaiSocketOp>,
+    /// The process's gai.conf, read when the call started (while the process surely lives).
+    gai_conf: Option<(GaiConf, Option<String>)>,
 }
 
 /// The bound on events held for one open getaddrinfo call; beyond it they are released ungrouped.
@@ -42,6 +53,14 @@ pub trait InterfaceDirectory {
     /// Interface index → name in namespace `netns`, which `pid` is (or was) in; empty when
     /// unknown.
     fn interfaces_in(&mut self, netns: u64, pid: u32) -> BTreeMap<u32, String>;
+}
+
+/// Where a traced process's resolver configuration comes from (live tracing: its own
+/// `/etc/gai.conf`, seen through `/proc/PID/root`).
+pub trait ResolverConfig {
+    /// The gai.conf tables `pid` sorts with (glibc's defaults when it has none), and a note
+    /// when they could not be read.
+    fn gai_conf(&mut self, pid: u32) -> (GaiConf, Option<String>);
 }
 
 /// Processes whose namespace is remembered at most; beyond, the memory starts over.
@@ -64,6 +83,7 @@ pub struct Pipeline {
     conversations: ConversationTracker,
     directory: Option<Box<dyn InterfaceDirectory>>,
     namespaces: NamespaceNames,
+    resolver_config: Option<Box<dyn ResolverConfig>>,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -86,7 +106,50 @@ impl Pipeline {
             conversations: ConversationTracker::new(),
             directory: None,
             namespaces: NamespaceNames::default(),
+            resolver_config: None,
         }
+    }
+
+    /// Reads each process's gai.conf from `config` to explain getaddrinfo orders (without one,
+    /// glibc's default tables are assumed).
+    pub fn with_resolver_config(mut self, config: Box<dyn ResolverConfig>) -> Self {
+        self.resolver_config = Some(config);
+        self
+    }
+
+    /// The `why` of a returned getaddrinfo call, from what its thread did during it.
+    fn explain_getaddrinfo(
+        &mut self,
+        pid: u32,
+        call: &GetaddrinfoCall,
+        span: &OpenSpan,
+    ) -> Option<GetaddrinfoWhy> {
+        let returned: Vec<IpAddr> = call
+            .results
+            .iter()
+            .filter_map(|r| r.address.parse().ok())
+            .collect();
+        let replies: Vec<NetlinkMessage> = span
+            .held
+            .iter()
+            .filter_map(|e| match e {
+                Emitted::Event(ev) => match &ev.body {
+                    EventBody::Netlink(n) if n.direction == Direction::Recv => Some(&n.messages),
+                    _ => None,
+                },
+                Emitted::Frame(_) => None,
+            })
+            .flatten()
+            .cloned()
+            .collect();
+        let (conf, note) = match (&span.gai_conf, self.resolver_config.as_mut()) {
+            (Some(read), _) => read.clone(),
+            (None, Some(c)) => c.gai_conf(pid),
+            (None, None) => (GaiConf::default(), None),
+        };
+        let mut why = explain_call(&returned, &span.socket_ops, &replies, &conf)?;
+        why.notes.extend(note);
+        Some(why)
     }
 
     /// Names interfaces per network namespace from `directory` (live tracing); without one, a
@@ -169,18 +232,30 @@ impl Pipeline {
         match rec {
             KernelRecord::GetaddrinfoEntry(h) => {
                 let tid = h.pid_tgid as u32;
-                if let Some(stale) = self.spans.insert(tid, OpenSpan { held: Vec::new() }) {
+                let span = OpenSpan {
+                    gai_conf: self
+                        .resolver_config
+                        .as_mut()
+                        .map(|c| c.gai_conf((h.pid_tgid >> 32) as u32)),
+                    ..OpenSpan::default()
+                };
+                if let Some(stale) = self.spans.insert(tid, span) {
                     out.extend(stale.held);
+                }
+            }
+            KernelRecord::GaiSocket(r) => {
+                if let Some(span) = self.spans.get_mut(&(r.header.pid_tgid as u32)) {
+                    if span.socket_ops.len() < MAX_HELD_PER_SPAN {
+                        span.socket_ops.push(decode_gai_socket(&r));
+                    }
                 }
             }
             KernelRecord::Getaddrinfo(r) => {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let mut call = decode_getaddrinfo(&r);
-                let held = self
-                    .spans
-                    .remove(&task.tid)
-                    .map(|s| s.held)
-                    .unwrap_or_default();
+                let span = self.spans.remove(&task.tid).unwrap_or_default();
+                call.why = self.explain_getaddrinfo(task.pid, &call, &span);
+                let held = span.held;
                 call.during = held
                     .iter()
                     .filter(|e| matches!(e, Emitted::Event(_)))

@@ -2,7 +2,7 @@
 //! EAI_* return codes, and the result list in the order libc returned it.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nodeip_trace_common::{gai_flags, GetaddrinfoRecord};
+use nodeip_trace_common::{gai_flags, gai_socket_call, GaiSocketRecord, GetaddrinfoRecord};
 
 use crate::decode::record::c_string;
 use crate::event::{AddrinfoResult, GetaddrinfoCall};
@@ -130,9 +130,92 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
     }
 }
 
+/// A socket call glibc made inside getaddrinfo to sort its results (see [`decode_gai_socket`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaiSocketOp {
+    /// `connect` (true) or `getsockname` (false).
+    pub connect: bool,
+    /// The call's return value: 0, or -errno.
+    pub ret: i32,
+    /// File descriptor.
+    pub fd: i32,
+    /// The destination (connect) or the bound source (getsockname); `None` for `AF_UNSPEC`,
+    /// other families or an unreadable address.
+    pub addr: Option<IpAddr>,
+}
+
+/// The IP address in a `sockaddr_in`/`sockaddr_in6` as the kernel lays them out (family in host
+/// order at byte 0; IPv4 at 4..8, IPv6 at 8..24); `None` for other families or short input.
+pub fn sockaddr_ip(sa: &[u8]) -> Option<IpAddr> {
+    let family = u16::from_ne_bytes([*sa.first()?, *sa.get(1)?]);
+    match family {
+        2 => {
+            let a: [u8; 4] = sa.get(4..8)?.try_into().ok()?;
+            Some(Ipv4Addr::from(a).into())
+        }
+        10 => {
+            let a: [u8; 16] = sa.get(8..24)?.try_into().ok()?;
+            Some(Ipv6Addr::from(a).into())
+        }
+        _ => None,
+    }
+}
+
+/// Decodes a `connect`/`getsockname` record made inside getaddrinfo (pure).
+pub fn decode_gai_socket(rec: &GaiSocketRecord) -> GaiSocketOp {
+    let len = (rec.sockaddr_len as usize).min(rec.sockaddr.len());
+    GaiSocketOp {
+        connect: rec.call == gai_socket_call::CONNECT,
+        ret: rec.ret,
+        fd: rec.fd,
+        addr: sockaddr_ip(&rec.sockaddr[..len]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_addresses_of_both_families_and_others() {
+        let mut v4 = [0u8; 28];
+        v4[..2].copy_from_slice(&2u16.to_ne_bytes());
+        v4[2..4].copy_from_slice(&53u16.to_be_bytes());
+        v4[4..8].copy_from_slice(&[172, 18, 45, 20]);
+        assert_eq!(sockaddr_ip(&v4), Some("172.18.45.20".parse().unwrap()));
+        let mut v6 = [0u8; 28];
+        v6[..2].copy_from_slice(&10u16.to_ne_bytes());
+        v6[8..24].copy_from_slice(&"2001:db8::9".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(sockaddr_ip(&v6), Some("2001:db8::9".parse().unwrap()));
+        assert_eq!(
+            sockaddr_ip(&[0u8; 28]),
+            None,
+            "AF_UNSPEC (glibc's disconnect)"
+        );
+        assert_eq!(sockaddr_ip(&v6[..20]), None, "short");
+        assert_eq!(sockaddr_ip(&[]), None);
+        let rec = GaiSocketRecord {
+            header: unsafe { std::mem::zeroed() },
+            call: gai_socket_call::GETSOCKNAME,
+            ret: 0,
+            fd: 3,
+            sockaddr_len: 0,
+            sockaddr: v4,
+            _pad: 0,
+        };
+        assert_eq!(
+            decode_gai_socket(&rec).addr,
+            None,
+            "unread bytes are not used"
+        );
+        let read = GaiSocketRecord {
+            sockaddr_len: 28,
+            ..rec
+        };
+        let op = decode_gai_socket(&read);
+        assert!(!op.connect);
+        assert_eq!(op.addr, Some("172.18.45.20".parse().unwrap()));
+    }
     use nodeip_trace_common::{AddrinfoEntry, EventHeader, GAI_MAX_RESULTS};
 
     fn entry(family: u32, socktype: u32, addr: &[u8]) -> AddrinfoEntry {

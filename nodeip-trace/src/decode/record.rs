@@ -45,6 +45,8 @@ pub enum KernelRecord {
     UnknownNetlinkSocket(EventHeader),
     /// A traced process called exec.
     Exec(Box<ExecRecord>),
+    /// A `connect`/`getsockname` inside a getaddrinfo call.
+    GaiSocket(Box<common::GaiSocketRecord>),
 }
 
 impl KernelRecord {
@@ -57,6 +59,7 @@ impl KernelRecord {
             KernelRecord::Fib4Lookup(r) | KernelRecord::Fib6Lookup(r) => &r.header,
             KernelRecord::Extack(r) => &r.header,
             KernelRecord::Exec(r) => &r.header,
+            KernelRecord::GaiSocket(r) => &r.header,
         }
     }
 }
@@ -100,6 +103,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_FIB6_LOOKUP => KernelRecord::Fib6Lookup(Box::new(read(kind, bytes)?)),
         common::KIND_EXTACK => KernelRecord::Extack(Box::new(read(kind, bytes)?)),
         common::KIND_EXEC => KernelRecord::Exec(Box::new(read(kind, bytes)?)),
+        common::KIND_GAI_SOCKET => KernelRecord::GaiSocket(Box::new(read(kind, bytes)?)),
         other => return Err(RecordError::UnknownKind(other)),
     })
 }

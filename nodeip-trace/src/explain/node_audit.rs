@@ -253,6 +253,17 @@ impl NodeSnapshot {
     /// glibc's view of one destination: its source from the route lookup and that source's row.
     pub fn glibc_candidate(&self, dest: IpAddr, original_index: usize) -> Candidate {
         let source = self.route_get(dest).and_then(|r| r.src);
+        self.glibc_candidate_from(dest, source, original_index)
+    }
+
+    /// glibc's view of one destination whose source is known (`None`: `connect()` failed): the
+    /// source's row in this snapshot's address dump (glibc's `in6ai`), as `rfc3484_sort` reads it.
+    pub fn glibc_candidate_from(
+        &self,
+        dest: IpAddr,
+        source: Option<IpAddr>,
+        original_index: usize,
+    ) -> Candidate {
         let row = source
             .filter(|_| self.has_non_loopback_ipv6())
             .and_then(|s| self.address_rows().find(|(a, _)| *a == s));

@@ -9,7 +9,7 @@ use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
 
 /// The tracepoints the tool attaches to, as (category, name, purpose).
-pub const TRACEPOINTS: [(&str, &str, &str); 17] = [
+pub const TRACEPOINTS: [(&str, &str, &str); 21] = [
     (
         "syscalls",
         "sys_enter_socket",
@@ -60,6 +60,26 @@ pub const TRACEPOINTS: [(&str, &str, &str); 17] = [
         "netlink",
         "netlink_extack",
         "kernel error strings for netlink requests",
+    ),
+    (
+        "syscalls",
+        "sys_enter_connect",
+        "getaddrinfo's sort: each candidate in resolver order",
+    ),
+    (
+        "syscalls",
+        "sys_exit_connect",
+        "getaddrinfo's sort: candidates the kernel cannot reach",
+    ),
+    (
+        "syscalls",
+        "sys_enter_getsockname",
+        "getaddrinfo's sort: the source chosen per candidate",
+    ),
+    (
+        "syscalls",
+        "sys_exit_getsockname",
+        "getaddrinfo's sort: the source chosen per candidate",
     ),
     (
         "sched",

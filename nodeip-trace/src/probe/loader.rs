@@ -220,6 +220,14 @@ impl LiveTracer {
                 ("fib6_table_lookup", "fib6", "fib6_table_lookup"),
             ]);
         }
+        if config.getaddrinfo {
+            tps.extend([
+                ("gai_connect_enter", "syscalls", "sys_enter_connect"),
+                ("gai_socket_exit", "syscalls", "sys_exit_connect"),
+                ("gai_getsockname_enter", "syscalls", "sys_enter_getsockname"),
+                ("gai_socket_exit", "syscalls", "sys_exit_getsockname"),
+            ]);
+        }
         for (program, category, name) in tps {
             let target = format!("{category}:{name}");
             let status = if !features.tracepoint_available(category, name) {

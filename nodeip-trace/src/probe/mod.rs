@@ -1,13 +1,14 @@
 //! probe: everything that talks to the kernel to trace — what it offers ([`features`]), where
 //! libc lives ([`libc_locator`]), which netlink sockets exist ([`netlink_sockets`]), tracefs
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
-//! ([`loader`]).
+//! ([`loader`]), and the files of traced processes the explanations need ([`resolver_config`]).
 pub mod features;
 pub mod kernel_btf;
 pub mod kernel_dump;
 pub mod libc_locator;
 pub mod loader;
 pub mod netlink_sockets;
+pub mod resolver_config;
 pub mod tracefs;
 
 /// Errors of the probe layer: each says what failed, on what, and what to do.

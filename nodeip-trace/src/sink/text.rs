@@ -10,6 +10,7 @@ use crate::event::{
     AddressFact, ConversationOutcome, Event, EventBody, GetaddrinfoCall, NetlinkConversation,
     NetlinkEvent, RouteFact,
 };
+use crate::explain::getaddrinfo_why::GetaddrinfoWhy;
 
 /// Renders the timeline as text.
 pub struct TextTimelineSink<W: Write> {
@@ -56,6 +57,40 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
         c.ret,
         c.duration_ns as f64 / 1e6
     )
+}
+
+/// The lines under a getaddrinfo call that say why its order is what it is.
+pub fn render_why(why: &GetaddrinfoWhy) -> Vec<String> {
+    let mut lines = vec![format!(
+        "why: resolver order [{}] → glibc's RFC 6724 sort [{}]{}",
+        why.resolver_order.join(", "),
+        why.predicted.join(", "),
+        if why.matches { "" } else { " ≠ returned" }
+    )];
+    for p in &why.pairs {
+        lines.push(format!(
+            "why: {} before {}: rule {} ({}): {}{}",
+            p.first,
+            p.second,
+            p.rule,
+            p.rule_name,
+            p.detail,
+            if p.agrees {
+                ""
+            } else {
+                " [rule prefers the other]"
+            }
+        ));
+    }
+    if !why.matches {
+        lines.push(
+            "why: !! PREDICTED ORDER DIFFERS FROM THE RETURNED ONE: a bug in nodeip-trace or a \
+             glibc whose sort it does not model; please report it with this recording"
+                .into(),
+        );
+    }
+    lines.extend(why.notes.iter().map(|n| format!("why: note: {n}")));
+    lines
 }
 
 /// One-line summary of a decoded netlink buffer.
@@ -518,6 +553,11 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
             .map_err(|s| self.io(s))?;
         if let EventBody::Getaddrinfo(c) = &e.body {
             self.nested_left = c.during;
+            for why in c.why.iter().flat_map(render_why) {
+                self.out
+                    .write_all(format!("    ≡ {why}\n").as_bytes())
+                    .map_err(|s| self.io(s))?;
+            }
         }
         if self.flush_each {
             self.out.flush().map_err(|s| self.io(s))?;

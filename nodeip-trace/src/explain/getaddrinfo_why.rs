@@ -1,0 +1,342 @@
+//! Why one traced getaddrinfo call returned its addresses in that order: glibc's RFC 6724 sort
+//! ([`rfc6724`]) fed with exactly what glibc fed it inside that call.
+//!
+//! glibc's `rfc3484_sort` inputs, and where a trace sees them:
+//! - the order before sorting (the resolver's: hosts-file or DNS answer order): glibc
+//!   `connect()`s a UDP socket to each distinct address in that order, so the `connect` calls
+//!   made inside the call give it;
+//! - each candidate's source: the `getsockname()` after a successful `connect()`; a failed
+//!   `connect()` makes the candidate unusable (rule 1);
+//! - prefix length and interface of the source: the row of the RTM_GETADDR dump glibc made
+//!   inside the call (`__check_pf`), and link types from an RTM_GETLINK dump when glibc made one;
+//! - the precedence/label tables: the process's `/etc/gai.conf` (defaults when absent).
+//!
+//! The result ([`GetaddrinfoWhy`]) carries the predicted order, the rule (with its numbers) that
+//! decided each adjacent pair of the returned order, and whether prediction and reality agree.
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::gai_conf::GaiConf;
+use super::node_audit::NodeSnapshot;
+use super::rfc6724::{self, Candidate};
+use crate::decode::addrinfo::GaiSocketOp;
+use crate::decode::netlink::NetlinkMessage;
+
+/// One candidate as glibc's sort saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateWhy {
+    /// The destination address.
+    pub address: String,
+    /// The source the kernel chose (`getsockname`); null when `connect()` failed (unusable).
+    pub source: Option<String>,
+    /// The source's prefix length from glibc's address dump; null when no row matched.
+    pub prefix_len: Option<u8>,
+}
+
+/// Why one adjacent pair of the returned order is in that order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairWhy {
+    /// The address that came first.
+    pub first: String,
+    /// The address right after it.
+    pub second: String,
+    /// RFC 6724 rule (1..=10) that decided.
+    pub rule: u8,
+    /// The rule's short name.
+    pub rule_name: String,
+    /// The numbers behind it.
+    pub detail: String,
+    /// False when the rule prefers `second` (see [`rfc6724::PairDecision::agrees`]).
+    pub agrees: bool,
+}
+
+/// The `why` of a getaddrinfo event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetaddrinfoWhy {
+    /// The order before sorting (the resolver's order), from glibc's `connect()` calls.
+    pub resolver_order: Vec<String>,
+    /// The order glibc's rules give for these inputs.
+    pub predicted: Vec<String>,
+    /// `predicted` equals the returned order. False means a bug in nodeip-trace or a glibc
+    /// whose sort it does not model.
+    pub matches: bool,
+    /// The rule deciding each adjacent pair of the returned order.
+    pub pairs: Vec<PairWhy>,
+    /// The candidates in resolver order.
+    pub candidates: Vec<CandidateWhy>,
+    /// What limits the explanation (e.g. no address dump seen), when anything does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// `::ffff:a.b.c.d` as `a.b.c.d`, so a v4-mapped connect matches an IPv4 result.
+fn unmapped(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The distinct destinations glibc connected to, in order, each with its source (`None` when
+/// the connect failed or no getsockname followed). Only returned addresses count: a DNS
+/// resolver's own connect to its name server is not a candidate.
+fn connected_candidates(ops: &[GaiSocketOp], returned: &[IpAddr]) -> Vec<(IpAddr, Option<IpAddr>)> {
+    let mut found: Vec<(IpAddr, Option<IpAddr>)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Some(dest) = op.addr.map(unmapped) else {
+            continue;
+        };
+        if !op.connect || !returned.contains(&dest) || found.iter().any(|(d, _)| *d == dest) {
+            continue;
+        }
+        let source = (op.ret == 0)
+            .then(|| {
+                ops[i + 1..]
+                    .iter()
+                    .take_while(|next| !(next.connect && next.fd == op.fd))
+                    .find(|next| !next.connect && next.fd == op.fd && next.ret == 0)
+                    .and_then(|next| next.addr)
+            })
+            .flatten();
+        // glibc turns a v4-mapped source of an IPv4 candidate back into IPv4.
+        let source = source.map(|s| if dest.is_ipv4() { unmapped(s) } else { s });
+        found.push((dest, source));
+    }
+    found
+}
+
+/// Explains one call. `returned` is every result entry's address in returned order (copies per
+/// socket type included), `ops` the connect/getsockname calls made inside the call, `dump` the
+/// netlink reply messages received inside it. `None` when there is nothing to explain (fewer
+/// than two distinct addresses) or glibc did not sort (no connect seen: e.g. musl, or a glibc
+/// that skipped the sort).
+pub fn explain_call(
+    returned: &[IpAddr],
+    ops: &[GaiSocketOp],
+    dump: &[NetlinkMessage],
+    conf: &GaiConf,
+) -> Option<GetaddrinfoWhy> {
+    let mut distinct: Vec<IpAddr> = Vec::new();
+    for a in returned {
+        if !distinct.contains(a) {
+            distinct.push(*a);
+        }
+    }
+    if distinct.len() < 2 {
+        return None;
+    }
+    let connected = connected_candidates(ops, &distinct);
+    if connected.is_empty() {
+        return None;
+    }
+    let mut notes = Vec::new();
+    let missing: Vec<String> = distinct
+        .iter()
+        .filter(|a| !connected.iter().any(|(d, _)| d == *a))
+        .map(|a| a.to_string())
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "no connect() seen for {}: their place before sorting is unknown (taken as last)",
+            missing.join(", ")
+        ));
+    }
+    let snapshot = NodeSnapshot::from_messages("", Vec::new(), dump);
+    if snapshot.addresses.is_empty() {
+        notes.push(
+            "no RTM_GETADDR dump seen inside the call: prefix lengths unknown (as glibc when its \
+             dump fails)"
+                .into(),
+        );
+    }
+    // glibc sorts every addrinfo (one per socket type); copies of an address sit together.
+    let mut resolver: Vec<(IpAddr, Option<IpAddr>)> = connected.clone();
+    resolver.extend(
+        distinct
+            .iter()
+            .filter(|a| !connected.iter().any(|(d, _)| d == *a))
+            .map(|a| (*a, None)),
+    );
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (dest, source) in &resolver {
+        let copies = returned.iter().filter(|a| *a == dest).count().max(1);
+        for _ in 0..copies {
+            let index = candidates.len();
+            candidates.push(snapshot.glibc_candidate_from(*dest, *source, index));
+        }
+    }
+    let outcome = rfc6724::sort(&candidates, conf);
+    let mut predicted: Vec<IpAddr> = outcome.order.iter().map(|i| candidates[*i].dest).collect();
+    predicted.dedup();
+    let pairs = rfc6724::explain_order(&candidates, &distinct, conf)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| PairWhy {
+            first: d.first.to_string(),
+            second: d.second.to_string(),
+            rule: d.rule,
+            rule_name: d.rule_name.to_string(),
+            detail: d.detail,
+            agrees: d.agrees,
+        })
+        .collect();
+    let strings = |v: &[IpAddr]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    Some(GetaddrinfoWhy {
+        resolver_order: strings(&resolver.iter().map(|(d, _)| *d).collect::<Vec<_>>()),
+        matches: predicted == distinct,
+        predicted: strings(&predicted),
+        pairs,
+        candidates: resolver
+            .iter()
+            .map(|(dest, source)| CandidateWhy {
+                address: dest.to_string(),
+                source: source.map(|s| s.to_string()),
+                prefix_len: candidates
+                    .iter()
+                    .find(|c| c.dest == *dest)
+                    .and_then(|c| c.source_prefix_len),
+            })
+            .collect(),
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::netlink::NetlinkDecoder;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn connect(fd: i32, dest: &str, ret: i32) -> GaiSocketOp {
+        GaiSocketOp {
+            connect: true,
+            ret,
+            fd,
+            addr: Some(ip(dest)),
+        }
+    }
+
+    fn name(fd: i32, src: &str) -> GaiSocketOp {
+        GaiSocketOp {
+            connect: false,
+            ret: 0,
+            fd,
+            addr: Some(ip(src)),
+        }
+    }
+
+    /// RTM_NEWADDR messages (IPv4, index 2) as the kernel sends them in a dump.
+    fn dump(rows: &[(&str, u8, bool)]) -> Vec<NetlinkMessage> {
+        let mut bytes = Vec::new();
+        for (addr, len, secondary) in rows {
+            let a: std::net::Ipv4Addr = addr.parse().unwrap();
+            let attrs: Vec<u8> = [1u16, 2u16] // IFA_ADDRESS, IFA_LOCAL
+                .iter()
+                .flat_map(|t| {
+                    let mut v = 8u16.to_ne_bytes().to_vec();
+                    v.extend(t.to_ne_bytes());
+                    v.extend(a.octets());
+                    v
+                })
+                .collect();
+            let len_total = 16 + 8 + attrs.len();
+            bytes.extend((len_total as u32).to_ne_bytes());
+            bytes.extend(20u16.to_ne_bytes()); // RTM_NEWADDR
+            bytes.extend(2u16.to_ne_bytes()); // NLM_F_MULTI
+            bytes.extend(1u32.to_ne_bytes());
+            bytes.extend(4242u32.to_ne_bytes());
+            let flags = if *secondary { 0x01 } else { 0 };
+            bytes.extend([2, *len, flags, 0]);
+            bytes.extend(2u32.to_ne_bytes());
+            bytes.extend(attrs);
+        }
+        NetlinkDecoder::new().decode(0, &bytes).messages
+    }
+
+    /// Seed 000: the alias .20 is the kernel's primary of a /27, the resolver lists .6 first;
+    /// both candidates get source .20; no IPv6 so glibc drops its dump, and rule 9 counts only the
+    /// exact match: .20 (32 bits) before .6 (0).
+    #[test]
+    fn seed_000_rule_9_reorder() {
+        let returned = [ip("172.18.45.20"), ip("172.18.45.20"), ip("172.18.45.6")];
+        let ops = [
+            connect(3, "172.18.45.6", 0),
+            name(3, "172.18.45.20"),
+            connect(3, "172.18.45.20", 0),
+            name(3, "172.18.45.20"),
+        ];
+        let messages = dump(&[("172.18.45.20", 27, false), ("172.18.45.6", 27, true)]);
+        let why = explain_call(&returned, &ops, &messages, &GaiConf::default()).unwrap();
+        assert_eq!(why.resolver_order, ["172.18.45.6", "172.18.45.20"]);
+        assert_eq!(why.predicted, ["172.18.45.20", "172.18.45.6"]);
+        assert!(why.matches);
+        assert_eq!(why.pairs.len(), 1);
+        assert_eq!(why.pairs[0].rule, 9, "{:?}", why.pairs[0]);
+        assert!(
+            why.pairs[0].detail.contains("32 bits"),
+            "{}",
+            why.pairs[0].detail
+        );
+    }
+
+    #[test]
+    fn failed_connect_is_unusable_and_sorted_last() {
+        let returned = [ip("10.0.0.1"), ip("10.9.9.9")];
+        let ops = [
+            connect(3, "10.9.9.9", -101),
+            connect(3, "10.0.0.1", 0),
+            name(3, "10.0.0.5"),
+        ];
+        let why = explain_call(&returned, &ops, &[], &GaiConf::default()).unwrap();
+        assert_eq!(why.resolver_order, ["10.9.9.9", "10.0.0.1"]);
+        assert_eq!(why.candidates[0].source, None);
+        assert_eq!(why.predicted, ["10.0.0.1", "10.9.9.9"]);
+        assert!(why.matches);
+        assert_eq!(why.pairs[0].rule, 1);
+        assert!(why.notes.iter().any(|n| n.contains("no RTM_GETADDR dump")));
+    }
+
+    #[test]
+    fn nothing_to_explain_for_one_address_or_no_connects() {
+        let one = [ip("10.0.0.1"), ip("10.0.0.1")];
+        assert_eq!(explain_call(&one, &[], &[], &GaiConf::default()), None);
+        let two = [ip("10.0.0.1"), ip("10.0.0.2")];
+        assert_eq!(explain_call(&two, &[], &[], &GaiConf::default()), None);
+    }
+
+    #[test]
+    fn name_server_connects_and_v4_mapped_destinations() {
+        let returned = [ip("10.0.0.2"), ip("10.0.0.1")];
+        let ops = [
+            connect(4, "192.0.2.53", 0), // the resolver's DNS socket
+            connect(3, "::ffff:10.0.0.2", 0),
+            name(3, "::ffff:10.0.0.9"),
+            connect(3, "10.0.0.1", 0),
+            name(3, "10.0.0.9"),
+        ];
+        let why = explain_call(&returned, &ops, &[], &GaiConf::default()).unwrap();
+        assert_eq!(why.resolver_order, ["10.0.0.2", "10.0.0.1"]);
+        assert_eq!(why.candidates[0].source.as_deref(), Some("10.0.0.9"));
+        assert!(why.matches, "{why:?}");
+    }
+
+    #[test]
+    fn a_mismatch_is_reported_not_hidden() {
+        // glibc would keep the resolver order (rule 10); pretend it returned the reverse.
+        let returned = [ip("10.0.0.2"), ip("10.0.0.1")];
+        let ops = [
+            connect(3, "10.0.0.1", 0),
+            name(3, "10.0.0.9"),
+            connect(3, "10.0.0.2", 0),
+            name(3, "10.0.0.9"),
+        ];
+        let why = explain_call(&returned, &ops, &[], &GaiConf::default()).unwrap();
+        assert!(!why.matches);
+        assert_eq!(why.predicted, ["10.0.0.1", "10.0.0.2"]);
+        assert!(!why.pairs[0].agrees);
+    }
+}
