@@ -567,6 +567,7 @@ mod tests {
         for f in reader {
             pipeline.on_frame(f.unwrap().frame, &mut out);
         }
+        pipeline.finish(&mut out);
         let mut text = Vec::new();
         let mut sink = TextTimelineSink::new(&mut text, "memory", false);
         for e in &out {
@@ -583,6 +584,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("→ 198.51.100.5:8080 masq"), "{text}");
+        // The workload is seed 002's and 003's pattern (one capture, processes unattributed).
+        assert!(text.contains("] secondary-address-skipped"), "{text}");
+        assert!(text.contains("] route-get-resolves-to-lo"), "{text}");
         let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/golden/analyze/iproute2-secondary-ipvs.txt");
         crate::golden::assert_golden(&golden, text.as_bytes());

@@ -17,6 +17,7 @@ use crate::decode::route_lookup::RouteLookupDecoder;
 use crate::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, GetaddrinfoCall, IpvsEvent, NetlinkEvent,
 };
+use crate::explain::diagnose::Diagnoser;
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::getaddrinfo_why::{explain_call, GetaddrinfoWhy};
 use crate::frame::{Direction, NetlinkFrame, Task};
@@ -84,6 +85,7 @@ pub struct Pipeline {
     directory: Option<Box<dyn InterfaceDirectory>>,
     namespaces: NamespaceNames,
     resolver_config: Option<Box<dyn ResolverConfig>>,
+    diagnoser: Diagnoser,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -107,6 +109,7 @@ impl Pipeline {
             directory: None,
             namespaces: NamespaceNames::default(),
             resolver_config: None,
+            diagnoser: Diagnoser::new(),
         }
     }
 
@@ -216,8 +219,18 @@ impl Pipeline {
         }
     }
 
+    /// Lets the diagnoser see an event; the diagnoses it proves go straight out.
+    fn observe(&mut self, item: &Emitted, out: &mut Vec<Emitted>) {
+        if let Emitted::Event(e) = item {
+            for d in self.diagnoser.observe(e) {
+                out.push(Emitted::Event(Box::new(d)));
+            }
+        }
+    }
+
     /// Routes an output through an open span of its thread, or straight out.
     fn emit(&mut self, tid: u32, item: Emitted, out: &mut Vec<Emitted>) {
+        self.observe(&item, out);
         if let Some(span) = self.spans.get_mut(&tid) {
             if span.held.len() < MAX_HELD_PER_SPAN {
                 span.held.push(item);
@@ -260,9 +273,16 @@ impl Pipeline {
                     .iter()
                     .filter(|e| matches!(e, Emitted::Event(_)))
                     .count() as u32;
-                let ev = self.event(r.header.ts_ns, &task, EventBody::Getaddrinfo(call));
-                out.push(Emitted::Event(Box::new(ev)));
+                let ev = Emitted::Event(Box::new(self.event(
+                    r.header.ts_ns,
+                    &task,
+                    EventBody::Getaddrinfo(call),
+                )));
+                let mut diagnoses = Vec::new();
+                self.observe(&ev, &mut diagnoses);
+                out.push(ev);
                 out.extend(held);
+                out.extend(diagnoses);
             }
             KernelRecord::NetlinkChunk(h, payload) => {
                 // The kernel says which namespace the call ran in (a process may switch, as
@@ -385,6 +405,9 @@ impl Pipeline {
         spans.sort_by_key(|(tid, _)| *tid);
         for (_, span) in spans {
             out.extend(span.held);
+        }
+        for d in self.diagnoser.finish() {
+            out.push(Emitted::Event(Box::new(d)));
         }
     }
 }

@@ -135,8 +135,14 @@ pub fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     }
 }
 
+/// What to do about seed 001's pattern (a network/broadcast or unassigned address in use).
+pub const REMEDY_NETWORK_ADDRESS: &str = "calico v3.22.1–v3.22.3 with IP_AUTODETECTION_METHOD=kubernetes-internal-ip takes the prefix's network address: upgrade to v3.22.4+ or use another method (e.g. interface= or cidr=); otherwise fix whatever configured this address";
+
+/// What to do about seeds 002/004 (a secondary address without NodePort services).
+pub const REMEDY_SECONDARY_SKIPPED: &str = "set kube-proxy nodePortAddresses (a newer kube-proxy reads the address dump), or configure the VIP as a /32 so it is a primary";
+
 /// The network and broadcast addresses of an IPv4 `addr/len` (none for /31, /32 and IPv6).
-fn network_and_broadcast(addr: IpAddr, len: u8) -> Option<(IpAddr, IpAddr)> {
+pub fn network_and_broadcast(addr: IpAddr, len: u8) -> Option<(IpAddr, IpAddr)> {
     let IpAddr::V4(a) = addr else { return None };
     if len >= 31 {
         return None;
@@ -478,9 +484,15 @@ fn check_network_address(
                 findings.push(Diagnosis {
                     id: "network-address-used".into(),
                     severity: "error".into(),
-                    summary: format!("{component} would use {addr}, the {which} address of {a}/{} on {}", f.prefix_len, f.ifname),
-                    evidence: vec![format!("{a}/{} is configured on {}", f.prefix_len, f.ifname)],
-                    remedy: "calico v3.22.1–v3.22.3 with IP_AUTODETECTION_METHOD=kubernetes-internal-ip takes the prefix's network address: upgrade to v3.22.4+ or use another method (e.g. interface= or cidr=)".into(),
+                    summary: format!(
+                        "{component} would use {addr}, the {which} address of {a}/{} on {}",
+                        f.prefix_len, f.ifname
+                    ),
+                    evidence: vec![format!(
+                        "{a}/{} is configured on {}",
+                        f.prefix_len, f.ifname
+                    )],
+                    remedy: REMEDY_NETWORK_ADDRESS.into(),
                 });
                 return;
             }
@@ -667,7 +679,7 @@ fn kube_proxy(
                 if m.secondary { "secondary" } else { "primary" },
                 m.ifname
             )],
-            remedy: "set kube-proxy nodePortAddresses (a newer kube-proxy reads the address dump), or configure the VIP as a /32 so it is a primary".into(),
+            remedy: REMEDY_SECONDARY_SKIPPED.into(),
         });
     }
     [

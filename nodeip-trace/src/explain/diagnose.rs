@@ -1,0 +1,375 @@
+//! Diagnoses of the known failure patterns (the seed incidents) over a live or recorded
+//! timeline: a [`Diagnoser`] watches events in order and emits `diagnosis` events — at once when
+//! one event proves the pattern, at the end when it takes the whole trace.
+//!
+//! - `gai-reordered` (seed 000): getaddrinfo's first address is not the first its resolver
+//!   listed; names the RFC 6724 rule that moved it.
+//! - `network-address-used` (seed 001): an address a process uses — added to an interface, a
+//!   route's `src`, an IPVS service, a route lookup's source — is the network or broadcast
+//!   address of a local prefix, or (for a route `src`) not assigned on this node.
+//! - `secondary-address-skipped` (seeds 002/004): a process read the local table (whose `src` is
+//!   the primary for a secondary address), then created IPVS services for local addresses, but
+//!   none for a secondary one.
+//! - `route-get-resolves-to-lo` (seed 003): an `RTM_GETROUTE` for an address assigned on this
+//!   node was answered from the local table with `dev lo`.
+//!
+//! Local addresses are learned from the address dumps and address changes in the same trace.
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
+use crate::correlate::conversations::add_facts;
+use crate::decode::netlink::MessageBody;
+use crate::event::{
+    AddressFact, ConversationFacts, Diagnosis, Event, EventBody, GetaddrinfoCall,
+    NetlinkConversation, RouteFact,
+};
+
+/// What one process did that a diagnosis at the end needs.
+#[derive(Default)]
+struct ProcessView {
+    comm: String,
+    /// Its last IPVS service creation (where an end-of-trace diagnosis is placed).
+    last_service: Option<Event>,
+    /// The local-table routes it read (`type local`), with the time of the dump.
+    local_routes: Vec<(String, RouteFact)>,
+    /// IPVS service addresses it created, with the times.
+    services: BTreeMap<IpAddr, String>,
+}
+
+/// Watches a timeline and emits diagnoses.
+#[derive(Default)]
+pub struct Diagnoser {
+    /// Local addresses learned from the trace (address → its fact).
+    addresses: BTreeMap<IpAddr, AddressFact>,
+    processes: BTreeMap<u32, ProcessView>,
+    /// Diagnoses already made (id + subject), so each is said once.
+    said: BTreeSet<String>,
+}
+
+/// The address of a `dst/len` or plain address text.
+fn address_of(text: &str) -> Option<IpAddr> {
+    text.split('/').next()?.parse().ok()
+}
+
+/// The process in a summary: `comm[pid]`, or the netlink port for unattributed captures.
+fn who(e: &Event) -> String {
+    if e.pid == 0 && e.comm.is_empty() {
+        "a process (capture without attribution)".into()
+    } else {
+        format!("{}[{}]", e.comm, e.pid)
+    }
+}
+
+/// Which event a piece of evidence is: kind, time and process.
+fn reference(e: &Event) -> String {
+    format!(
+        "{} at {} (ts_ns {}) by {}",
+        e.body.kind(),
+        e.ts,
+        e.ts_ns,
+        who(e)
+    )
+}
+
+impl Diagnoser {
+    /// A diagnoser that knows nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Looks at one event (in timeline order); returns the diagnoses it proves on its own.
+    pub fn observe(&mut self, e: &Event) -> Vec<Event> {
+        let mut found = Vec::new();
+        match &e.body {
+            EventBody::Getaddrinfo(call) => found.extend(self.gai_reordered(e, call)),
+            EventBody::Conversation(c) => {
+                self.learn(&c.facts);
+                found.extend(self.route_get_to_lo(e, c));
+                found.extend(self.requested_addresses(e, c));
+                if c.dump && c.request.header.type_name == "RTM_GETROUTE" {
+                    let view = self.processes.entry(e.pid).or_default();
+                    view.comm = e.comm.clone();
+                    for r in &c.facts.routes {
+                        if r.table == "local" && r.route_type == "local" {
+                            view.local_routes.push((reference(e), r.clone()));
+                        }
+                    }
+                }
+            }
+            EventBody::Ipvs(i) if i.command.cmd == "IPVS_CMD_NEW_SERVICE" => {
+                let address = i
+                    .command
+                    .service
+                    .as_ref()
+                    .and_then(|s| s.address.as_deref());
+                if let Some(addr) = address.and_then(address_of) {
+                    let view = self.processes.entry(e.pid).or_default();
+                    view.comm = e.comm.clone();
+                    view.services.entry(addr).or_insert_with(|| reference(e));
+                    view.last_service = Some(e.clone());
+                    found.extend(self.network_address(e, addr, "an IPVS service address"));
+                }
+            }
+            EventBody::RouteLookup(r) => {
+                if let Some(src) = address_of(&r.src).filter(|a| !a.is_unspecified()) {
+                    found.extend(self.network_address(e, src, "the source of a route lookup"));
+                }
+            }
+            _ => {}
+        }
+        found
+    }
+
+    /// The diagnoses that need the whole trace; call once at the end.
+    pub fn finish(&mut self) -> Vec<Event> {
+        let mut found = Vec::new();
+        let processes = std::mem::take(&mut self.processes);
+        for (pid, view) in &processes {
+            found.extend(self.secondary_skipped(*pid, view));
+        }
+        found
+    }
+
+    fn learn(&mut self, facts: &ConversationFacts) {
+        for a in &facts.addresses {
+            if let Some(addr) = address_of(&a.address) {
+                self.addresses.insert(addr, a.clone());
+            }
+        }
+    }
+
+    /// A diagnosis event about `subject`, unless one was already made.
+    fn diagnosis(&mut self, about: &Event, subject: &str, d: Diagnosis) -> Option<Event> {
+        if !self.said.insert(format!("{} {subject}", d.id)) {
+            return None;
+        }
+        Some(Event {
+            ts: about.ts.clone(),
+            ts_ns: about.ts_ns,
+            pid: about.pid,
+            tid: about.tid,
+            comm: about.comm.clone(),
+            body: EventBody::Diagnosis(d),
+        })
+    }
+
+    fn gai_reordered(&mut self, e: &Event, call: &GetaddrinfoCall) -> Option<Event> {
+        let why = call.why.as_ref()?;
+        let listed = why.resolver_order.first()?;
+        let got = call.addresses.first()?;
+        if got == listed {
+            return None;
+        }
+        let moved_over = call.addresses.iter().position(|a| a == listed)?;
+        let rules: Vec<String> = why.pairs[..moved_over.min(why.pairs.len())]
+            .iter()
+            .map(|p| format!("rule {} ({})", p.rule, p.rule_name))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let node = call.node.clone().unwrap_or_default();
+        let mut evidence = vec![
+            reference(e),
+            format!("resolver order: [{}]", why.resolver_order.join(", ")),
+            format!("returned order: [{}]", call.addresses.join(", ")),
+        ];
+        evidence.extend(why.pairs.iter().map(|p| {
+            format!(
+                "{} before {}: rule {}: {}",
+                p.first, p.second, p.rule, p.detail
+            )
+        }));
+        self.diagnosis(
+            e,
+            &format!("{} {node}", e.pid),
+            Diagnosis {
+                id: "gai-reordered".into(),
+                severity: "warning".into(),
+                summary: format!(
+                    "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: glibc's RFC 6724 sort moved it ({})",
+                    who(e),
+                    rules.join(", ")
+                ),
+                evidence,
+                remedy: "if this is kubelet choosing its InternalIP, set --node-ip; otherwise list \
+                         only the wanted address for the name, or give it a higher precedence in \
+                         /etc/gai.conf"
+                    .into(),
+            },
+        )
+    }
+
+    fn route_get_to_lo(&mut self, e: &Event, c: &NetlinkConversation) -> Option<Event> {
+        if c.dump || c.request.header.type_name != "RTM_GETROUTE" {
+            return None;
+        }
+        let r = c.facts.routes.first()?;
+        // Without policy rules the kernel merges the local table into main, so the answer may
+        // say either table; type local with dev lo (index 1 in every namespace) is the point.
+        if r.route_type != "local" || !matches!(r.dev.as_deref(), Some("lo" | "1")) {
+            return None;
+        }
+        let dst = address_of(&r.dst).filter(|d| !d.is_loopback())?;
+        let holder = self
+            .addresses
+            .get(&dst)
+            .map(|a| format!("on {}", a.ifname))
+            .unwrap_or_else(|| "in the local table".into());
+        self.diagnosis(
+            e,
+            &format!("{} {dst}", e.pid),
+            Diagnosis {
+                id: "route-get-resolves-to-lo".into(),
+                severity: "warning".into(),
+                summary: format!(
+                    "{} asked the kernel for the route to {dst} and got type local, dev lo: {dst} is assigned on this node ({holder}), so an interface chosen by \"which interface reaches {dst}\" is lo",
+                    who(e)
+                ),
+                evidence: vec![
+                    reference(e),
+                    format!(
+                        "answer: {} {} dev lo table {}{}",
+                        r.route_type,
+                        r.dst,
+                        r.table,
+                        r.src.as_deref().map(|s| format!(" src {s}")).unwrap_or_default()
+                    ),
+                ],
+                remedy: "use a reachability target that is never assigned on a node (e.g. the \
+                         gateway) — for OpenELB `interface: can_reach:IP`, not an LB or node IP"
+                    .into(),
+            },
+        )
+    }
+
+    /// Addresses a request asks the kernel to use: an address being added, a route's `src`.
+    fn requested_addresses(&mut self, e: &Event, c: &NetlinkConversation) -> Vec<Event> {
+        let mut facts = ConversationFacts::default();
+        add_facts(&mut facts, &c.request);
+        let mut found = Vec::new();
+        match (&c.request.body, c.request.header.type_name.as_str()) {
+            (MessageBody::Address(_), "RTM_NEWADDR") => {
+                for a in &facts.addresses {
+                    let Some(addr) = address_of(&a.address) else {
+                        continue;
+                    };
+                    // Its own prefix counts: `ip addr add 172.29.231.0/24` is seed 001.
+                    self.addresses.entry(addr).or_insert_with(|| a.clone());
+                    found.extend(self.network_address(e, addr, "an address added to an interface"));
+                }
+            }
+            (MessageBody::Route(_), "RTM_NEWROUTE") => {
+                for r in &facts.routes {
+                    let Some(src) = r.src.as_deref().and_then(address_of) else {
+                        continue;
+                    };
+                    found.extend(self.network_address(e, src, "a route's src"));
+                    if !self.addresses.is_empty() && !self.addresses.contains_key(&src) {
+                        let known: Vec<String> =
+                            self.addresses.keys().map(|a| a.to_string()).collect();
+                        found.extend(self.diagnosis(
+                            e,
+                            &format!("{} {src} unassigned", e.pid),
+                            Diagnosis {
+                                id: "network-address-used".into(),
+                                severity: "error".into(),
+                                summary: format!(
+                                    "{} used {src} as a route's src, but {src} is not assigned on this node",
+                                    who(e)
+                                ),
+                                evidence: vec![
+                                    reference(e),
+                                    format!("addresses seen on this node: {}", known.join(", ")),
+                                ],
+                                remedy: REMEDY_NETWORK_ADDRESS.into(),
+                            },
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+        found
+    }
+
+    /// The seed 001 check of one used address against the local prefixes learned so far.
+    fn network_address(&mut self, e: &Event, addr: IpAddr, use_: &str) -> Option<Event> {
+        let (which, owner) = self.addresses.iter().find_map(|(a, f)| {
+            let (net, bcast) = network_and_broadcast(*a, f.prefix_len)?;
+            let which = if addr == net {
+                "network"
+            } else if addr == bcast {
+                "broadcast"
+            } else {
+                return None;
+            };
+            Some((which, format!("{a}/{} on {}", f.prefix_len, f.ifname)))
+        })?;
+        self.diagnosis(
+            e,
+            &format!("{} {addr}", e.pid),
+            Diagnosis {
+                id: "network-address-used".into(),
+                severity: "error".into(),
+                summary: format!(
+                    "{} used {addr} as {use_}: it is the {which} address of {owner}",
+                    who(e)
+                ),
+                evidence: vec![reference(e), format!("{owner} is configured on this node")],
+                remedy: REMEDY_NETWORK_ADDRESS.into(),
+            },
+        )
+    }
+
+    fn secondary_skipped(&mut self, pid: u32, view: &ProcessView) -> Vec<Event> {
+        let mut found = Vec::new();
+        if view.services.is_empty() {
+            return found;
+        }
+        for (dump, r) in &view.local_routes {
+            let (Some(addr), Some(src)) =
+                (address_of(&r.dst), r.src.as_deref().and_then(address_of))
+            else {
+                continue;
+            };
+            if addr == src || addr.is_loopback() || view.services.contains_key(&addr) {
+                continue;
+            }
+            // The pattern: the primary got services, its secondary none.
+            let Some(service) = view.services.get(&src) else {
+                continue;
+            };
+            let dev = r.dev.clone().unwrap_or_default();
+            let Some(about) = view.last_service.as_ref() else {
+                continue;
+            };
+            found.extend(self.diagnosis(
+                about,
+                &format!("{pid} {addr}"),
+                Diagnosis {
+                    id: "secondary-address-skipped".into(),
+                    severity: "warning".into(),
+                    summary: format!(
+                        "{} created IPVS services for local address {src} but none for {addr}: it read local addresses from the local table, where {addr}'s route has src {src} (a secondary address on {dev})",
+                        who(about)
+                    ),
+                    evidence: vec![
+                        format!("local table dump: {dump}"),
+                        format!("local {} dev {dev} table local src {src}", r.dst),
+                        format!("IPVS service for {src}: {service}"),
+                        format!(
+                            "IPVS services created: {}",
+                            view.services.keys().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+                        ),
+                    ],
+                    remedy: REMEDY_SECONDARY_SKIPPED.into(),
+                },
+            ));
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests;

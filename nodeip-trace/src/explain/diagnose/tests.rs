@@ -1,0 +1,246 @@
+//! Diagnoser tests: events as the pipeline emits them (written as JSON lines, the recording
+//! format), and the diagnoses they must — and must not — produce.
+use super::*;
+
+/// An event from its kind-specific JSON fields, made by `comm[pid]` at `ts_ns`.
+fn event(pid: u32, comm: &str, ts_ns: u64, body: &str) -> Event {
+    let line = format!(
+        r#"{{"ts":"2026-11-22T10:00:00.{ts_ns:06}Z","ts_ns":{ts_ns},"pid":{pid},"tid":{pid},"comm":"{comm}",{body}}}"#
+    );
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+fn ids(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| match &e.body {
+            EventBody::Diagnosis(d) => d.id.clone(),
+            other => panic!("not a diagnosis: {other:?}"),
+        })
+        .collect()
+}
+
+fn run(events: &[Event]) -> Vec<Event> {
+    let mut d = Diagnoser::new();
+    let mut out: Vec<Event> = events.iter().flat_map(|e| d.observe(e)).collect();
+    out.extend(d.finish());
+    out
+}
+
+/// A conversation: `request` is the request's `type`/`flags`/`body` JSON, `facts` its facts.
+fn conversation(dump: bool, request: &str, facts: &str) -> String {
+    format!(
+        r#""kind":"conversation","protocol":"NETLINK_ROUTE","protocol_id":0,"seq":1,"dump":{dump},
+        "request":{{{request},"type_id":0,"flags_raw":1,"seq":1,"pid":0,"len":0}},
+        "replies":1,"reply_types":{{}},"reply_buffers":1,"reply_bytes":0,"outcome":"reply",
+        "duration_ns":1,"facts":{facts}"#
+    )
+}
+
+const ADDRESS_DUMP: &str = r#"{"addresses":[
+    {"ifname":"eth0","address":"192.0.2.10","prefix_len":24,"secondary":false},
+    {"ifname":"eth0","address":"192.0.2.20","prefix_len":24,"secondary":true}]}"#;
+
+fn address_dump(pid: u32) -> Event {
+    event(
+        pid,
+        "ip",
+        1,
+        &conversation(
+            true,
+            r#""type":"RTM_GETADDR","flags":["REQUEST","DUMP"],"body":{"kind":"empty"}"#,
+            ADDRESS_DUMP,
+        ),
+    )
+}
+
+fn local_table_dump(pid: u32) -> Event {
+    event(
+        pid,
+        "kube-proxy",
+        2,
+        &conversation(
+            true,
+            r#""type":"RTM_GETROUTE","flags":["REQUEST","DUMP"],"body":{"kind":"empty"}"#,
+            r#"{"routes":[
+                {"table":"local","type":"local","dst":"192.0.2.10/32","dev":"eth0","src":"192.0.2.10"},
+                {"table":"local","type":"local","dst":"192.0.2.20/32","dev":"eth0","src":"192.0.2.10"},
+                {"table":"local","type":"local","dst":"127.0.0.1/32","dev":"lo","src":"127.0.0.1"},
+                {"table":"local","type":"broadcast","dst":"192.0.2.255/32","dev":"eth0","src":"192.0.2.10"}]}"#,
+        ),
+    )
+}
+
+fn new_service(pid: u32, ts_ns: u64, address: &str) -> Event {
+    event(
+        pid,
+        "kube-proxy",
+        ts_ns,
+        &format!(
+            r#""kind":"ipvs","cmd":"IPVS_CMD_NEW_SERVICE","cmd_id":1,"version":1,
+            "service":{{"af":"inet","protocol":"TCP","address":"{address}","port":30080}},"result":0"#
+        ),
+    )
+}
+
+#[test]
+fn secondary_skipped_after_a_local_table_dump() {
+    let found = run(&[
+        local_table_dump(7),
+        new_service(7, 3, "192.0.2.10"),
+        new_service(7, 4, "127.0.0.1"),
+    ]);
+    assert_eq!(ids(&found), ["secondary-address-skipped"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert!(d.summary.contains("none for 192.0.2.20"), "{}", d.summary);
+    assert!(d.summary.starts_with("kube-proxy[7]"), "{}", d.summary);
+    assert_eq!(found[0].ts_ns, 4, "placed at the last service creation");
+    assert!(d.evidence.iter().any(|e| e.contains("src 192.0.2.10")));
+}
+
+#[test]
+fn no_secondary_diagnosis_when_every_address_got_a_service_or_none_were_made() {
+    let all = run(&[
+        local_table_dump(7),
+        new_service(7, 3, "192.0.2.10"),
+        new_service(7, 4, "192.0.2.20"),
+    ]);
+    assert!(all.is_empty(), "{all:?}");
+    assert!(run(&[local_table_dump(7)]).is_empty());
+    // Another process's services do not count against this one's dump.
+    assert!(run(&[local_table_dump(7), new_service(8, 3, "192.0.2.10")]).is_empty());
+}
+
+fn route_get(dst: &str, table: &str, kind: &str, dev: &str) -> Event {
+    event(
+        9,
+        "speaker",
+        5,
+        &conversation(
+            false,
+            &format!(
+                r#""type":"RTM_GETROUTE","flags":["REQUEST"],"body":{{"kind":"route","family":"inet","table":"unspec","table_id":0,"type":"unspec","protocol":"unspec","scope":"global","tos":0,"dst":"{dst}","dst_len":32,"src_len":0,"flags":[],"flags_raw":0}}"#
+            ),
+            &format!(
+                r#"{{"routes":[{{"table":"{table}","type":"{kind}","dst":"{dst}/32","dev":"{dev}","src":"192.0.2.10"}}]}}"#
+            ),
+        ),
+    )
+}
+
+#[test]
+fn route_get_to_lo_names_the_interface_and_ignores_loopback_and_real_routes() {
+    let found = run(&[
+        address_dump(1),
+        route_get("192.0.2.20", "main", "local", "lo"),
+    ]);
+    assert_eq!(ids(&found), ["route-get-resolves-to-lo"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert!(d.summary.contains("(on eth0)"), "{}", d.summary);
+    // The kernel's index 1 is lo in every namespace (a capture may not know the name yet).
+    assert_eq!(
+        ids(&run(&[route_get("192.0.2.20", "local", "local", "1")])),
+        ["route-get-resolves-to-lo"]
+    );
+    assert!(run(&[route_get("127.0.0.1", "local", "local", "lo")]).is_empty());
+    assert!(run(&[route_get("192.0.2.77", "main", "unicast", "eth0")]).is_empty());
+}
+
+fn address_add(address: &str, prefix_len: u8) -> Event {
+    event(
+        11,
+        "calico-node",
+        6,
+        &conversation(
+            false,
+            &format!(
+                r#""type":"RTM_NEWADDR","flags":["REQUEST","ACK"],"body":{{"kind":"address","family":"inet","prefix_len":{prefix_len},"flags":[],"flags_raw":0,"secondary":false,"scope":"global","index":3,"ifname":"tunl0","local":"{address}","address":"{address}"}}"#
+            ),
+            "{}",
+        ),
+    )
+}
+
+#[test]
+fn network_and_broadcast_addresses_in_use() {
+    // Seed 001: the node address set to the prefix's network address.
+    let found = run(&[address_add("172.29.231.0", 24)]);
+    assert_eq!(ids(&found), ["network-address-used"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert!(
+        d.summary.contains("network address of 172.29.231.0/24"),
+        "{}",
+        d.summary
+    );
+    assert!(d.remedy.contains("v3.22.4"));
+    // The broadcast address of a known prefix, as an IPVS service.
+    assert_eq!(
+        ids(&run(&[address_dump(1), new_service(7, 3, "192.0.2.255")])),
+        ["network-address-used"]
+    );
+    // Healthy: a host address, and a /32.
+    assert!(run(&[address_dump(1), address_add("192.0.2.30", 24)]).is_empty());
+    assert!(run(&[address_add("10.0.0.0", 32)]).is_empty());
+}
+
+fn getaddrinfo(returned: &[&str], resolver: &[&str]) -> Event {
+    let quoted = |v: &[&str]| {
+        v.iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    event(
+        20,
+        "kubelet",
+        7,
+        &format!(
+            r#""kind":"getaddrinfo","node":"node-a","service":null,"family":"AF_INET","socktype":"0",
+            "flags":[],"ret":"OK","ret_code":0,"addresses":[{r}],"results":[],"results_truncated":false,
+            "start_ns":6,"duration_ns":1,
+            "why":{{"resolver_order":[{l}],"predicted":[{r}],"matches":true,
+              "pairs":[{{"first":"{f}","second":"{s}","rule":9,"rule_name":"use longest matching prefix","detail":"32 bits vs 0","agrees":true}}],
+              "candidates":[]}}"#,
+            r = quoted(returned),
+            l = quoted(resolver),
+            f = returned[0],
+            s = returned[1],
+        ),
+    )
+}
+
+#[test]
+fn gai_reordered_names_the_rule_and_a_kept_order_is_healthy() {
+    let found = run(&[getaddrinfo(
+        &["172.18.45.20", "172.18.45.6"],
+        &["172.18.45.6", "172.18.45.20"],
+    )]);
+    assert_eq!(ids(&found), ["gai-reordered"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert!(
+        d.summary.contains("got 172.18.45.20 first"),
+        "{}",
+        d.summary
+    );
+    assert!(d.summary.contains("rule 9"), "{}", d.summary);
+    assert!(d.remedy.contains("--node-ip"));
+    assert!(run(&[getaddrinfo(
+        &["172.18.45.6", "172.18.45.20"],
+        &["172.18.45.6", "172.18.45.20"],
+    )])
+    .is_empty());
+}
+
+#[test]
+fn each_finding_is_said_once() {
+    let e = route_get("192.0.2.20", "main", "local", "lo");
+    assert_eq!(run(&[e.clone(), e]).len(), 1);
+}
