@@ -21,6 +21,12 @@
 //! kernel without IPVS every answer is `ENOENT` (no such family). Exit status 0 when every
 //! request was answered, 1 when one was not (timeout after 2 s) or a syscall failed.
 //!
+//! `ipvs_client FAMILY_ID --kube-proxy-local-table` plays kube-proxy's old NodePort address
+//! discovery instead (seeds 002/004), all from one process: an `RTM_GETROUTE` dump on a
+//! `NETLINK_ROUTE` socket, the `src` of every IPv4 `local` route of table local with protocol
+//! kernel (what `ip route show table local type local proto kernel` lists; 127/8 left out), then
+//! `IPVS_CMD_NEW_SERVICE` TCP `SRC:30080` for each distinct one.
+//!
 //! Unlike libnl it does not peek before reading (`MSG_PEEK|MSG_TRUNC`): one `recvmsg` per reply
 //! into a 32 KiB buffer, so every traced receive carries messages.
 use std::io::Error;
@@ -242,10 +248,10 @@ struct Socket {
 }
 
 impl Socket {
-    fn open() -> Result<Self, String> {
+    fn open(protocol: libc::c_int) -> Result<Self, String> {
         let flags = libc::SOCK_RAW | libc::SOCK_CLOEXEC;
         // SAFETY: socket has no memory arguments.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, flags, libc::NETLINK_GENERIC) };
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, flags, protocol) };
         let mut socket = Socket {
             fd: check(fd, "socket")?,
             port: 0,
@@ -368,15 +374,116 @@ fn parse_family(arg: &str) -> Option<u16> {
     }
 }
 
-fn run(family: u16) -> Result<bool, String> {
-    let socket = Socket::open()?;
+/// The netlink messages in `buf[..n]`, as (type, seq, whole message).
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+    let mut offset = 0;
+    std::iter::from_fn(move || {
+        let header = buf.get(offset..offset + 16)?;
+        let len = u32::from_ne_bytes(header[0..4].try_into().unwrap()) as usize;
+        let message = buf.get(offset..offset + len).filter(|_| len >= 16)?;
+        offset += len.next_multiple_of(4);
+        Some((
+            u16::from_ne_bytes(header[4..6].try_into().unwrap()),
+            u32::from_ne_bytes(header[8..12].try_into().unwrap()),
+            message,
+        ))
+    })
+}
+
+/// kube-proxy's old discovery: the `src` of every kernel `local` route in table local.
+fn local_table_sources(seq: u32) -> Result<Vec<std::net::IpAddr>, String> {
+    const RTM_GETROUTE: u16 = 26;
+    const RTM_NEWROUTE: u16 = 24;
+    const RT_TABLE_LOCAL: u8 = 255;
+    const RTN_LOCAL: u8 = 2;
+    const RTPROT_KERNEL: u8 = 2;
+    const RTA_PREFSRC: u16 = 7;
+    let socket = Socket::open(libc::NETLINK_ROUTE)?;
+    let mut request = vec![0u8; 16];
+    request[4..6].copy_from_slice(&RTM_GETROUTE.to_ne_bytes());
+    request[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    // struct rtmsg: family AF_INET, the rest 0 (every table).
+    request.extend_from_slice(&[libc::AF_INET as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let len = request.len() as u32;
+    request[0..4].copy_from_slice(&len.to_ne_bytes());
+    request[8..12].copy_from_slice(&seq.to_ne_bytes());
+    request[12..16].copy_from_slice(&socket.port.to_ne_bytes());
+    socket.send(&request)?;
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut sources = Vec::new();
+    loop {
+        let n = socket.recv(&mut buf)?;
+        for (kind, reply_seq, m) in messages(&buf[..n]) {
+            if reply_seq != seq || kind == NLMSG_ERROR {
+                continue;
+            }
+            if kind == NLMSG_DONE {
+                return Ok(sources);
+            }
+            // rtmsg: table at 4, protocol at 5, type at 7; attributes from byte 12.
+            let Some(rtm) = m.get(16..28) else { continue };
+            if kind != RTM_NEWROUTE
+                || rtm[4] != RT_TABLE_LOCAL
+                || rtm[5] != RTPROT_KERNEL
+                || rtm[7] != RTN_LOCAL
+            {
+                continue;
+            }
+            let mut at = 28;
+            while let Some(attr) = m.get(at..at + 4) {
+                let alen = u16::from_ne_bytes([attr[0], attr[1]]) as usize;
+                let atype = u16::from_ne_bytes([attr[2], attr[3]]);
+                if alen < 4 {
+                    break;
+                }
+                if atype == RTA_PREFSRC {
+                    if let Some(&[a, b, c, d]) = m.get(at + 4..at + 8) {
+                        let src = std::net::IpAddr::from([a, b, c, d]);
+                        if !src.is_loopback() && !sources.contains(&src) {
+                            sources.push(src);
+                        }
+                    }
+                }
+                at += alen.next_multiple_of(4);
+            }
+        }
+    }
+}
+
+/// IPVS requests for NodePort services on each of `addresses`.
+fn node_port_services(family: u16, addresses: &[std::net::IpAddr]) -> Vec<(&'static str, Request)> {
+    addresses
+        .iter()
+        .map(|address| {
+            let mut request = Request::new(family, 0, IPVS_CMD_NEW_SERVICE);
+            Service {
+                address: *address,
+                port: 30080,
+                scheduler: "rr",
+            }
+            .fill(&mut request);
+            ("IPVS_CMD_NEW_SERVICE", request)
+        })
+        .collect()
+}
+
+fn run(family: u16, kube_proxy: bool) -> Result<bool, String> {
     let mut seq = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as u32)
         .unwrap_or(1);
+    let requests = if kube_proxy {
+        let sources = local_table_sources(seq)?;
+        seq = seq.wrapping_add(1);
+        println!("local table sources: {sources:?}");
+        node_port_services(family, &sources)
+    } else {
+        requests(family)
+    };
+    let socket = Socket::open(libc::NETLINK_GENERIC)?;
     let mut buf = vec![0u8; 32 * 1024];
     let mut all_answered = true;
-    for (name, request) in requests(family) {
+    for (name, request) in requests {
         let bytes = request.finish(seq, socket.port);
         socket.send(&bytes)?;
         match await_answer(&socket, seq, &mut buf) {
@@ -393,15 +500,18 @@ fn run(family: u16) -> Result<bool, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let family = match args.as_slice() {
-        [id] => parse_family(id),
-        _ => None,
+    let (family, kube_proxy) = match args.as_slice() {
+        [id] => (parse_family(id), false),
+        [id, mode] if mode == "--kube-proxy-local-table" => (parse_family(id), true),
+        _ => (None, false),
     };
     let Some(family) = family else {
-        eprintln!("usage: ipvs_client FAMILY_ID   (the IPVS genl family id, e.g. 0x3f or 63)");
+        eprintln!(
+            "usage: ipvs_client FAMILY_ID [--kube-proxy-local-table]   (the IPVS genl family id, e.g. 0x3f or 63)"
+        );
         return ExitCode::from(2);
     };
-    match run(family) {
+    match run(family, kube_proxy) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
