@@ -25,6 +25,14 @@ pub const KIND_GETADDRINFO_ENTRY: u32 = 8;
 /// Kind tag of [`GaiSocketRecord`]: a `connect`/`getsockname` made inside a getaddrinfo call
 /// (glibc's RFC 6724 sort asks the kernel for each candidate's source this way).
 pub const KIND_GAI_SOCKET: u32 = 9;
+/// Kind tag of [`GaiConfRecord`]: glibc opening or reading `/etc/gai.conf` inside getaddrinfo.
+pub const KIND_GAI_CONF: u32 = 10;
+
+/// Bytes of `/etc/gai.conf` copied per `read` (glibc's stdio reads 4 KiB at a time).
+pub const GAI_CONF_CHUNK_LEN: usize = 4096;
+
+/// The file glibc reads its sort tables from, NUL-terminated, as the probe compares it.
+pub const GAI_CONF_PATH: [u8; 14] = *b"/etc/gai.conf\0";
 
 /// Maximum number of `struct addrinfo` entries copied per getaddrinfo call.
 pub const GAI_MAX_RESULTS: usize = 32;
@@ -284,6 +292,21 @@ pub struct GaiSocketInflight {
     pub fd: i32,
 }
 
+/// glibc's `/etc/gai.conf` as a getaddrinfo call read it: one record for a failed `openat`
+/// (`ret` < 0: no file, glibc's defaults) and one per `read` of the opened file.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GaiConfRecord {
+    /// Common header.
+    pub header: EventHeader,
+    /// `openat`'s error (< 0), or `read`'s return value (bytes, 0 at end of file).
+    pub ret: i32,
+    /// Bytes of `data` that are valid.
+    pub len: u32,
+    /// The bytes read.
+    pub data: [u8; GAI_CONF_CHUNK_LEN],
+}
+
 /// State the uprobe keeps between getaddrinfo entry and return, keyed by pid_tgid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -339,6 +362,7 @@ const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);
 const _: () = assert!(core::mem::size_of::<GaiSocketInflight>() == 16);
+const _: () = assert!(core::mem::size_of::<GaiConfRecord>() == 48 + 8 + GAI_CONF_CHUNK_LEN);
 
 #[cfg(feature = "user")]
 mod user_pod {

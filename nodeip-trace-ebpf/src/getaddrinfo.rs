@@ -14,7 +14,7 @@ use nodeip_trace_common::{
     KIND_GETADDRINFO, KIND_GETADDRINFO_ENTRY,
 };
 
-use crate::{count, filter::traced, header, EVENTS, GAI_INFLIGHT};
+use crate::{count, filter::traced, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
 
 /// x86-64 glibc/musl `struct addrinfo`.
 #[repr(C)]
@@ -67,6 +67,7 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         return 0;
     };
     let _ = GAI_INFLIGHT.remove(pid_tgid);
+    let _ = GAI_CONF_STATE.remove(pid_tgid);
     let Some(mut entry) = EVENTS.reserve::<GetaddrinfoRecord>(0) else {
         count(counter::GAI_RINGBUF_FULL, 1);
         return 0;

@@ -7,6 +7,7 @@
 #![no_main]
 
 mod filter;
+mod gai_conf;
 mod gai_socket;
 mod getaddrinfo;
 mod netlink;
@@ -46,6 +47,10 @@ static GAI_INFLIGHT: HashMap<u64, GetaddrinfoInflight> = HashMap::with_max_entri
 /// `connect`/`getsockname` calls in flight inside getaddrinfo, keyed by pid_tgid.
 #[map]
 static GAI_SOCKET_INFLIGHT: HashMap<u64, GaiSocketInflight> = HashMap::with_max_entries(4096, 0);
+
+/// Threads reading `/etc/gai.conf` inside getaddrinfo, keyed by pid_tgid.
+#[map]
+static GAI_CONF_STATE: HashMap<u64, gai_conf::GaiConfState> = HashMap::with_max_entries(4096, 0);
 
 /// Known netlink sockets: key `tgid << 32 | fd`, value the netlink protocol.
 #[map]

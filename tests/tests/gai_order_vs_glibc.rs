@@ -17,6 +17,11 @@
 //!   address, as glibc's own RTM_GETADDR dump (`__check_pf`) — which glibc discards when there is
 //!   no IPv6 address but `::1`.
 //!
+//! The same run is traced (`nodeip-trace trace --comm getent`): every getaddrinfo event's `why`
+//! — glibc's sort replayed by the tracer from what it saw inside the call (the connect/getsockname
+//! pairs, glibc's own address dump, the process's gai.conf) — must predict the order getent got,
+//! for at least 200 calls.
+//!
 //! `GAI_SEED=<n>` replays a run; the seed is printed either way.
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -28,6 +33,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use nodeip_trace::explain::gai_conf::GaiConf;
 use nodeip_trace::explain::rfc6724::{sort, Candidate, SourceFlags, SourceInterface};
+use serde_json::Value;
 
 const DEFAULT_SEED: u64 = 0x6a1_c0ff_ee00_0000;
 const NAMESPACES: usize = 40;
@@ -656,6 +662,57 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// `nodeip-trace trace --comm getent` recording to a file for the whole test; stopped with
+/// SIGINT (as a person would), and killed if the test fails before that.
+struct Tracer {
+    child: std::process::Child,
+    recording: PathBuf,
+}
+
+impl Tracer {
+    fn start() -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!("nit-gai-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let (recording, ready) = (dir.join("rec.jsonl"), dir.join("ready"));
+        let _ = std::fs::remove_file(&ready);
+        let child = Command::new(nodeip_trace_tests::tool())
+            .args(["trace", "--comm", "getent", "--format", "json", "-o"])
+            .arg(&recording)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("starting nodeip-trace")?;
+        let tracer = Tracer { child, recording };
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while !ready.exists() {
+            if Instant::now() > deadline {
+                bail!("nodeip-trace did not attach its probes within 60 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(tracer)
+    }
+
+    fn stop(mut self) -> Result<Vec<Value>> {
+        // SAFETY: kill with a pid we own.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("nodeip-trace exited with {status}");
+        }
+        let text = std::fs::read_to_string(&self.recording)?;
+        Ok(nodeip_trace_tests::json_lines(text.as_bytes()))
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn gai_order_matches_real_glibc() -> Result<()> {
     if !is_root() || run(Command::new("ip").args(["netns", "list"])).is_err() {
@@ -681,6 +738,7 @@ fn gai_order_matches_real_glibc() -> Result<()> {
     let mut cases = 0;
     let mut with_conf = 0;
     let mut rule_counts: BTreeMap<u8, usize> = BTreeMap::new();
+    let tracer = Tracer::start()?;
 
     for ns_index in 0..NAMESPACES {
         let with_ipv6 = !rng.chance(20);
@@ -749,6 +807,21 @@ fn gai_order_matches_real_glibc() -> Result<()> {
             cases += 1;
             let case = predict(name, order, &view, &sources, &conf);
             let returned = got.get(&case.name).cloned().unwrap_or_default();
+            // GAI_DEBUG=1 prints the model's candidates, to compare with the tracer's `why`.
+            if std::env::var_os("GAI_DEBUG").is_some() {
+                let cands: Vec<String> = case
+                    .candidates
+                    .iter()
+                    .step_by(SOCKET_TYPES)
+                    .map(|c| {
+                        format!(
+                            "{} src {:?} /{:?} {:?}",
+                            c.dest, c.source, c.source_prefix_len, c.source_interface
+                        )
+                    })
+                    .collect();
+                eprintln!("MODEL {} {:?}: {:?}", case.name, returned, cands);
+            }
             for r in &case.rules {
                 *rule_counts.entry(*r).or_default() += 1;
             }
@@ -770,6 +843,34 @@ fn gai_order_matches_real_glibc() -> Result<()> {
         "gai_order_vs_glibc: {cases} cases ({with_conf} with a random gai.conf) in {NAMESPACES} namespaces, {:.1}s; deciding rules of adjacent pairs: {rule_counts:?}",
         started.elapsed().as_secs_f64()
     );
+    let traced = tracer.stop()?;
+    let (explained, wrong): (Vec<&Value>, Vec<&Value>) = traced
+        .iter()
+        .filter(|e| e["kind"] == "getaddrinfo" && !e["why"].is_null())
+        .partition(|e| e["why"]["matches"] == true);
+    let unread_conf = |e: &&&Value| e["why"]["notes"].to_string().contains("exited before");
+    eprintln!(
+        "traced: {} getaddrinfo calls explained by the tracer, {} mispredicted ({} of them without the process's gai.conf)",
+        explained.len() + wrong.len(),
+        wrong.len(),
+        wrong.iter().filter(unread_conf).count(),
+    );
+    for w in wrong.iter().take(3) {
+        eprintln!(
+            "MISPREDICTED by the tracer: {} returned {} — why {:#}",
+            w["node"], w["addresses"], w["why"]
+        );
+    }
+    // Known gap (issue 6 closing note): a few calls with a random gai.conf whose comparison is
+    // not transitive are mispredicted live although the model above gets them right with the
+    // same candidates; they are printed above. More than 3% is a regression.
+    if explained.len() < 200 || wrong.len() * 100 > 3 * (explained.len() + wrong.len()) {
+        failures.push(format!(
+            "the tracer's why: {} calls explained correctly (need >= 200), {} mispredicted",
+            explained.len(),
+            wrong.len()
+        ));
+    }
     if !failures.is_empty() {
         for f in failures.iter().take(5) {
             eprintln!("{f}");

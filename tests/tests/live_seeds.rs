@@ -84,7 +84,11 @@ fn seed_000_getaddrinfo_reordered_by_rule_9() {
     );
     ns.etc_file("hosts", hosts);
     let run = trace_json(&[], &in_ns(&ns, &["getent", "ahostsv4", "node-a"]));
-    assert!(diagnoses(&run).is_empty(), "{:#?}", run.of_kind("diagnosis"));
+    assert!(
+        diagnoses(&run).is_empty(),
+        "{:#?}",
+        run.of_kind("diagnosis")
+    );
     assert_eq!(run.of_kind("getaddrinfo")[0]["why"]["matches"], true);
 }
 
@@ -107,7 +111,11 @@ fn seed_001_network_address_configured() {
     let (ns, _peer) = node("s001h", &[&["172.29.231.5/24", "dev", "eth0"]]);
     let script = "ip -4 addr show >/dev/null; ip addr add 172.29.231.6/24 dev eth0";
     let run = trace_json(&[], &in_ns(&ns, &["sh", "-c", script]));
-    assert!(diagnoses(&run).is_empty(), "{:#?}", run.of_kind("diagnosis"));
+    assert!(
+        diagnoses(&run).is_empty(),
+        "{:#?}",
+        run.of_kind("diagnosis")
+    );
 }
 
 /// kube-proxy's old path in one process, traced with the IPVS family id taught.
@@ -147,7 +155,11 @@ fn seed_002_secondary_vip_gets_no_node_port_service() {
         ],
     );
     let run = kube_proxy_like(&ns);
-    assert!(diagnoses(&run).is_empty(), "{:#?}", run.of_kind("diagnosis"));
+    assert!(
+        diagnoses(&run).is_empty(),
+        "{:#?}",
+        run.of_kind("diagnosis")
+    );
     let services: Vec<&str> = run
         .of_kind("ipvs")
         .iter()
@@ -175,5 +187,9 @@ fn seed_003_route_get_of_an_lb_address_resolves_to_lo() {
     // Healthy: a can_reach target that is not local (the gateway) resolves via eth0.
     let script = "ip -4 addr show >/dev/null; ip route get 192.0.2.1";
     let run = trace_json(&[], &in_ns(&ns, &["sh", "-c", script]));
-    assert!(diagnoses(&run).is_empty(), "{:#?}", run.of_kind("diagnosis"));
+    assert!(
+        diagnoses(&run).is_empty(),
+        "{:#?}",
+        run.of_kind("diagnosis")
+    );
 }

@@ -85,6 +85,8 @@ pub struct Pipeline {
     directory: Option<Box<dyn InterfaceDirectory>>,
     namespaces: NamespaceNames,
     resolver_config: Option<Box<dyn ResolverConfig>>,
+    /// `/etc/gai.conf` as each process's glibc read it (live), and whether it read to the end.
+    gai_conf_read: HashMap<u32, (Vec<u8>, bool)>,
     diagnoser: Diagnoser,
 }
 
@@ -109,6 +111,7 @@ impl Pipeline {
             directory: None,
             namespaces: NamespaceNames::default(),
             resolver_config: None,
+            gai_conf_read: HashMap::new(),
             diagnoser: Diagnoser::new(),
         }
     }
@@ -145,10 +148,17 @@ impl Pipeline {
             .flatten()
             .cloned()
             .collect();
-        let (conf, note) = match (&span.gai_conf, self.resolver_config.as_mut()) {
-            (Some(read), _) => read.clone(),
-            (None, Some(c)) => c.gai_conf(pid),
-            (None, None) => (GaiConf::default(), None),
+        // What glibc itself read wins; else the file as seen through /proc when the call began.
+        let (conf, note) = match (self.gai_conf_read.get(&pid), &span.gai_conf) {
+            (Some((text, _)), _) => (
+                GaiConf::parse_like_glibc(&String::from_utf8_lossy(text)).0,
+                None,
+            ),
+            (None, Some(read)) => read.clone(),
+            (None, None) => match self.resolver_config.as_mut() {
+                Some(c) => c.gai_conf(pid),
+                None => (GaiConf::default(), None),
+            },
         };
         let mut why = explain_call(&returned, &span.socket_ops, &replies, &conf)?;
         why.notes.extend(note);
@@ -263,6 +273,21 @@ impl Pipeline {
                     }
                 }
             }
+            KernelRecord::GaiConf(r) => {
+                let pid = (r.header.pid_tgid >> 32) as u32;
+                if self.gai_conf_read.len() >= MAX_REMEMBERED_PIDS {
+                    self.gai_conf_read.clear();
+                }
+                let (text, complete) = self.gai_conf_read.entry(pid).or_default();
+                if *complete {
+                    // glibc reads the file again when it changed: a new copy begins.
+                    text.clear();
+                    *complete = false;
+                }
+                let len = (r.len as usize).min(r.data.len());
+                text.extend_from_slice(&r.data[..len]);
+                *complete = r.ret <= 0;
+            }
             KernelRecord::Getaddrinfo(r) => {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let mut call = decode_getaddrinfo(&r);
@@ -324,6 +349,7 @@ impl Pipeline {
             KernelRecord::Exec(r) => {
                 let pid = (r.header.pid_tgid >> 32) as u32;
                 self.namespaces.netns_by_pid.remove(&pid);
+                self.gai_conf_read.remove(&pid);
             }
             // The live source rescans that process's sockets; not a timeline event.
             KernelRecord::UnknownNetlinkSocket(_) => {}

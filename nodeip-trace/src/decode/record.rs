@@ -47,6 +47,8 @@ pub enum KernelRecord {
     Exec(Box<ExecRecord>),
     /// A `connect`/`getsockname` inside a getaddrinfo call.
     GaiSocket(Box<common::GaiSocketRecord>),
+    /// glibc opening (failed) or reading `/etc/gai.conf` inside a getaddrinfo call.
+    GaiConf(Box<common::GaiConfRecord>),
 }
 
 impl KernelRecord {
@@ -60,6 +62,7 @@ impl KernelRecord {
             KernelRecord::Extack(r) => &r.header,
             KernelRecord::Exec(r) => &r.header,
             KernelRecord::GaiSocket(r) => &r.header,
+            KernelRecord::GaiConf(r) => &r.header,
         }
     }
 }
@@ -104,6 +107,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_EXTACK => KernelRecord::Extack(Box::new(read(kind, bytes)?)),
         common::KIND_EXEC => KernelRecord::Exec(Box::new(read(kind, bytes)?)),
         common::KIND_GAI_SOCKET => KernelRecord::GaiSocket(Box::new(read(kind, bytes)?)),
+        common::KIND_GAI_CONF => KernelRecord::GaiConf(Box::new(read(kind, bytes)?)),
         other => return Err(RecordError::UnknownKind(other)),
     })
 }

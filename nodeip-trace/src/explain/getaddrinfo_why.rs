@@ -18,10 +18,9 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::gai_conf::GaiConf;
-use super::node_audit::NodeSnapshot;
-use super::rfc6724::{self, Candidate};
+use super::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
 use crate::decode::addrinfo::GaiSocketOp;
-use crate::decode::netlink::NetlinkMessage;
+use crate::decode::netlink::{MessageBody, NetlinkMessage};
 
 /// One candidate as glibc's sort saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +69,108 @@ pub struct GetaddrinfoWhy {
     pub notes: Vec<String>,
 }
 
+/// One row of glibc's `in6ai` list (`__check_pf`'s RTM_GETADDR dump).
+struct In6aiRow {
+    addr: IpAddr,
+    prefix_len: u8,
+    flags: SourceFlags,
+    index: u32,
+}
+
+/// glibc's view of the node's addresses inside one call: the `in6ai` rows (IPv4 as IPv4 here)
+/// and the link types of its `__check_native` RTM_GETLINK dump, when it made one.
+struct In6ai {
+    rows: Vec<In6aiRow>,
+    /// glibc keeps the rows only when the dump had an IPv6 address other than `::1`.
+    seen_ipv6: bool,
+    seen_dump: bool,
+    /// Interface index → native (not ipip/ip6tnl/sit), from link messages.
+    native: Vec<(u32, bool)>,
+}
+
+/// `IFA_F_*` bits glibc reads from `ifa_flags`.
+const IFA_F_OPTIMISTIC: u32 = 0x04;
+const IFA_F_HOMEADDRESS: u32 = 0x10;
+const IFA_F_DEPRECATED: u32 = 0x20;
+/// `ARPHRD_TUNNEL`, `ARPHRD_TUNNEL6`, `ARPHRD_SIT`: what `__check_native` calls not native.
+const NOT_NATIVE_LINK_TYPES: [u16; 3] = [768, 769, 776];
+
+impl In6ai {
+    fn from_dump(dump: &[NetlinkMessage]) -> Self {
+        let mut view = In6ai {
+            rows: Vec::new(),
+            seen_ipv6: false,
+            seen_dump: false,
+            native: Vec::new(),
+        };
+        for m in dump {
+            match &m.body {
+                MessageBody::Address(a) if m.header.type_name == "RTM_NEWADDR" => {
+                    view.seen_dump = true;
+                    let text = match a.family.as_str() {
+                        "inet" => a.local.as_ref().or(a.address.as_ref()),
+                        _ => a.address.as_ref().or(a.local.as_ref()),
+                    };
+                    let Some(addr) = text.and_then(|t| t.parse::<IpAddr>().ok()) else {
+                        continue;
+                    };
+                    if addr.is_ipv6() && !addr.is_loopback() {
+                        view.seen_ipv6 = true;
+                    }
+                    // glibc records flags for IPv6 rows only.
+                    let ipv6 = |bit: u32| addr.is_ipv6() && a.flags_raw & bit != 0;
+                    view.rows.push(In6aiRow {
+                        addr,
+                        prefix_len: a.prefix_len,
+                        flags: SourceFlags {
+                            deprecated: ipv6(IFA_F_DEPRECATED),
+                            optimistic: ipv6(IFA_F_OPTIMISTIC),
+                            home: ipv6(IFA_F_HOMEADDRESS),
+                            temporary: false,
+                        },
+                        index: a.index,
+                    });
+                }
+                MessageBody::Link(l) if m.header.type_name == "RTM_NEWLINK" => {
+                    let native = !NOT_NATIVE_LINK_TYPES.contains(&l.link_type);
+                    view.native.push((l.index, native));
+                }
+                _ => {}
+            }
+        }
+        view
+    }
+
+    /// The candidate glibc builds for `dest` whose socket's `getsockname` gave `source`.
+    fn candidate(&self, dest: IpAddr, source: Option<IpAddr>, original_index: usize) -> Candidate {
+        // The row is looked up by the source as glibc holds it: an IPv4 socket's loopback
+        // source as 127.0.0.1 ("special case for lo"), a v4-mapped one as IPv4.
+        let key = source.map(|s| match s {
+            IpAddr::V4(v4) if v4.octets()[0] == 127 => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            other => unmapped(other),
+        });
+        let row = key
+            .filter(|_| self.seen_ipv6)
+            .and_then(|k| self.rows.iter().find(|r| r.addr == k));
+        Candidate {
+            dest,
+            // glibc turns a v4-mapped source of an IPv4 candidate back into IPv4.
+            source: source.map(|s| if dest.is_ipv4() { unmapped(s) } else { s }),
+            source_prefix_len: row.map(|r| r.prefix_len),
+            source_flags: row.map(|r| r.flags).unwrap_or_default(),
+            source_interface: row.map(|r| SourceInterface {
+                index: r.index,
+                native: self
+                    .native
+                    .iter()
+                    .find(|(i, _)| *i == r.index)
+                    .is_none_or(|(_, n)| *n),
+            }),
+            original_index,
+        }
+    }
+}
+
 /// `::ffff:a.b.c.d` as `a.b.c.d`, so a v4-mapped connect matches an IPv4 result.
 fn unmapped(addr: IpAddr) -> IpAddr {
     match addr {
@@ -84,7 +185,14 @@ fn unmapped(addr: IpAddr) -> IpAddr {
 fn connected_candidates(ops: &[GaiSocketOp], returned: &[IpAddr]) -> Vec<(IpAddr, Option<IpAddr>)> {
     let mut found: Vec<(IpAddr, Option<IpAddr>)> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        let Some(dest) = op.addr.map(unmapped) else {
+        // A v4-mapped result is connected as itself; an IPv4 one may be connected v4-mapped.
+        let Some(dest) = op.addr.map(|a| {
+            if returned.contains(&a) {
+                a
+            } else {
+                unmapped(a)
+            }
+        }) else {
             continue;
         };
         if !op.connect || !returned.contains(&dest) || found.iter().any(|(d, _)| *d == dest) {
@@ -99,8 +207,6 @@ fn connected_candidates(ops: &[GaiSocketOp], returned: &[IpAddr]) -> Vec<(IpAddr
                     .and_then(|next| next.addr)
             })
             .flatten();
-        // glibc turns a v4-mapped source of an IPv4 candidate back into IPv4.
-        let source = source.map(|s| if dest.is_ipv4() { unmapped(s) } else { s });
         found.push((dest, source));
     }
     found
@@ -142,8 +248,8 @@ pub fn explain_call(
             missing.join(", ")
         ));
     }
-    let snapshot = NodeSnapshot::from_messages("", Vec::new(), dump);
-    if snapshot.addresses.is_empty() {
+    let rows = In6ai::from_dump(dump);
+    if !rows.seen_dump {
         notes.push(
             "no RTM_GETADDR dump seen inside the call: prefix lengths unknown (as glibc when its \
              dump fails)"
@@ -163,7 +269,7 @@ pub fn explain_call(
         let copies = returned.iter().filter(|a| *a == dest).count().max(1);
         for _ in 0..copies {
             let index = candidates.len();
-            candidates.push(snapshot.glibc_candidate_from(*dest, *source, index));
+            candidates.push(rows.candidate(*dest, *source, index));
         }
     }
     let outcome = rfc6724::sort(&candidates, conf);
@@ -189,9 +295,13 @@ pub fn explain_call(
         pairs,
         candidates: resolver
             .iter()
-            .map(|(dest, source)| CandidateWhy {
+            .map(|(dest, _)| CandidateWhy {
                 address: dest.to_string(),
-                source: source.map(|s| s.to_string()),
+                source: candidates
+                    .iter()
+                    .find(|c| c.dest == *dest)
+                    .and_then(|c| c.source)
+                    .map(|s| s.to_string()),
                 prefix_len: candidates
                     .iter()
                     .find(|c| c.dest == *dest)

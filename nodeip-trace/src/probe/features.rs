@@ -9,7 +9,7 @@ use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
 
 /// The tracepoints the tool attaches to, as (category, name, purpose).
-pub const TRACEPOINTS: [(&str, &str, &str); 21] = [
+pub const TRACEPOINTS: [(&str, &str, &str); 25] = [
     (
         "syscalls",
         "sys_enter_socket",
@@ -80,6 +80,26 @@ pub const TRACEPOINTS: [(&str, &str, &str); 21] = [
         "syscalls",
         "sys_exit_getsockname",
         "getaddrinfo's sort: the source chosen per candidate",
+    ),
+    (
+        "syscalls",
+        "sys_enter_openat",
+        "getaddrinfo's sort: the /etc/gai.conf it opens",
+    ),
+    (
+        "syscalls",
+        "sys_exit_openat",
+        "getaddrinfo's sort: the /etc/gai.conf it opens",
+    ),
+    (
+        "syscalls",
+        "sys_enter_read",
+        "getaddrinfo's sort: the /etc/gai.conf it reads",
+    ),
+    (
+        "syscalls",
+        "sys_exit_read",
+        "getaddrinfo's sort: the /etc/gai.conf it reads",
     ),
     (
         "sched",

@@ -226,6 +226,10 @@ impl LiveTracer {
                 ("gai_socket_exit", "syscalls", "sys_exit_connect"),
                 ("gai_getsockname_enter", "syscalls", "sys_enter_getsockname"),
                 ("gai_socket_exit", "syscalls", "sys_exit_getsockname"),
+                ("gai_conf_open_enter", "syscalls", "sys_enter_openat"),
+                ("gai_conf_open_exit", "syscalls", "sys_exit_openat"),
+                ("gai_conf_read_enter", "syscalls", "sys_enter_read"),
+                ("gai_conf_read_exit", "syscalls", "sys_exit_read"),
             ]);
         }
         for (program, category, name) in tps {
