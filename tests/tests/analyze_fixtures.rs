@@ -113,6 +113,22 @@ fn every_fixture_analyses_cleanly_with_tshark_counts_and_golden_messages() {
 }
 
 #[test]
+fn every_fixture_has_a_golden_timeline_with_its_diagnoses() {
+    for capture in fixtures() {
+        let output = std::process::Command::new(nodeip_trace_tests::tool())
+            .arg("analyze")
+            .arg(&capture)
+            .output()
+            .expect("running nodeip-trace analyze");
+        assert!(output.status.success(), "{}", capture.display());
+        let stem = capture.file_stem().and_then(|s| s.to_str()).expect("name");
+        // The same file the library's own analyze test checks: the CLI adds nothing to it.
+        let golden = workspace_root().join(format!("tests/golden/analyze/{stem}.txt"));
+        assert_golden(&golden, &output.stdout);
+    }
+}
+
+#[test]
 fn every_fixture_converted_to_pcapng_analyses_to_the_same_messages() {
     let dir = std::env::temp_dir().join(format!("nit-pcapng-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

@@ -357,8 +357,12 @@ impl Pipeline {
     }
 
     /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
-    pub fn on_frame(&mut self, frame: NetlinkFrame, out: &mut Vec<Emitted>) {
+    pub fn on_frame(&mut self, mut frame: NetlinkFrame, out: &mut Vec<Emitted>) {
         let decoded = self.decode_frame(&frame);
+        // IPsec keys never reach a sink (pcap files keep raw bytes).
+        if frame.protocol == crate::decode::netlink::NETLINK_XFRM {
+            crate::decode::netlink::redact_xfrm(&mut frame.bytes);
+        }
         let task = frame.task.clone().unwrap_or_default();
         let direction = frame.direction.unwrap_or(Direction::Send);
         let bytes = frame.total_len.max(frame.bytes.len() as u32);

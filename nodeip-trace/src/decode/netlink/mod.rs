@@ -31,6 +31,27 @@ pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
 pub const NETLINK_ROUTE: u16 = 0;
 /// `NETLINK_XFRM`: IPsec state and policy (bodies carry keys and are never decoded).
 pub const NETLINK_XFRM: u16 = 6;
+
+/// Zeroes every message body of a `NETLINK_XFRM` buffer in place, keeping the 16-byte netlink
+/// headers (type, flags, seq, port id, length) so a capture still shows who asked what. XFRM
+/// bodies carry IPsec keys: nothing written to a file keeps them. A length that does not fit
+/// ends the walk, and the rest of the buffer is zeroed too.
+pub fn redact_xfrm(buffer: &mut [u8]) {
+    let mut offset = 0;
+    while offset + 16 <= buffer.len() {
+        let len = u32::from_ne_bytes(buffer[offset..offset + 4].try_into().expect("4 bytes"));
+        let len = len as usize;
+        if len < 16 || offset + len > buffer.len() {
+            break;
+        }
+        buffer[offset + 16..offset + len].fill(0);
+        offset += len.next_multiple_of(4);
+    }
+    if offset < buffer.len() {
+        let keep = if offset + 16 <= buffer.len() { 16 } else { 0 };
+        buffer[offset + keep..].fill(0);
+    }
+}
 /// `NETLINK_GENERIC`: generic netlink (nlctrl, IPVS, ...).
 pub const NETLINK_GENERIC: u16 = 16;
 

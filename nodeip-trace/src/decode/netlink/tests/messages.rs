@@ -377,6 +377,25 @@ fn xfrm_bodies_are_redacted() {
 }
 
 #[test]
+fn xfrm_buffers_are_redacted_for_files_headers_kept() {
+    let key = [0x5a; 64];
+    let mut buffer = message(16, 0x605, 1, 0, &key);
+    buffer.extend(message(16, 0x605, 2, 0, &key));
+    let headers: Vec<u8> = buffer[..16].to_vec();
+    super::super::redact_xfrm(&mut buffer);
+    assert!(!buffer.contains(&0x5a), "{buffer:02x?}");
+    assert_eq!(&buffer[..16], &headers[..]);
+    // A broken length zeroes the rest rather than leaving it.
+    let mut broken = message(16, 0x605, 1, 0, &key);
+    broken[0] = 0xff;
+    super::super::redact_xfrm(&mut broken);
+    assert!(!broken[16..].contains(&0x5a));
+    let mut short = vec![0x5a; 10];
+    super::super::redact_xfrm(&mut short);
+    assert_eq!(short, [0; 10]);
+}
+
+#[test]
 fn other_protocols_stay_raw() {
     let mut decoder = NetlinkDecoder::new();
     let audit = only(&mut decoder, 9, &message(1100, 0x1, 1, 0, b"abc\0"));
