@@ -31,6 +31,10 @@ pub struct CandidateWhy {
     pub source: Option<String>,
     /// The source's prefix length from glibc's address dump; null when no row matched.
     pub prefix_len: Option<u8>,
+    /// The source's interface index from that row (rule 7), and whether it is native (not a
+    /// tunnel); null when no row matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<(u32, bool)>,
 }
 
 /// Why one adjacent pair of the returned order is in that order.
@@ -117,15 +121,16 @@ impl In6ai {
                     if addr.is_ipv6() && !addr.is_loopback() {
                         view.seen_ipv6 = true;
                     }
-                    // glibc records flags for IPv6 rows only.
-                    let ipv6 = |bit: u32| addr.is_ipv6() && a.flags_raw & bit != 0;
+                    // glibc keeps these flags for IPv4 rows too (an IPv4 address with
+                    // `preferred_lft 0` is deprecated for rule 3).
+                    let flag = |bit: u32| a.flags_raw & bit != 0;
                     view.rows.push(In6aiRow {
                         addr,
                         prefix_len: a.prefix_len,
                         flags: SourceFlags {
-                            deprecated: ipv6(IFA_F_DEPRECATED),
-                            optimistic: ipv6(IFA_F_OPTIMISTIC),
-                            home: ipv6(IFA_F_HOMEADDRESS),
+                            deprecated: flag(IFA_F_DEPRECATED),
+                            optimistic: flag(IFA_F_OPTIMISTIC),
+                            home: flag(IFA_F_HOMEADDRESS),
                             temporary: false,
                         },
                         index: a.index,
@@ -273,8 +278,20 @@ pub fn explain_call(
         }
     }
     let outcome = rfc6724::sort(&candidates, conf);
-    let mut predicted: Vec<IpAddr> = outcome.order.iter().map(|i| candidates[*i].dest).collect();
-    predicted.dedup();
+    // Every addrinfo in glibc's order; with a non-transitive gai.conf the copies of one address
+    // can end up apart, so the whole sequence is what must match.
+    let predicted_all: Vec<IpAddr> = outcome.order.iter().map(|i| candidates[*i].dest).collect();
+    let mut predicted: Vec<IpAddr> = Vec::new();
+    for a in &predicted_all {
+        if !predicted.contains(a) {
+            predicted.push(*a);
+        }
+    }
+    let matches = if predicted_all.len() == returned.len() {
+        predicted_all == returned
+    } else {
+        predicted == distinct
+    };
     let pairs = rfc6724::explain_order(&candidates, &distinct, conf)
         .unwrap_or_default()
         .into_iter()
@@ -290,7 +307,7 @@ pub fn explain_call(
     let strings = |v: &[IpAddr]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     Some(GetaddrinfoWhy {
         resolver_order: strings(&resolver.iter().map(|(d, _)| *d).collect::<Vec<_>>()),
-        matches: predicted == distinct,
+        matches,
         predicted: strings(&predicted),
         pairs,
         candidates: resolver
@@ -306,6 +323,11 @@ pub fn explain_call(
                     .iter()
                     .find(|c| c.dest == *dest)
                     .and_then(|c| c.source_prefix_len),
+                interface: candidates
+                    .iter()
+                    .find(|c| c.dest == *dest)
+                    .and_then(|c| c.source_interface)
+                    .map(|i| (i.index, i.native)),
             })
             .collect(),
         notes,
