@@ -1,8 +1,11 @@
 //! `cargo xtask demo`: seed incident 000 live. A scratch network namespace gets a veth whose peer
-//! stays in a second scratch namespace (nothing reaches the host), a primary address and an alias
-//! in one /27, and a hosts file listing the node name with the primary first — as kubelet's node
-//! had. `getent ahostsv4` (real glibc) then resolves the name under `nodeip-trace trace`, and the
-//! timeline shows which address glibc put first and the netlink dump it made to decide.
+//! stays in a second scratch namespace (nothing reaches the host), two addresses in one /27 — the
+//! alias `eth0:vip` configured first, so it is the kernel's primary and the source of everything
+//! in the subnet — and a hosts file listing the node name with the node's own address first, as
+//! kubelet's node had. `getent ahostsv4` (real glibc) then resolves the name under
+//! `nodeip-trace trace`: the timeline shows glibc putting the alias first, the netlink dump and
+//! the per-candidate source lookups it made to decide, the RFC 6724 rule that did it, and the
+//! `gai-reordered` diagnosis.
 use std::process::Command;
 
 use crate::{cargo, run, workspace_root};
@@ -38,7 +41,6 @@ pub fn demo() -> anyhow::Result<()> {
     ])?;
     ip(&["-n", NS, "link", "set", "lo", "up"])?;
     ip(&["-n", NS, "link", "set", "eth0", "up"])?;
-    ip(&["-n", NS, "addr", "add", "172.18.45.6/27", "dev", "eth0"])?;
     ip(&[
         "-n",
         NS,
@@ -50,12 +52,13 @@ pub fn demo() -> anyhow::Result<()> {
         "label",
         "eth0:vip",
     ])?;
+    ip(&["-n", NS, "addr", "add", "172.18.45.6/27", "dev", "eth0"])?;
     std::fs::create_dir_all(format!("/etc/netns/{NS}"))?;
     std::fs::write(
         format!("/etc/netns/{NS}/hosts"),
         "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n",
     )?;
-    println!("== seed 000: node-a is 172.18.45.6 (primary) and 172.18.45.20 (alias eth0:vip); /etc/hosts lists .6 first");
+    println!("== seed 000: node-a is 172.18.45.6; the alias 172.18.45.20 (eth0:vip) came up first, so the kernel made it the /27's primary; /etc/hosts lists .6 first");
     println!("== nodeip-trace trace -- ip netns exec {NS} getent ahostsv4 node-a\n");
     run(Command::new(&bin).args([
         "trace", "--", "ip", "netns", "exec", NS, "getent", "ahostsv4", "node-a",

@@ -164,7 +164,7 @@ impl Diagnoser {
         let moved_over = call.addresses.iter().position(|a| a == listed)?;
         let rules: Vec<String> = why.pairs[..moved_over.min(why.pairs.len())]
             .iter()
-            .map(|p| format!("rule {} ({})", p.rule, p.rule_name))
+            .map(|p| format!("rule {}: {}", p.rule, p.rule_name))
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
