@@ -5,8 +5,10 @@
 //! - `gai-reordered` (seed 000): getaddrinfo's first address is not the first its resolver
 //!   listed; names the RFC 6724 rule that moved it.
 //! - `network-address-used` (seed 001): an address a process uses — added to an interface, a
-//!   route's `src`, an IPVS service, a route lookup's source — is the network or broadcast
-//!   address of a local prefix, or (for a route `src`) not assigned on this node.
+//!   route's `src`, a tunnel's local end (`RTM_NEWLINK`, as calico's IPIP/VXLAN), an IPVS
+//!   service, a route lookup's source — is the network or broadcast address of a local prefix,
+//!   or (a route's `src`, a tunnel's local end) not assigned on this node. `bind()` is not
+//!   watched.
 //! - `secondary-address-skipped` (seeds 002/004): a process read the local table (whose `src` is
 //!   the primary for a secondary address), then created IPVS services for local addresses, but
 //!   none for a secondary one.
@@ -261,36 +263,50 @@ impl Diagnoser {
             }
             (MessageBody::Route(_), "RTM_NEWROUTE") => {
                 for r in &facts.routes {
-                    let Some(src) = r.src.as_deref().and_then(address_of) else {
-                        continue;
-                    };
-                    found.extend(self.network_address(e, src, "a route's src"));
-                    if !self.addresses.is_empty() && !self.addresses.contains_key(&src) {
-                        let known: Vec<String> =
-                            self.addresses.keys().map(|a| a.to_string()).collect();
-                        found.extend(self.diagnosis(
-                            e,
-                            &format!("{} {src} unassigned", e.pid),
-                            Diagnosis {
-                                id: "network-address-used".into(),
-                                severity: "error".into(),
-                                summary: format!(
-                                    "{} used {src} as a route's src, but {src} is not assigned on this node",
-                                    who(e)
-                                ),
-                                evidence: vec![
-                                    reference(e),
-                                    format!("addresses seen on this node: {}", known.join(", ")),
-                                ],
-                                remedy: REMEDY_NETWORK_ADDRESS.into(),
-                            },
-                        ));
+                    if let Some(src) = r.src.as_deref().and_then(address_of) {
+                        found.extend(self.network_address(e, src, "a route's src"));
+                        found.extend(self.unassigned(e, src, "a route's src"));
                     }
+                }
+            }
+            // calico's IPIP/VXLAN tunnel takes the node address as its local end.
+            (MessageBody::Link(l), "RTM_NEWLINK") => {
+                if let Some(local) = l.tunnel_local.as_deref().and_then(address_of) {
+                    let use_ = "a tunnel's local address";
+                    found.extend(self.network_address(e, local, use_));
+                    found.extend(self.unassigned(e, local, use_));
                 }
             }
             _ => {}
         }
         found
+    }
+
+    /// An address that must be local (a route's src, a tunnel's local end) but is not among the
+    /// addresses learned so far (said only when some were learned).
+    fn unassigned(&mut self, e: &Event, addr: IpAddr, use_: &str) -> Option<Event> {
+        if self.addresses.is_empty() || self.addresses.contains_key(&addr) || addr.is_unspecified()
+        {
+            return None;
+        }
+        let known: Vec<String> = self.addresses.keys().map(|a| a.to_string()).collect();
+        self.diagnosis(
+            e,
+            &format!("{} {addr} unassigned", e.pid),
+            Diagnosis {
+                id: "network-address-used".into(),
+                severity: "error".into(),
+                summary: format!(
+                    "{} used {addr} as {use_}, but {addr} is not assigned on this node",
+                    who(e)
+                ),
+                evidence: vec![
+                    reference(e),
+                    format!("addresses seen on this node: {}", known.join(", ")),
+                ],
+                remedy: REMEDY_NETWORK_ADDRESS.into(),
+            },
+        )
     }
 
     /// The seed 001 check of one used address against the local prefixes learned so far.

@@ -244,3 +244,48 @@ fn each_finding_is_said_once() {
     let e = route_get("192.0.2.20", "main", "local", "lo");
     assert_eq!(run(&[e.clone(), e]).len(), 1);
 }
+
+fn tunnel_add(local: &str) -> Event {
+    event(
+        12,
+        "calico-node",
+        8,
+        &conversation(
+            false,
+            &format!(
+                r#""type":"RTM_NEWLINK","flags":["REQUEST","ACK","CREATE"],"body":{{"kind":"link","family":"unspec","index":0,"ifname":"tunl1","info_kind":"ipip","link_type":0,"flags":[],"flags_raw":0,"tunnel_local":"{local}","tunnel_remote":"192.0.2.99"}}"#
+            ),
+            "{}",
+        ),
+    )
+}
+
+#[test]
+fn tunnel_local_address_that_is_a_network_address_or_not_local() {
+    let found = run(&[address_dump(1), tunnel_add("192.0.2.0")]);
+    assert_eq!(
+        ids(&found),
+        ["network-address-used", "network-address-used"]
+    );
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert!(
+        d.summary.contains("192.0.2.0 as a tunnel's local address"),
+        "{}",
+        d.summary
+    );
+    assert!(d.summary.contains("network address of"), "{}", d.summary);
+    let EventBody::Diagnosis(d) = &found[1].body else {
+        unreachable!()
+    };
+    assert!(
+        d.summary.contains("not assigned on this node"),
+        "{}",
+        d.summary
+    );
+    // The node's own address is what a tunnel should use.
+    assert!(run(&[address_dump(1), tunnel_add("192.0.2.10")]).is_empty());
+    // Nothing learned about the node's addresses: no claim that it is not assigned.
+    assert!(run(&[tunnel_add("198.51.100.4")]).is_empty());
+}
