@@ -1,7 +1,9 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
-//! live trace), `bless` (refresh golden files). Run as `cargo xtask <task>`.
+//! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on a stock Debian
+//! kernel under QEMU). Run as `cargo xtask <task>`.
 mod demo;
 mod setup;
+mod vm;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -37,6 +39,16 @@ enum Task {
     /// an output change is intended); every golden test compares through
     /// `tests/src/golden.rs`, which `BLESS=1` switches to writing.
     Bless,
+    /// Run the end-to-end tests on a stock Debian kernel under QEMU (kprobes, fentry, IPVS and
+    /// nlmon exist there); the kernel package and the initramfs are cached in target/vm-cache.
+    VmTest {
+        /// Kernel package to boot (default: what linux-image-cloud-amd64 depends on).
+        #[arg(long, value_name = "PACKAGE")]
+        kernel_package: Option<String>,
+        /// Seconds before the guest counts as hung.
+        #[arg(long, default_value_t = 1500)]
+        timeout: u64,
+    },
 }
 
 /// The workspace root.
@@ -100,6 +112,13 @@ fn main() -> anyhow::Result<()> {
             }
             demo::demo()
         }
+        Task::VmTest {
+            kernel_package,
+            timeout,
+        } => vm::vm_test(vm::VmOptions {
+            kernel_package,
+            timeout_secs: timeout,
+        }),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
             .env("BLESS", "1")),

@@ -25,8 +25,8 @@ const APT_PACKAGES: [&str; 12] = [
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-fn missing_packages() -> Vec<&'static str> {
-    APT_PACKAGES
+fn missing_packages<'a>(packages: &[&'a str]) -> Vec<&'a str> {
+    packages
         .iter()
         .copied()
         .filter(|p| {
@@ -34,6 +34,27 @@ fn missing_packages() -> Vec<&'static str> {
             !matches!(out, Ok(o) if String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
         })
         .collect()
+}
+
+/// Installs those of `packages` that are missing (as root); says what it did, if anything.
+pub fn install_packages(packages: &[&str]) -> anyhow::Result<Option<String>> {
+    let missing = missing_packages(packages);
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    if effective_uid() != 0 {
+        bail!(
+            "apt packages missing ({}) and not root: run `sudo cargo xtask setup`",
+            missing.join(" ")
+        );
+    }
+    eprintln!("setup: installing apt packages: {}", missing.join(" "));
+    run(Command::new("apt-get").args(["update", "-q"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    Ok(Some(format!("installed {}", missing.join(" "))))
 }
 
 fn cargo_home_bin() -> std::path::PathBuf {
@@ -69,22 +90,7 @@ fn rust_src_installed() -> bool {
 pub fn setup() -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let mut did = Vec::new();
-    let missing = missing_packages();
-    if !missing.is_empty() {
-        if effective_uid() != 0 {
-            bail!(
-                "apt packages missing ({}) and not root: run `sudo cargo xtask setup`",
-                missing.join(" ")
-            );
-        }
-        eprintln!("setup: installing apt packages: {}", missing.join(" "));
-        run(Command::new("apt-get").args(["update", "-q"]))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive"))?;
-        did.push(format!("installed {}", missing.join(" ")));
-    }
+    did.extend(install_packages(&APT_PACKAGES)?);
     if !rust_src_installed() {
         eprintln!("setup: adding rust-src to the stable toolchain");
         run(Command::new("rustup").args([

@@ -1,0 +1,480 @@
+//! `cargo xtask vm-test`: the end-to-end tests on a stock Debian kernel under QEMU (the VM lane).
+//!
+//! The host kernel here lacks kprobes, fentry, IPVS and nlmon; a stock Debian cloud kernel has
+//! them. This task downloads that kernel's package with `apt-get download` (never installed on
+//! the host), unpacks it into a cache (`target/vm-cache/`, reused between runs), builds the tests
+//! and the tool, packs a small initramfs — busybox, the test binaries and the tool at the same
+//! absolute paths as on the host, `ip`, `getent`, `ipvsadm`, `tcpdump` with their libraries, the
+//! kernel modules the tests need — boots it with QEMU (TCG; KVM with `NODEIP_VM_KVM=1`),
+//! runs each end-to-end test binary inside, and reads each binary's exit status back from the
+//! serial console. Any failure, missing result or timeout makes the task fail.
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+
+use crate::{cargo, run, workspace_root};
+
+/// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
+const GUEST_TESTS: [&str; 6] = [
+    "doctor",
+    "live_getaddrinfo",
+    "live_netlink",
+    "live_seeds",
+    "live_ipvs",
+    "netns_interface_names",
+];
+
+/// Tests left out in the guest, with why (passed to the test binary as `--skip`).
+const GUEST_SKIPS: [(&str, &str); 1] = [(
+    "non_netlink_traffic_is_not_captured",
+    "its UDP load generator is python3, which the initramfs does not carry",
+)];
+
+/// Host programs the tests drive, copied with their libraries.
+const GUEST_PROGRAMS: [&str; 5] = [
+    "/usr/sbin/ip",
+    "/usr/bin/getent",
+    "/usr/sbin/ipvsadm",
+    "/usr/bin/tcpdump",
+    "/usr/bin/env",
+];
+
+/// Modules loaded in the guest, in this order (with their dependencies).
+const GUEST_MODULES: [&str; 6] = ["veth", "dummy", "nlmon", "ip_vs", "ip_vs_rr", "ipip"];
+
+/// Host packages the lane needs beyond `cargo xtask setup`'s.
+const VM_PACKAGES: [&str; 5] = [
+    "qemu-system-x86",
+    "busybox-static",
+    "cpio",
+    "dash",
+    "binutils",
+];
+
+/// Marker lines the guest prints; the host parses them from the console log.
+const RESULT_MARKER: &str = "@@VM-RESULT";
+const DONE_MARKER: &str = "@@VM-DONE";
+
+/// Options of the task.
+pub struct VmOptions {
+    /// Kernel package to boot (`linux-image-…`); default: what `linux-image-cloud-amd64` depends on.
+    pub kernel_package: Option<String>,
+    /// Seconds before the guest is considered hung.
+    pub timeout_secs: u64,
+}
+
+fn output(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("starting {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The kernel package: as given, or the one the cloud flavour's meta package points at.
+fn kernel_package(given: Option<String>) -> anyhow::Result<String> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let deps = output(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]))?;
+    deps.lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|p| p.starts_with("linux-image-") && p.as_bytes().get(12).is_some_and(u8::is_ascii_digit))
+        .map(str::to_string)
+        .context("apt-cache names no linux-image-N… package for linux-image-cloud-amd64: run `apt-get update`, or pass --kernel-package")
+}
+
+/// The unpacked kernel tree (cached): `(root, version)`.
+fn kernel_tree(cache: &Path, package: &str) -> anyhow::Result<(PathBuf, String)> {
+    let version = package
+        .strip_prefix("linux-image-")
+        .context("a kernel package is named linux-image-VERSION")?
+        .to_string();
+    let root = cache.join(format!("kernel-{version}"));
+    let vmlinuz = root.join(format!("boot/vmlinuz-{version}"));
+    if !vmlinuz.exists() {
+        let debs = cache.join("debs");
+        std::fs::create_dir_all(&debs)?;
+        let have_deb = |debs: &Path| -> anyhow::Result<Option<PathBuf>> {
+            Ok(std::fs::read_dir(debs)?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.starts_with(&format!("{package}_")) && n.ends_with(".deb")
+                    })
+                }))
+        };
+        if have_deb(&debs)?.is_none() {
+            eprintln!("vm-test: apt-get download {package}");
+            run(Command::new("apt-get")
+                .args(["download", package])
+                .current_dir(&debs))?;
+        }
+        let deb = have_deb(&debs)?.context("apt-get download left no .deb")?;
+        let _ = std::fs::remove_dir_all(&root);
+        run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))?;
+    }
+    if !root
+        .join(format!("lib/modules/{version}/modules.dep"))
+        .exists()
+    {
+        // The package ships no modules.dep.
+        run(Command::new("depmod").arg("-b").arg(&root).arg(&version))?;
+    }
+    Ok((root, version))
+}
+
+/// The test executables cargo built for `GUEST_TESTS`, and the crate's helper binaries.
+fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
+    run(cargo().args(["build", "--package", "nodeip-trace", "--bins"]))?;
+    let out = cargo()
+        .args([
+            "test",
+            "--package",
+            "nodeip-trace-tests",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .output()
+        .context("cargo test --no-run")?;
+    if !out.status.success() {
+        bail!(
+            "building the tests failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(name), Some(exe)) = (msg["target"]["name"].as_str(), msg["executable"].as_str())
+        else {
+            continue;
+        };
+        let kinds = msg["target"]["kind"].to_string();
+        if (kinds.contains("\"test\"") && GUEST_TESTS.contains(&name)) || kinds.contains("\"bin\"")
+        {
+            found.push((name.to_string(), PathBuf::from(exe)));
+        }
+    }
+    let missing: Vec<&str> = GUEST_TESTS
+        .iter()
+        .copied()
+        .filter(|t| !found.iter().any(|(n, _)| n == t))
+        .collect();
+    if !missing.is_empty() {
+        bail!("cargo built no test binary for {missing:?}");
+    }
+    Ok(found)
+}
+
+/// Copies `file` to the same path under `rootfs`, with the shared libraries `ldd` lists.
+fn copy_with_libraries(
+    rootfs: &Path,
+    file: &Path,
+    copied: &mut BTreeSet<PathBuf>,
+) -> anyhow::Result<()> {
+    let mut wanted = vec![file.to_path_buf()];
+    if let Ok(ldd) = output(Command::new("ldd").arg(file)) {
+        wanted.extend(
+            ldd.split_whitespace()
+                .filter(|w| w.starts_with('/'))
+                .map(PathBuf::from),
+        );
+    }
+    for path in wanted {
+        if !copied.insert(path.clone()) {
+            continue;
+        }
+        let target = rootfs.join(path.strip_prefix("/").unwrap_or(&path));
+        std::fs::create_dir_all(target.parent().expect("absolute path has a parent"))?;
+        std::fs::copy(&path, &target).with_context(|| format!("copying {}", path.display()))?;
+        // Debug info is most of a test binary: the guest does not need it.
+        if path.starts_with(workspace_root()) {
+            run(Command::new("strip").arg("--strip-debug").arg(&target))?;
+        }
+    }
+    Ok(())
+}
+
+/// Module files (relative to the modules directory) for `GUEST_MODULES`, dependencies first.
+fn module_files(kernel: &Path, version: &str) -> anyhow::Result<Vec<String>> {
+    let mut order: Vec<String> = Vec::new();
+    for module in GUEST_MODULES {
+        let deps = output(Command::new("modprobe").arg("-d").arg(kernel).args([
+            "-S",
+            version,
+            "--show-depends",
+            module,
+        ]))?;
+        for line in deps.lines() {
+            let mut words = line.split_whitespace();
+            if words.next() != Some("insmod") {
+                continue; // builtin
+            }
+            let Some(path) = words.next() else { continue };
+            let prefix = format!("{}/lib/modules/{version}/", kernel.display());
+            let relative = path.strip_prefix(&prefix).unwrap_or(path).to_string();
+            if !order.contains(&relative) {
+                order.push(relative);
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// The guest's /init: mounts, modules, then every test binary with a result marker.
+fn init_script(
+    version: &str,
+    modules: &[String],
+    tests: &[(String, PathBuf)],
+    tool: &Path,
+) -> String {
+    let mut s = String::from(
+        "#!/bin/sh\nexport PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root RUST_BACKTRACE=1\n\
+         mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev\n\
+         mount -t tmpfs tmp /tmp; mount -t tmpfs run /run; mkdir -p /var; ln -sf /run /var/run\n\
+         mount -t tracefs tracefs /sys/kernel/tracing; mount -t debugfs debugfs /sys/kernel/debug\n\
+         mount -t bpf bpf /sys/fs/bpf; mount --make-rshared /\n\
+         ip link set lo up\n",
+    );
+    for m in modules {
+        let _ = writeln!(
+            s,
+            "insmod /lib/modules/{version}/{m} || echo \"insmod {m} failed\""
+        );
+    }
+    let _ = writeln!(s, "echo \"@@VM-KERNEL $(uname -r)\"");
+    let _ = writeln!(s, "export NODEIP_TRACE_BIN={}", tool.display());
+    let _ = writeln!(s, "{} doctor", tool.display());
+    let skips: String = GUEST_SKIPS
+        .iter()
+        .map(|(test, _)| format!(" --skip {test}"))
+        .collect();
+    for (test, why) in GUEST_SKIPS {
+        let _ = writeln!(s, "echo \"skipped in the guest: {test}: {why}\"");
+    }
+    for (name, exe) in tests
+        .iter()
+        .filter(|(n, _)| GUEST_TESTS.contains(&n.as_str()))
+    {
+        let _ = writeln!(
+            s,
+            "echo \"@@VM-RUN {name}\"; {} --test-threads=1{skips}; echo \"{RESULT_MARKER} {name} $?\"",
+            exe.display()
+        );
+    }
+    let _ = writeln!(s, "echo \"{DONE_MARKER}\"\npoweroff -f");
+    s
+}
+
+/// Packs the initramfs; returns its path.
+fn initramfs(
+    cache: &Path,
+    kernel: &Path,
+    version: &str,
+    tests: &[(String, PathBuf)],
+) -> anyhow::Result<PathBuf> {
+    let rootfs = cache.join("rootfs");
+    let _ = std::fs::remove_dir_all(&rootfs);
+    for dir in [
+        "bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "run", "root",
+    ] {
+        std::fs::create_dir_all(rootfs.join(dir))?;
+    }
+    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox"))
+        .context("copying busybox (apt install busybox-static)")?;
+    for applet in output(Command::new("/bin/busybox").arg("--list"))?.lines() {
+        // iproute2's ip and glibc's getent must win over busybox's applets, and the shell is
+        // dash: busybox's sh would run its own `ip` applet for `sh -c "ip …"`.
+        if ["ip", "getent", "env", "sh"].contains(&applet) {
+            continue;
+        }
+        let link = rootfs.join("bin").join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", link)?;
+        }
+    }
+    let mut copied = BTreeSet::new();
+    let tool = workspace_root().join("target/debug/nodeip-trace");
+    copy_with_libraries(&rootfs, &tool, &mut copied)?;
+    for (_, exe) in tests {
+        copy_with_libraries(&rootfs, exe, &mut copied)?;
+    }
+    for program in GUEST_PROGRAMS {
+        copy_with_libraries(&rootfs, Path::new(program), &mut copied)?;
+    }
+    copy_with_libraries(&rootfs, Path::new("/usr/bin/dash"), &mut copied)?;
+    std::os::unix::fs::symlink("/usr/bin/dash", rootfs.join("bin/sh"))?;
+    // Tests find the tool and the helper binaries through paths compiled in (target/debug).
+    let modules = module_files(kernel, version)?;
+    let module_root = format!("lib/modules/{version}");
+    for m in &modules {
+        let target = rootfs.join(&module_root).join(m);
+        std::fs::create_dir_all(target.parent().expect("module path has a parent"))?;
+        std::fs::copy(kernel.join(&module_root).join(m), target)?;
+    }
+    std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/false\ntcpdump:x:104:110::/nonexistent:/bin/false\n")?;
+    std::fs::write(
+        rootfs.join("etc/group"),
+        "root:x:0:\nnogroup:x:65534:\ntcpdump:x:110:\n",
+    )?;
+    std::fs::write(
+        rootfs.join("etc/hosts"),
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n",
+    )?;
+    std::fs::write(
+        rootfs.join("etc/nsswitch.conf"),
+        "passwd: files\ngroup: files\nhosts: files\n",
+    )?;
+    // As Debian ships it: a name on several hosts-file lines resolves to all of them.
+    std::fs::write(rootfs.join("etc/host.conf"), "multi on\n")?;
+    std::fs::write(
+        rootfs.join("etc/ld.so.conf"),
+        "/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n",
+    )?;
+    // aya finds libc through /etc/ld.so.cache.
+    run(Command::new("ldconfig").arg("-r").arg(&rootfs))?;
+    let init = rootfs.join("init");
+    std::fs::write(&init, init_script(version, &modules, tests, &tool))?;
+    run(Command::new("chmod").arg("+x").arg(&init))?;
+    let image = cache.join(format!("initrd-{version}.gz"));
+    let pack = format!(
+        "cd {} && find . | cpio -o -H newc --quiet | gzip -1 > {}",
+        rootfs.display(),
+        image.display()
+    );
+    run(Command::new("sh").args(["-c", &pack]))?;
+    Ok(image)
+}
+
+/// What the guest reported.
+struct GuestReport {
+    results: Vec<(String, i32)>,
+    finished: bool,
+}
+
+fn parse_console(log: &str) -> GuestReport {
+    let mut results = Vec::new();
+    let mut finished = false;
+    for line in log.lines().map(|l| l.trim_end_matches('\r')) {
+        if let Some(rest) = line.strip_prefix(RESULT_MARKER) {
+            let mut words = rest.split_whitespace();
+            if let (Some(name), Some(code)) = (words.next(), words.next()) {
+                results.push((name.to_string(), code.parse().unwrap_or(-1)));
+            }
+        }
+        finished |= line.starts_with(DONE_MARKER);
+    }
+    GuestReport { results, finished }
+}
+
+/// KVM only when asked (`NODEIP_VM_KVM=1`): on this machine kind `/dev/kvm` opens but QEMU aborts
+/// setting MSRs, so TCG is the default.
+fn kvm_wanted() -> bool {
+    std::env::var_os("NODEIP_VM_KVM").is_some_and(|v| v == "1")
+}
+
+/// Runs the VM lane.
+pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
+    let started = Instant::now();
+    crate::setup::setup()?;
+    crate::setup::install_packages(&VM_PACKAGES)?;
+    let cache = workspace_root().join("target/vm-cache");
+    std::fs::create_dir_all(&cache)?;
+    let package = kernel_package(options.kernel_package)?;
+    let (kernel, version) = kernel_tree(&cache, &package)?;
+    let tests = build_tests()?;
+    let image = initramfs(&cache, &kernel, &version, &tests)?;
+    let console = cache.join("console.log");
+    let accel = if kvm_wanted() {
+        "kvm"
+    } else {
+        "tcg,thread=multi"
+    };
+    eprintln!(
+        "vm-test: booting {package} ({accel}), initramfs {} MB, prepared in {:.0} s",
+        std::fs::metadata(&image)?.len() >> 20,
+        started.elapsed().as_secs_f64()
+    );
+    let boot = Instant::now();
+    let status = Command::new("timeout")
+        .arg(options.timeout_secs.to_string())
+        .args([
+            "qemu-system-x86_64",
+            "-accel",
+            accel,
+            "-cpu",
+            "max",
+            "-smp",
+            "2",
+            "-m",
+            "2048",
+        ])
+        .args([
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-no-reboot",
+        ])
+        .args(["-monitor", "none", "-serial"])
+        .arg(format!("file:{}", console.display()))
+        .arg("-kernel")
+        .arg(kernel.join(format!("boot/vmlinuz-{version}")))
+        .arg("-initrd")
+        .arg(&image)
+        .args([
+            "-append",
+            "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+        ])
+        .status()
+        .context("starting qemu-system-x86_64 (apt install qemu-system-x86)")?;
+    let log = std::fs::read_to_string(&console).unwrap_or_default();
+    let report = parse_console(&log);
+    let guest_secs = boot.elapsed().as_secs_f64();
+    println!(
+        "vm-test: kernel {version}, guest ran {guest_secs:.0} s (qemu {status}); console: {}",
+        console.display()
+    );
+    let mut failed = Vec::new();
+    for name in GUEST_TESTS {
+        match report.results.iter().find(|(n, _)| n == name) {
+            Some((_, 0)) => println!("  ok      {name}"),
+            Some((_, code)) => {
+                println!("  FAILED  {name} (exit {code})");
+                failed.push(name);
+            }
+            None => {
+                println!("  MISSING {name} (no result: the guest hung, crashed or timed out)");
+                failed.push(name);
+            }
+        }
+    }
+    if !report.finished || !failed.is_empty() {
+        bail!(
+            "vm-test failed after {:.0} s: {failed:?}{}; see {}",
+            started.elapsed().as_secs_f64(),
+            if report.finished {
+                ""
+            } else {
+                ", guest did not finish"
+            },
+            console.display()
+        );
+    }
+    println!(
+        "vm-test: all passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
