@@ -48,6 +48,9 @@ enum Task {
         /// Seconds before the guest counts as hung.
         #[arg(long, default_value_t = 1500)]
         timeout: u64,
+        /// Run only this test binary (repeatable), e.g. `--test vm_real_ipvs`.
+        #[arg(long = "test", value_name = "NAME")]
+        only: Vec<String>,
     },
 }
 
@@ -115,9 +118,11 @@ fn main() -> anyhow::Result<()> {
         Task::VmTest {
             kernel_package,
             timeout,
+            only,
         } => vm::vm_test(vm::VmOptions {
             kernel_package,
             timeout_secs: timeout,
+            only,
         }),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])

@@ -19,13 +19,14 @@ use anyhow::{bail, Context as _};
 use crate::{cargo, run, workspace_root};
 
 /// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
-const GUEST_TESTS: [&str; 6] = [
+const GUEST_TESTS: [&str; 7] = [
     "doctor",
     "live_getaddrinfo",
     "live_netlink",
     "live_seeds",
     "live_ipvs",
     "netns_interface_names",
+    "vm_real_ipvs",
 ];
 
 /// Tests left out in the guest, with why (passed to the test binary as `--skip`).
@@ -65,6 +66,8 @@ pub struct VmOptions {
     pub kernel_package: Option<String>,
     /// Seconds before the guest is considered hung.
     pub timeout_secs: u64,
+    /// Run only these test binaries (default: all of `GUEST_TESTS`).
+    pub only: Vec<String>,
 }
 
 fn output(cmd: &mut Command) -> anyhow::Result<String> {
@@ -238,6 +241,7 @@ fn init_script(
     modules: &[String],
     tests: &[(String, PathBuf)],
     tool: &Path,
+    selected: &[&str],
 ) -> String {
     let mut s = String::from(
         "#!/bin/sh\nexport PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root RUST_BACKTRACE=1\n\
@@ -263,10 +267,7 @@ fn init_script(
     for (test, why) in GUEST_SKIPS {
         let _ = writeln!(s, "echo \"skipped in the guest: {test}: {why}\"");
     }
-    for (name, exe) in tests
-        .iter()
-        .filter(|(n, _)| GUEST_TESTS.contains(&n.as_str()))
-    {
+    for (name, exe) in tests.iter().filter(|(n, _)| selected.contains(&n.as_str())) {
         let _ = writeln!(
             s,
             "echo \"@@VM-RUN {name}\"; {} --test-threads=1{skips}; echo \"{RESULT_MARKER} {name} $?\"",
@@ -283,6 +284,7 @@ fn initramfs(
     kernel: &Path,
     version: &str,
     tests: &[(String, PathBuf)],
+    selected: &[&str],
 ) -> anyhow::Result<PathBuf> {
     let rootfs = cache.join("rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
@@ -345,7 +347,10 @@ fn initramfs(
     // aya finds libc through /etc/ld.so.cache.
     run(Command::new("ldconfig").arg("-r").arg(&rootfs))?;
     let init = rootfs.join("init");
-    std::fs::write(&init, init_script(version, &modules, tests, &tool))?;
+    std::fs::write(
+        &init,
+        init_script(version, &modules, tests, &tool, selected),
+    )?;
     run(Command::new("chmod").arg("+x").arg(&init))?;
     let image = cache.join(format!("initrd-{version}.gz"));
     let pack = format!(
@@ -394,7 +399,15 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     let package = kernel_package(options.kernel_package)?;
     let (kernel, version) = kernel_tree(&cache, &package)?;
     let tests = build_tests()?;
-    let image = initramfs(&cache, &kernel, &version, &tests)?;
+    let selected: Vec<&str> = GUEST_TESTS
+        .iter()
+        .copied()
+        .filter(|t| options.only.is_empty() || options.only.iter().any(|o| o == t))
+        .collect();
+    if selected.is_empty() {
+        bail!("--test names none of the guest tests {GUEST_TESTS:?}");
+    }
+    let image = initramfs(&cache, &kernel, &version, &tests, &selected)?;
     let console = cache.join("console.log");
     let accel = if kvm_wanted() {
         "kvm"
@@ -447,7 +460,7 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
         console.display()
     );
     let mut failed = Vec::new();
-    for name in GUEST_TESTS {
+    for name in selected {
         match report.results.iter().find(|(n, _)| n == name) {
             Some((_, 0)) => println!("  ok      {name}"),
             Some((_, code)) => {

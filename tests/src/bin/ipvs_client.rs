@@ -24,7 +24,8 @@
 //! `ipvs_client FAMILY_ID --kube-proxy-local-table` plays kube-proxy's old NodePort address
 //! discovery instead (seeds 002/004), all from one process: an `RTM_GETROUTE` dump on a
 //! `NETLINK_ROUTE` socket, the `src` of every IPv4 `local` route of table local with protocol
-//! kernel (what `ip route show table local type local proto kernel` lists; 127/8 left out), then
+//! kernel (what `ip route show table local type local proto kernel` lists; 127/8 and kube-ipvs0
+//! left out, as kube-proxy does), then
 //! `IPVS_CMD_NEW_SERVICE` TCP `SRC:30080` for each distinct one.
 //!
 //! Unlike libnl it does not peek before reading (`MSG_PEEK|MSG_TRUNC`): one `recvmsg` per reply
@@ -398,6 +399,7 @@ fn local_table_sources(seq: u32) -> Result<Vec<std::net::IpAddr>, String> {
     const RTN_LOCAL: u8 = 2;
     const RTPROT_KERNEL: u8 = 2;
     const RTA_PREFSRC: u16 = 7;
+    const RTA_OIF: u16 = 4;
     let socket = Socket::open(libc::NETLINK_ROUTE)?;
     let mut request = vec![0u8; 16];
     request[4..6].copy_from_slice(&RTM_GETROUTE.to_ne_bytes());
@@ -429,6 +431,10 @@ fn local_table_sources(seq: u32) -> Result<Vec<std::net::IpAddr>, String> {
             {
                 continue;
             }
+            // kube-proxy leaves out its own dummy device's addresses.
+            // SAFETY: a NUL-terminated literal.
+            let kube_ipvs0 = unsafe { libc::if_nametoindex(c"kube-ipvs0".as_ptr()) };
+            let (mut src, mut oif) = (None, 0u32);
             let mut at = 28;
             while let Some(attr) = m.get(at..at + 4) {
                 let alen = u16::from_ne_bytes([attr[0], attr[1]]) as usize;
@@ -436,15 +442,20 @@ fn local_table_sources(seq: u32) -> Result<Vec<std::net::IpAddr>, String> {
                 if alen < 4 {
                     break;
                 }
-                if atype == RTA_PREFSRC {
-                    if let Some(&[a, b, c, d]) = m.get(at + 4..at + 8) {
-                        let src = std::net::IpAddr::from([a, b, c, d]);
-                        if !src.is_loopback() && !sources.contains(&src) {
-                            sources.push(src);
-                        }
+                if let Some(&[a, b, c, d]) = m.get(at + 4..at + 8) {
+                    match atype {
+                        RTA_PREFSRC => src = Some(std::net::IpAddr::from([a, b, c, d])),
+                        RTA_OIF => oif = u32::from_ne_bytes([a, b, c, d]),
+                        _ => {}
                     }
                 }
                 at += alen.next_multiple_of(4);
+            }
+            if let Some(src) = src {
+                if !src.is_loopback() && !sources.contains(&src) && (oif == 0 || oif != kube_ipvs0)
+                {
+                    sources.push(src);
+                }
             }
         }
     }
