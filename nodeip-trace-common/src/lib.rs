@@ -28,6 +28,107 @@ pub const KIND_GAI_SOCKET: u32 = 9;
 /// Kind tag of [`GaiConfRecord`]: glibc opening or reading `/etc/gai.conf` inside getaddrinfo.
 pub const KIND_GAI_CONF: u32 = 10;
 
+/// Kind tag of [`KernelHandlerRecord`]: a kernel netlink handler (route get, address/link dump,
+/// IPVS command) ran, seen by fentry/fexit or kprobe/kretprobe.
+pub const KIND_KERNEL_HANDLER: u32 = 11;
+
+/// Bytes of the request message a kernel handler was given that are copied.
+pub const HANDLER_REQUEST_LEN: usize = 512;
+
+/// The kernel handler functions probed, as numbered in [`KernelHandlerRecord::function`]; the
+/// names (index = number - 1) are in [`HANDLER_FUNCTIONS`].
+pub mod handler_function {
+    /// `inet_rtm_getroute(skb, nlh, extack)`: RTM_GETROUTE for IPv4.
+    pub const INET_RTM_GETROUTE: u32 = 1;
+    /// `inet6_rtm_getroute(skb, nlh, extack)`: RTM_GETROUTE for IPv6.
+    pub const INET6_RTM_GETROUTE: u32 = 2;
+    /// `inet_dump_ifaddr(skb, cb)`: one round of an IPv4 RTM_GETADDR dump.
+    pub const INET_DUMP_IFADDR: u32 = 3;
+    /// `inet6_dump_ifaddr(skb, cb)`: one round of an IPv6 RTM_GETADDR dump.
+    pub const INET6_DUMP_IFADDR: u32 = 4;
+    /// `rtnl_dump_ifinfo(skb, cb)`: one round of an RTM_GETLINK dump.
+    pub const RTNL_DUMP_IFINFO: u32 = 5;
+    /// `rtnl_getlink(skb, nlh, extack)`: RTM_GETLINK for one link.
+    pub const RTNL_GETLINK: u32 = 6;
+    /// `ip_vs_genl_set_cmd(skb, info)`: an IPVS service/destination change.
+    pub const IP_VS_GENL_SET_CMD: u32 = 7;
+    /// Number of functions.
+    pub const COUNT: u32 = 7;
+}
+
+/// Kernel function names by [`handler_function`] number - 1.
+pub const HANDLER_FUNCTIONS: [&str; handler_function::COUNT as usize] = [
+    "inet_rtm_getroute",
+    "inet6_rtm_getroute",
+    "inet_dump_ifaddr",
+    "inet6_dump_ifaddr",
+    "rtnl_dump_ifinfo",
+    "rtnl_getlink",
+    "ip_vs_genl_set_cmd",
+];
+
+/// How a [`KernelHandlerRecord`] was captured.
+pub mod hook_mode {
+    /// fentry/fexit (BTF trampolines).
+    pub const FENTRY: u32 = 1;
+    /// kprobe/kretprobe.
+    pub const KPROBE: u32 = 2;
+}
+
+/// Flags on a [`KernelHandlerRecord`].
+pub mod handler_flags {
+    /// The request was longer than [`super::HANDLER_REQUEST_LEN`]; `request` holds its start.
+    pub const REQUEST_CUT: u32 = 1;
+    /// The request message could not be found or read (offset unknown, bad pointer).
+    pub const REQUEST_UNREADABLE: u32 = 2;
+    /// The handler's network namespace could not be read (`handler_netns` is 0).
+    pub const NETNS_UNKNOWN: u32 = 4;
+}
+
+/// Indexes into the `HANDLER_OFFSETS` load-time global: struct member offsets from the running
+/// kernel's BTF that the handler probes follow.
+pub mod handler_offset {
+    /// `sk_buff.sk`.
+    pub const SKB_SK: usize = 0;
+    /// `sock.__sk_common.skc_net` (a `possible_net_t`, whose first member is the `struct net *`).
+    pub const SOCK_NET: usize = 1;
+    /// `net.ns.inum`.
+    pub const NET_INUM: usize = 2;
+    /// `netlink_callback.nlh`: the request of a dump.
+    pub const CALLBACK_NLH: usize = 3;
+    /// `genl_info.nlhdr`: the request of a generic netlink command.
+    pub const GENL_INFO_NLHDR: usize = 4;
+    /// Number of offsets.
+    pub const COUNT: usize = 5;
+}
+
+/// A kernel netlink handler call: which function, in which network namespace (the requesting
+/// socket's), what request it was given, and what it returned.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KernelHandlerRecord {
+    /// Common header; `ts_ns` is the return time.
+    pub header: EventHeader,
+    /// Entry time.
+    pub start_ns: u64,
+    /// `handler_function::*`.
+    pub function: u32,
+    /// `hook_mode::*`.
+    pub mode: u32,
+    /// The function's return value (0 or -errno for requests; bytes added for dump rounds).
+    pub ret: i64,
+    /// `sock_net(skb->sk)->ns.inum`: the namespace the kernel answered in.
+    pub handler_netns: u32,
+    /// `nlmsg_len` of the request as the kernel had it.
+    pub request_nlmsg_len: u32,
+    /// Bytes of `request` that are valid.
+    pub request_len: u32,
+    /// `handler_flags::*`.
+    pub flags: u32,
+    /// The request message (header and attributes) as the handler was given it.
+    pub request: [u8; HANDLER_REQUEST_LEN],
+}
+
 /// Bytes of `/etc/gai.conf` copied per `read` (glibc's stdio reads 4 KiB at a time).
 pub const GAI_CONF_CHUNK_LEN: usize = 4096;
 
@@ -79,8 +180,12 @@ pub mod counter {
     pub const NETLINK_PEEK_SKIPPED: u32 = 9;
     /// netlink syscalls seen with a protocol outside the selected families (not captured).
     pub const NETLINK_FAMILY_FILTERED: u32 = 10;
+    /// kernel handler calls not followed because the in-flight handler map was full.
+    pub const HANDLER_INFLIGHT_FULL: u32 = 11;
+    /// kernel handler records dropped because the ring buffer was full.
+    pub const HANDLER_RINGBUF_FULL: u32 = 12;
     /// Number of counters.
-    pub const COUNT: u32 = 11;
+    pub const COUNT: u32 = 13;
 }
 
 /// Which syscall produced a netlink chunk.
@@ -362,6 +467,9 @@ const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);
 const _: () = assert!(core::mem::size_of::<GaiSocketInflight>() == 16);
+const _: () = assert!(
+    core::mem::size_of::<KernelHandlerRecord>() == 48 + 8 + 8 + 8 + 16 + HANDLER_REQUEST_LEN
+);
 const _: () = assert!(core::mem::size_of::<GaiConfRecord>() == 48 + 8 + GAI_CONF_CHUNK_LEN);
 
 #[cfg(feature = "user")]

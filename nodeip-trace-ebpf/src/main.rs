@@ -10,6 +10,7 @@ mod filter;
 mod gai_conf;
 mod gai_socket;
 mod getaddrinfo;
+mod handler;
 mod netlink;
 mod process;
 mod route;
@@ -24,8 +25,8 @@ use aya_ebpf::{
     Global,
 };
 use nodeip_trace_common::{
-    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, NetlinkInflight,
-    NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, KernelHandlerRecord,
+    NetlinkInflight, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
 /// All records go through this ring buffer; userspace sets its size before load.
@@ -51,6 +52,15 @@ static GAI_SOCKET_INFLIGHT: HashMap<u64, GaiSocketInflight> = HashMap::with_max_
 /// Threads reading `/etc/gai.conf` inside getaddrinfo, keyed by pid_tgid.
 #[map]
 static GAI_CONF_STATE: HashMap<u64, gai_conf::GaiConfState> = HashMap::with_max_entries(4096, 0);
+
+/// Kernel handler calls in flight (filled at entry, sent at return), keyed by pid_tgid.
+#[map]
+static HANDLER_INFLIGHT: HashMap<u64, KernelHandlerRecord> = HashMap::with_max_entries(1024, 0);
+
+/// Per-CPU scratch where a kernel handler record is built before it goes into
+/// `HANDLER_INFLIGHT` (too big for the eBPF stack).
+#[map]
+static HANDLER_SCRATCH: PerCpuArray<KernelHandlerRecord> = PerCpuArray::with_max_entries(1, 0);
 
 /// Known netlink sockets: key `tgid << 32 | fd`, value the netlink protocol.
 #[map]

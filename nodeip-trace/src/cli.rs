@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use nodeip_trace::command::{doctor, explain, offline, trace};
 use nodeip_trace::decode::netlink::protocol_from_name;
 use nodeip_trace::explain::node_audit::ComponentSettings;
+use nodeip_trace::probe::features::HookPreference;
 use nodeip_trace::probe::loader::TraceConfig;
 
 /// Which process picked which node IP address, and why.
@@ -121,6 +122,19 @@ enum Format {
     Json,
 }
 
+/// `trace --hooks`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Hooks {
+    /// The best per function: fentry, else kprobe, else none.
+    Auto,
+    /// fentry/fexit only.
+    Fentry,
+    /// kprobe/kretprobe only.
+    Kprobe,
+    /// No kernel handler probes (syscall tracepoints only).
+    Tracepoint,
+}
+
 /// `--genl-family`, shared by `trace` and `analyze`.
 #[derive(clap::Args, Debug)]
 struct GenlFamilyArgs {
@@ -168,6 +182,16 @@ struct TraceArgs {
     /// Do not record kernel route lookups.
     #[arg(long)]
     no_route_lookups: bool,
+    /// Hooks for the kernel's netlink handlers (route get, address/link dumps, IPVS commands).
+    ///
+    /// auto: per function, fentry/fexit where the kernel allows it, else kprobe/kretprobe, else
+    /// none. fentry / kprobe: only that mode; an error when the kernel has none of it.
+    /// tracepoint: no kernel handler probes. Whatever is chosen, netlink traffic itself is
+    /// captured at the syscall tracepoints; the handler probes add the namespace the kernel
+    /// answered in, the request as the kernel parsed it and the handler's own result.
+    /// `nodeip-trace doctor` shows what auto picks here, and why.
+    #[arg(long, value_enum, default_value_t = Hooks::Auto, verbatim_doc_comment)]
+    hooks: Hooks,
     /// Ring-buffer size in MiB (a power of two); raise it if `lost` reports a full ring buffer.
     #[arg(long, value_name = "MIB", default_value_t = 16)]
     ring_buffer_mib: u32,
@@ -297,6 +321,12 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         getaddrinfo: !a.no_getaddrinfo,
         netlink: !a.no_netlink,
         route_lookups: !a.no_route_lookups,
+        hooks: match a.hooks {
+            Hooks::Auto => HookPreference::Auto,
+            Hooks::Fentry => HookPreference::Fentry,
+            Hooks::Kprobe => HookPreference::Kprobe,
+            Hooks::Tracepoint => HookPreference::Tracepoint,
+        },
         ..TraceConfig::default()
     };
     Ok(trace::TraceOptions {

@@ -48,6 +48,8 @@ pub enum EventBody {
     Ipvs(IpvsEvent),
     /// A netlink extended-ack error string from the kernel.
     Extack(ExtackMessage),
+    /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
+    KernelHandler(KernelHandlerCall),
     /// Events the tracer could not deliver, by reason.
     Lost(LostReport),
     /// A known failure pattern, with evidence and remedy.
@@ -69,6 +71,12 @@ pub struct RecordingHeader {
     pub host: String,
     /// Hook chosen per probe, e.g. `getaddrinfo: uprobe`.
     pub hooks: Vec<String>,
+    /// `trace --hooks` as asked (`auto`, `fentry`, `kprobe`, `tracepoint`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hook_preference: String,
+    /// The mode each kernel handler got (`fentry`, `kprobe`, `off`), by function.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub handler_hooks: std::collections::BTreeMap<String, String>,
     /// Filters in effect, as given on the command line.
     pub filters: Vec<String>,
     /// Offset `wall - monotonic` in ns, so `ts_ns` values can be converted later.
@@ -348,6 +356,38 @@ pub struct ExtackMessage {
     pub message: String,
 }
 
+/// A kernel netlink handler call: what the kernel itself was asked and answered, in which
+/// network namespace, whoever's buffers the syscall capture saw or missed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelHandlerCall {
+    /// Kernel function (`inet_rtm_getroute`, `inet_dump_ifaddr`, `ip_vs_genl_set_cmd`, ...).
+    pub function: String,
+    /// `fentry` or `kprobe`.
+    pub hook: String,
+    /// Network namespace the kernel answered in (the requesting socket's), when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler_netns: Option<u32>,
+    /// The function's return value: 0 or -errno for a request; for a dump round, the bytes in
+    /// the reply buffer so far (0 = the dump is complete).
+    pub result: i64,
+    /// Errno name when `result` is negative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    /// The request message as the handler got it, decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<NetlinkMessage>,
+    /// The request's `nlmsg_len`.
+    pub request_len: u32,
+    /// Only the first bytes of the request were copied.
+    #[serde(default)]
+    pub request_cut: bool,
+    /// From entry to return.
+    pub duration_ns: u64,
+    /// What could not be read or decoded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode_errors: Vec<String>,
+}
+
 /// Counts of what was not delivered.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LostReport {
@@ -392,6 +432,7 @@ impl EventBody {
             EventBody::RouteLookup(_) => "route_lookup",
             EventBody::Ipvs(_) => "ipvs",
             EventBody::Extack(_) => "extack",
+            EventBody::KernelHandler(_) => "kernel_handler",
             EventBody::Lost(_) => "lost",
             EventBody::Diagnosis(_) => "diagnosis",
             EventBody::Summary(_) => "summary",

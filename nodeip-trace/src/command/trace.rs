@@ -350,6 +350,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             kernel: features.kernel.clone(),
             host: host_name(),
             hooks: hooks.clone(),
+            hook_preference: config.hooks.name().into(),
+            handler_hooks: tracer.handler_modes.clone(),
             filters: opts.filter_description.clone(),
             clock_offset_ns: (clock.wall_ns(0)) as i64,
         }),
@@ -362,12 +364,26 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let failed: Vec<String> = tracer
         .hooks
         .iter()
-        .filter(|h| h.status.is_err())
+        .filter(|h| h.status.is_err() && h.mode != "off")
         .map(|h| h.describe())
         .collect();
+    let mut handler_summary: BTreeMap<&str, usize> = BTreeMap::new();
+    for mode in tracer.handler_modes.values() {
+        *handler_summary.entry(mode).or_default() += 1;
+    }
     eprintln!(
-        "nodeip-trace: {attached} hooks attached in {} ms, {known} netlink sockets known{}; Ctrl-C stops",
+        "nodeip-trace: {attached} hooks attached in {} ms (kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
         started.elapsed().as_millis(),
+        config.hooks.name(),
+        if handler_summary.is_empty() {
+            "none".to_string()
+        } else {
+            handler_summary
+                .iter()
+                .map(|(mode, n)| format!("{mode} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
         if failed.is_empty() { String::new() } else { format!(", {} not attached (see `nodeip-trace doctor`)", failed.len()) }
     );
 

@@ -11,6 +11,7 @@ use crate::clock::WallClock;
 use std::net::IpAddr;
 
 use crate::decode::addrinfo::{decode_gai_socket, decode_getaddrinfo, GaiSocketOp};
+use crate::decode::kernel_handler::decode_kernel_handler;
 use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder, NetlinkMessage};
 use crate::decode::record::{c_string, KernelRecord};
 use crate::decode::route_lookup::RouteLookupDecoder;
@@ -198,12 +199,22 @@ impl Pipeline {
     /// Decodes a buffer with the interface names of its process's namespace.
     fn decode_frame(&mut self, frame: &NetlinkFrame) -> crate::decode::netlink::DecodedBuffer {
         let pid = frame.task.as_ref().map_or(0, |t| t.pid);
+        self.decode_for(pid, frame.protocol, &frame.bytes)
+    }
+
+    /// Decodes netlink bytes of `pid` with the interface names of its namespace.
+    fn decode_for(
+        &mut self,
+        pid: u32,
+        protocol: u16,
+        bytes: &[u8],
+    ) -> crate::decode::netlink::DecodedBuffer {
         let Some(ns) = self.netns_for(pid) else {
-            return self.netlink.decode(frame.protocol, &frame.bytes);
+            return self.netlink.decode(protocol, bytes);
         };
         let names = self.namespaces.names_by_netns.entry(ns).or_default();
         self.netlink.swap_interfaces(names);
-        let decoded = self.netlink.decode(frame.protocol, &frame.bytes);
+        let decoded = self.netlink.decode(protocol, bytes);
         self.netlink.swap_interfaces(names);
         decoded
     }
@@ -350,6 +361,14 @@ impl Pipeline {
                 let pid = (r.header.pid_tgid >> 32) as u32;
                 self.namespaces.netns_by_pid.remove(&pid);
                 self.gai_conf_read.remove(&pid);
+            }
+            KernelRecord::KernelHandler(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let call = decode_kernel_handler(&r, |protocol, bytes| {
+                    self.decode_for(task.pid, protocol, bytes)
+                });
+                let ev = self.event(r.header.ts_ns, &task, EventBody::KernelHandler(call));
+                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }
             // The live source rescans that process's sockets; not a timeline event.
             KernelRecord::UnknownNetlinkSocket(_) => {}

@@ -49,6 +49,8 @@ pub enum KernelRecord {
     GaiSocket(Box<common::GaiSocketRecord>),
     /// glibc opening (failed) or reading `/etc/gai.conf` inside a getaddrinfo call.
     GaiConf(Box<common::GaiConfRecord>),
+    /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
+    KernelHandler(Box<common::KernelHandlerRecord>),
 }
 
 impl KernelRecord {
@@ -63,6 +65,7 @@ impl KernelRecord {
             KernelRecord::Exec(r) => &r.header,
             KernelRecord::GaiSocket(r) => &r.header,
             KernelRecord::GaiConf(r) => &r.header,
+            KernelRecord::KernelHandler(r) => &r.header,
         }
     }
 }
@@ -108,6 +111,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_EXEC => KernelRecord::Exec(Box::new(read(kind, bytes)?)),
         common::KIND_GAI_SOCKET => KernelRecord::GaiSocket(Box::new(read(kind, bytes)?)),
         common::KIND_GAI_CONF => KernelRecord::GaiConf(Box::new(read(kind, bytes)?)),
+        common::KIND_KERNEL_HANDLER => KernelRecord::KernelHandler(Box::new(read(kind, bytes)?)),
         other => return Err(RecordError::UnknownKind(other)),
     })
 }

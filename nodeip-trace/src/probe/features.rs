@@ -113,27 +113,73 @@ pub const TRACEPOINTS: [(&str, &str, &str); 25] = [
     ),
 ];
 
-/// Kernel functions behind netlink requests, probed with fentry or kprobe where available.
-pub const KERNEL_FUNCTIONS: [(&str, &str); 9] = [
+/// Kernel handlers behind netlink requests, probed with fentry/fexit or kprobe/kretprobe, as
+/// (function, purpose); the order is `nodeip_trace_common::handler_function` order.
+pub const KERNEL_FUNCTIONS: [(&str, &str); nodeip_trace_common::handler_function::COUNT as usize] = [
     (
         "inet_rtm_getroute",
-        "RTM_GETROUTE (IPv4 route get): netns, result, error",
+        "RTM_GETROUTE (IPv4 route get): netns, request, result",
     ),
-    ("inet6_rtm_getroute", "RTM_GETROUTE (IPv6)"),
+    ("inet6_rtm_getroute", "RTM_GETROUTE (IPv6 route get)"),
     ("inet_dump_ifaddr", "RTM_GETADDR dumps (IPv4)"),
     ("inet6_dump_ifaddr", "RTM_GETADDR dumps (IPv6)"),
     ("rtnl_dump_ifinfo", "RTM_GETLINK dumps"),
-    ("rtnl_getlink", "RTM_GETLINK requests"),
-    ("ip_vs_genl_set_cmd", "IPVS service/destination changes"),
+    ("rtnl_getlink", "RTM_GETLINK of one link"),
     (
-        "netlink_sendmsg",
-        "netlink sends without syscall tracepoints",
-    ),
-    (
-        "netlink_recvmsg",
-        "netlink receives without syscall tracepoints",
+        "ip_vs_genl_set_cmd",
+        "IPVS service/destination changes, by whom, with the kernel's answer",
     ),
 ];
+
+/// Which hooks `trace --hooks` asks for the kernel handlers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookPreference {
+    /// The best the kernel offers per function: fentry/fexit, else kprobe/kretprobe, else none
+    /// (the syscall tracepoints still capture the traffic).
+    #[default]
+    Auto,
+    /// fentry/fexit only.
+    Fentry,
+    /// kprobe/kretprobe only.
+    Kprobe,
+    /// No kernel handler probes: syscall tracepoints only.
+    Tracepoint,
+}
+
+impl HookPreference {
+    /// The name as given to `--hooks`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookPreference::Auto => "auto",
+            HookPreference::Fentry => "fentry",
+            HookPreference::Kprobe => "kprobe",
+            HookPreference::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// The hook chosen for one kernel handler function, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HandlerPlan {
+    /// Kernel function.
+    pub function: String,
+    /// `fentry` or `kprobe`; `None` when the function is not probed.
+    pub mode: Option<String>,
+    /// Why this mode (or why none).
+    pub reason: String,
+}
+
+/// Where a kernel function is, from `/proc/kallsyms`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelFunction {
+    /// Function name.
+    pub name: String,
+    /// In `/proc/kallsyms` (built in, or its module is loaded).
+    pub present: bool,
+    /// The module it is in, when not built in.
+    pub module: Option<String>,
+}
 
 /// Availability of one hook.
 #[derive(Clone, Debug, Serialize)]
@@ -177,6 +223,12 @@ pub struct KernelFeatures {
     pub libcs: Vec<LibcTarget>,
     /// Every hook and whether it can attach.
     pub hooks: Vec<HookAvailability>,
+    /// The kernel handler functions and where they are.
+    pub functions: Vec<KernelFunction>,
+    /// The hook `trace --hooks auto` chooses per kernel handler.
+    pub handler_plan: Vec<HandlerPlan>,
+    /// `/proc/kallsyms` could be read.
+    pub kallsyms_readable: bool,
 }
 
 fn capabilities() -> (Vec<String>, bool) {
@@ -208,15 +260,21 @@ fn kernel_release() -> String {
         .to_string()
 }
 
-fn kallsyms_has(kallsyms: &str, name: &str) -> bool {
-    kallsyms.lines().any(|l| {
+/// Looks `name` up in `/proc/kallsyms` text (also as `name.cold`/`name.isra.0` parts).
+fn kallsyms_lookup(kallsyms: &str, name: &str) -> KernelFunction {
+    let found = kallsyms.lines().find_map(|l| {
         let mut cols = l.split_whitespace();
-        let sym = cols.nth(2);
-        sym == Some(name)
-            || sym
-                .map(|s| s.split('.').next() == Some(name))
-                .unwrap_or(false)
-    })
+        let sym = cols.nth(2)?;
+        (sym == name || sym.split('.').next() == Some(name)).then(|| {
+            cols.next()
+                .map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string())
+        })
+    });
+    KernelFunction {
+        name: name.into(),
+        present: found.is_some(),
+        module: found.flatten(),
+    }
 }
 
 /// Probes fentry support: loads a trivial tracing program (needs BTF).
@@ -232,6 +290,94 @@ fn probe_fentry(btf: bool) -> (bool, String) {
         ),
         Err(e) => (false, format!("tracing program load refused: {e}")),
     }
+}
+
+/// Why `mode` (`fentry`/`kprobe`) cannot probe `function` here (`None`: it can).
+fn mode_unavailable(
+    mode: &str,
+    function: &KernelFunction,
+    fentry: bool,
+    fentry_reason: &str,
+    kprobes: bool,
+    no_kallsyms: bool,
+) -> Option<String> {
+    if mode == "fentry" && !fentry {
+        return Some(fentry_reason.to_string());
+    }
+    if mode == "kprobe" && !kprobes {
+        return Some("no kprobes in this kernel (CONFIG_KPROBES unset)".into());
+    }
+    if !function.present {
+        return Some(if no_kallsyms {
+            "cannot read /proc/kallsyms".into()
+        } else {
+            format!(
+                "{} not in this kernel (not built, inlined, or its module is not loaded)",
+                function.name
+            )
+        });
+    }
+    if mode == "fentry" {
+        if let Some(module) = &function.module {
+            return Some(format!(
+                "in module {module}: fentry needs the module's split BTF, which the loader cannot use"
+            ));
+        }
+    }
+    None
+}
+
+/// The hook per kernel handler under `preference`: fentry before kprobe for `auto`.
+fn plan_handlers(
+    functions: &[KernelFunction],
+    preference: HookPreference,
+    fentry: bool,
+    fentry_reason: &str,
+    kprobes: bool,
+    no_kallsyms: bool,
+) -> Vec<HandlerPlan> {
+    let modes: &[&str] = match preference {
+        HookPreference::Auto => &["fentry", "kprobe"],
+        HookPreference::Fentry => &["fentry"],
+        HookPreference::Kprobe => &["kprobe"],
+        HookPreference::Tracepoint => &[],
+    };
+    functions
+        .iter()
+        .map(|function| {
+            let mut refusals = Vec::new();
+            for mode in modes {
+                match mode_unavailable(mode, function, fentry, fentry_reason, kprobes, no_kallsyms)
+                {
+                    None => {
+                        let reason = if refusals.is_empty() {
+                            format!("{mode} is available")
+                        } else {
+                            format!("{mode}, because {}", refusals.join("; "))
+                        };
+                        return HandlerPlan {
+                            function: function.name.clone(),
+                            mode: Some(mode.to_string()),
+                            reason,
+                        };
+                    }
+                    Some(why) => refusals.push(format!("{mode}: {why}")),
+                }
+            }
+            HandlerPlan {
+                function: function.name.clone(),
+                mode: None,
+                reason: if modes.is_empty() {
+                    "--hooks tracepoint: syscall tracepoints only".into()
+                } else {
+                    format!(
+                        "not probed ({}); its traffic is still captured by the syscall tracepoints",
+                        refusals.join("; ")
+                    )
+                },
+            }
+        })
+        .collect()
 }
 
 impl KernelFeatures {
@@ -310,36 +456,37 @@ impl KernelFeatures {
                 },
             });
         }
-        for (func, purpose) in KERNEL_FUNCTIONS {
-            let present = kallsyms_has(&kallsyms, func);
-            let absent = if kallsyms.is_empty() {
-                "cannot read /proc/kallsyms".to_string()
-            } else {
-                format!("{func} not in this kernel (not built, inlined, or module not loaded)")
-            };
-            for (mode, ok, why) in [
-                ("fentry", fentry, fentry_reason.clone()),
-                (
-                    "kprobe",
+        let functions: Vec<KernelFunction> = KERNEL_FUNCTIONS
+            .iter()
+            .map(|(name, _)| kallsyms_lookup(&kallsyms, name))
+            .collect();
+        for (function, (_, purpose)) in functions.iter().zip(KERNEL_FUNCTIONS) {
+            for mode in ["fentry", "kprobe"] {
+                let why_not = mode_unavailable(
+                    mode,
+                    function,
+                    fentry,
+                    &fentry_reason,
                     kprobes,
-                    "no kprobes in this kernel (CONFIG_KPROBES unset)".to_string(),
-                ),
-            ] {
+                    kallsyms.is_empty(),
+                );
                 hooks.push(HookAvailability {
                     mode: mode.into(),
-                    target: func.into(),
+                    target: function.name.clone(),
                     purpose: purpose.into(),
-                    available: ok && present,
-                    reason: if !ok {
-                        why
-                    } else if !present {
-                        absent.clone()
-                    } else {
-                        String::new()
-                    },
+                    available: why_not.is_none(),
+                    reason: why_not.unwrap_or_default(),
                 });
             }
         }
+        let handler_plan = plan_handlers(
+            &functions,
+            HookPreference::Auto,
+            fentry,
+            &fentry_reason,
+            kprobes,
+            kallsyms.is_empty(),
+        );
         KernelFeatures {
             kernel: kernel_release(),
             btf,
@@ -353,7 +500,37 @@ impl KernelFeatures {
             fentry_reason,
             libcs,
             hooks,
+            handler_plan,
+            functions,
+            kallsyms_readable: !kallsyms.is_empty(),
         }
+    }
+
+    /// Why `--hooks preference` cannot be honoured on this kernel at all (`None`: it can).
+    pub fn preference_unavailable(&self, preference: HookPreference) -> Option<String> {
+        match preference {
+            HookPreference::Fentry if !self.fentry => Some(format!(
+                "fentry is not available on this kernel: {}",
+                self.fentry_reason
+            )),
+            HookPreference::Kprobe if !self.kprobes => Some(
+                "kprobes are not available on this kernel (no kprobe PMU, CONFIG_KPROBES unset)"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The hook per kernel handler for `preference`.
+    pub fn plan(&self, preference: HookPreference) -> Vec<HandlerPlan> {
+        plan_handlers(
+            &self.functions,
+            preference,
+            self.fentry,
+            &self.fentry_reason,
+            self.kprobes,
+            !self.kallsyms_readable,
+        )
     }
 
     /// Whether the tool can trace anything at all here.
@@ -427,6 +604,15 @@ impl KernelFeatures {
                 }
             ));
         }
+        s.push_str("kernel handler probes (trace --hooks auto)\n");
+        for p in &self.handler_plan {
+            s.push_str(&format!(
+                "  {:<20} {:<7} {}\n",
+                p.function,
+                p.mode.as_deref().unwrap_or("off"),
+                p.reason
+            ));
+        }
         s.push_str(&format!(
             "verdict      {}\n",
             if self.can_trace() {
@@ -444,10 +630,91 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kallsyms_lookup_handles_suffixes() {
-        let k = "ffffffff81000000 T inet_rtm_getroute\nffffffff81000010 t rtnl_getlink.cold\n";
-        assert!(kallsyms_has(k, "inet_rtm_getroute"));
-        assert!(kallsyms_has(k, "rtnl_getlink"));
-        assert!(!kallsyms_has(k, "ip_vs_genl_set_cmd"));
+    fn kallsyms_lookup_handles_suffixes_and_modules() {
+        let k = "ffffffff81000000 T inet_rtm_getroute\nffffffff81000010 t rtnl_getlink.cold\n\
+                 ffffffffc0a01230 t ip_vs_genl_set_cmd\t[ip_vs]\n";
+        assert!(kallsyms_lookup(k, "inet_rtm_getroute").present);
+        assert!(kallsyms_lookup(k, "rtnl_getlink").present);
+        let ipvs = kallsyms_lookup(k, "ip_vs_genl_set_cmd");
+        assert_eq!(ipvs.module.as_deref(), Some("ip_vs"));
+        assert!(!kallsyms_lookup("", "inet_dump_ifaddr").present);
+    }
+
+    fn functions() -> Vec<KernelFunction> {
+        let k = "ffffffff81000000 T inet_rtm_getroute\nffffffffc0a01230 t ip_vs_genl_set_cmd\t[ip_vs]\n";
+        [
+            "inet_rtm_getroute",
+            "ip_vs_genl_set_cmd",
+            "inet_dump_ifaddr",
+        ]
+        .iter()
+        .map(|f| kallsyms_lookup(k, f))
+        .collect()
+    }
+
+    #[test]
+    fn auto_prefers_fentry_then_kprobe_and_says_why() {
+        let plan = plan_handlers(&functions(), HookPreference::Auto, true, "", true, false);
+        assert_eq!(plan[0].mode.as_deref(), Some("fentry"));
+        assert_eq!(plan[0].reason, "fentry is available");
+        assert_eq!(plan[1].mode.as_deref(), Some("kprobe"));
+        assert!(
+            plan[1].reason.contains("module ip_vs"),
+            "{}",
+            plan[1].reason
+        );
+        assert_eq!(plan[2].mode, None);
+        assert!(
+            plan[2].reason.contains("not in this kernel"),
+            "{}",
+            plan[2].reason
+        );
+        assert!(
+            plan[2].reason.contains("syscall tracepoints"),
+            "{}",
+            plan[2].reason
+        );
+    }
+
+    #[test]
+    fn this_machine_like_kernel_falls_back_to_tracepoints() {
+        let plan = plan_handlers(
+            &functions(),
+            HookPreference::Auto,
+            false,
+            "tracing program load refused: EPERM",
+            false,
+            false,
+        );
+        assert!(plan.iter().all(|p| p.mode.is_none()));
+        assert!(
+            plan[0]
+                .reason
+                .contains("fentry: tracing program load refused"),
+            "{}",
+            plan[0].reason
+        );
+        assert!(
+            plan[0].reason.contains("kprobe: no kprobes"),
+            "{}",
+            plan[0].reason
+        );
+    }
+
+    #[test]
+    fn forced_modes_use_only_that_mode() {
+        let kprobe = plan_handlers(&functions(), HookPreference::Kprobe, true, "", true, false);
+        assert_eq!(kprobe[0].mode.as_deref(), Some("kprobe"));
+        let fentry = plan_handlers(&functions(), HookPreference::Fentry, true, "", true, false);
+        assert_eq!(fentry[1].mode, None);
+        let none = plan_handlers(
+            &functions(),
+            HookPreference::Tracepoint,
+            true,
+            "",
+            true,
+            false,
+        );
+        assert!(none.iter().all(|p| p.mode.is_none()));
     }
 }

@@ -1,11 +1,14 @@
 //! Reads struct member offsets from the kernel's BTF (`/sys/kernel/btf/vmlinux`), so the eBPF
-//! side can follow `current->nsproxy->net_ns->ns.inum` (the network namespace id) without CO-RE:
-//! userspace finds the offsets for the running kernel and passes them as load-time globals.
+//! side can follow `current->nsproxy->net_ns->ns.inum` (the network namespace id) and the kernel
+//! handlers' arguments (`skb->sk`'s namespace, `cb->nlh`, `info->nlhdr`) without CO-RE: userspace
+//! finds the offsets for the running kernel and passes them as load-time globals.
 //!
 //! Only what that needs is parsed: the type section's STRUCT/UNION members (other kinds are
 //! skipped by their documented sizes), anonymous members searched through, bitfield offsets
 //! (kind_flag) honoured.
 use std::collections::HashMap;
+
+use nodeip_trace_common::handler_offset;
 
 /// `BTF_KIND_*` numbers used here.
 const KIND_INT: u32 = 1;
@@ -156,6 +159,32 @@ impl KernelTypes {
             self.member_offset("net", "ns")? + self.member_offset("ns_common", "inum")?,
         ])
     }
+
+    /// Offsets the kernel handler probes follow, indexed by
+    /// `nodeip_trace_common::handler_offset::*`, and a bit mask of those found.
+    pub fn handler_offsets(&self) -> ([u32; handler_offset::COUNT], u32) {
+        let mut found = [None; handler_offset::COUNT];
+        found[handler_offset::SKB_SK] = self.member_offset("sk_buff", "sk");
+        found[handler_offset::SOCK_NET] = self
+            .member_offset("sock", "__sk_common")
+            .zip(self.member_offset("sock_common", "skc_net"))
+            .map(|(a, b)| a + b);
+        found[handler_offset::NET_INUM] = self
+            .member_offset("net", "ns")
+            .zip(self.member_offset("ns_common", "inum"))
+            .map(|(a, b)| a + b);
+        found[handler_offset::CALLBACK_NLH] = self.member_offset("netlink_callback", "nlh");
+        found[handler_offset::GENL_INFO_NLHDR] = self.member_offset("genl_info", "nlhdr");
+        let mut offsets = [0; handler_offset::COUNT];
+        let mut known = 0;
+        for (i, f) in found.iter().enumerate() {
+            if let Some(off) = f {
+                offsets[i] = *off;
+                known |= 1 << i;
+            }
+        }
+        (offsets, known)
+    }
 }
 
 #[cfg(test)]
@@ -239,7 +268,11 @@ mod tests {
             eprintln!("skipped: this kernel has no BTF");
             return;
         }
-        let offsets = KernelTypes::running().unwrap().netns_offsets();
+        let types = KernelTypes::running().unwrap();
+        let offsets = types.netns_offsets();
         assert!(offsets.is_some_and(|o| o[0] > 0), "{offsets:?}");
+        let (handler, known) = types.handler_offsets();
+        assert_eq!(known, (1 << handler_offset::COUNT) - 1, "{handler:?}");
+        assert!(handler[handler_offset::SOCK_NET] > 0);
     }
 }

@@ -5,11 +5,12 @@ use std::path::Path;
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
-use aya::programs::{TracePoint, UProbe};
+use aya::programs::{FEntry, FExit, KProbe, TracePoint, UProbe};
+use aya::Btf;
 use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
 
-use super::features::KernelFeatures;
+use super::features::{HandlerPlan, HookPreference, KernelFeatures};
 use super::libc_locator::LibcTarget;
 use super::netlink_sockets::NetlinkSocket;
 use super::ProbeError;
@@ -38,6 +39,8 @@ pub struct TraceConfig {
     pub route_lookups: bool,
     /// Use the pid filter even when `pids` is empty (a COMMAND is added after load).
     pub filter_by_pid: bool,
+    /// Which hooks the kernel handler probes may use.
+    pub hooks: HookPreference,
 }
 
 impl Default for TraceConfig {
@@ -52,6 +55,7 @@ impl Default for TraceConfig {
             netlink: true,
             route_lookups: true,
             filter_by_pid: false,
+            hooks: HookPreference::Auto,
         }
     }
 }
@@ -61,7 +65,8 @@ impl Default for TraceConfig {
 pub struct AttachedHook {
     /// Program name in the eBPF object.
     pub program: String,
-    /// Mode: `uprobe`, `uretprobe`, `tracepoint`.
+    /// Mode: `uprobe`, `uretprobe`, `tracepoint`, `fentry`, `fexit`, `kprobe`, `kretprobe`, or
+    /// `off` for a kernel handler left unprobed.
     pub mode: String,
     /// Attach target.
     pub target: String,
@@ -84,6 +89,8 @@ pub struct LiveTracer {
     ebpf: Ebpf,
     /// Every hook tried, in order.
     pub hooks: Vec<AttachedHook>,
+    /// The mode each kernel handler ended up with (`fentry`, `kprobe`, or `off`), by function.
+    pub handler_modes: std::collections::BTreeMap<String, String>,
 }
 
 fn raise_memlock() {
@@ -135,6 +142,14 @@ impl LiveTracer {
         if !features.privileged {
             return Err(ProbeError::NotPrivileged);
         }
+        if config.netlink {
+            if let Some(reason) = features.preference_unavailable(config.hooks) {
+                return Err(ProbeError::HookModeUnavailable {
+                    mode: config.hooks.name(),
+                    reason,
+                });
+            }
+        }
         raise_memlock();
         let tracefs = super::tracefs::find();
         let filter_tgids: u32 = (config.filter_by_pid || !config.pids.is_empty()) as u32;
@@ -148,8 +163,14 @@ impl LiveTracer {
         let self_tgid: u32 = std::process::id();
         let confirm: u32 = features.tracepoint_available("sock", "sock_send_length") as u32;
         let fork_off = fork_child_pid_offset(tracefs.as_deref());
-        let netns_offsets: [u32; 3] = crate::probe::kernel_btf::KernelTypes::running()
+        let types = crate::probe::kernel_btf::KernelTypes::running();
+        let netns_offsets: [u32; 3] = types
+            .as_ref()
             .and_then(|types| types.netns_offsets())
+            .unwrap_or_default();
+        let (handler_offsets, handler_known) = types
+            .as_ref()
+            .map(|types| types.handler_offsets())
             .unwrap_or_default();
         let ebpf = EbpfLoader::new()
             .override_global("FILTER_TGIDS", &filter_tgids, true)
@@ -161,12 +182,15 @@ impl LiveTracer {
             .override_global("FORK_CHILD_PID_OFFSET", &fork_off, true)
             .override_global("FOLLOW_FORKS", &follow, true)
             .override_global("NETNS_OFFSETS", &netns_offsets, true)
+            .override_global("HANDLER_OFFSETS", &handler_offsets, true)
+            .override_global("HANDLER_OFFSETS_KNOWN", &handler_known, true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;
         let mut tracer = LiveTracer {
             ebpf,
             hooks: Vec::new(),
+            handler_modes: Default::default(),
         };
         for pid in &config.pids {
             tracer.add_traced_pid(*pid)?;
@@ -247,6 +271,9 @@ impl LiveTracer {
                 status,
             });
         }
+        if config.netlink {
+            self.attach_handlers(&features.plan(config.hooks), config.hooks, features);
+        }
         if config.getaddrinfo {
             for libc in libcs {
                 for (program, mode) in [
@@ -264,6 +291,111 @@ impl LiveTracer {
                     });
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Attaches each kernel handler as `plan` says; under `auto`, a function whose fentry
+    /// attach fails (not traceable, no BTF for it) falls back to kprobe.
+    fn attach_handlers(
+        &mut self,
+        plan: &[HandlerPlan],
+        preference: HookPreference,
+        features: &KernelFeatures,
+    ) {
+        let mut btf: Option<Result<Btf, String>> = None;
+        for step in plan {
+            let function = step.function.as_str();
+            let Some(mode) = step.mode.as_deref() else {
+                self.handler_modes.insert(function.into(), "off".into());
+                self.hooks.push(AttachedHook {
+                    program: function.into(),
+                    mode: "off".into(),
+                    target: function.into(),
+                    status: Err(step.reason.clone()),
+                });
+                continue;
+            };
+            let mut result = if mode == "fentry" {
+                let btf = btf.get_or_insert_with(|| {
+                    Btf::from_sys_fs().map_err(|e| format!("reading the kernel's BTF: {e}"))
+                });
+                match btf {
+                    Ok(btf) => self.attach_fentry_pair(function, btf),
+                    Err(e) => Err(e.clone()),
+                }
+            } else {
+                self.attach_kprobe_pair(function)
+            };
+            let mut chosen = mode;
+            if result.is_err()
+                && mode == "fentry"
+                && preference == HookPreference::Auto
+                && features
+                    .preference_unavailable(HookPreference::Kprobe)
+                    .is_none()
+            {
+                let fentry_error = result.clone().unwrap_err();
+                result = self
+                    .attach_kprobe_pair(function)
+                    .map_err(|e| format!("fentry: {fentry_error}; kprobe: {e}"));
+                chosen = "kprobe";
+            }
+            let (entry, exit) = if chosen == "fentry" {
+                ("fentry", "fexit")
+            } else {
+                ("kprobe", "kretprobe")
+            };
+            self.handler_modes.insert(
+                function.into(),
+                if result.is_ok() { chosen } else { "off" }.into(),
+            );
+            for suffix in [exit, entry] {
+                self.hooks.push(AttachedHook {
+                    program: format!("{function}_{suffix}"),
+                    mode: suffix.into(),
+                    target: function.into(),
+                    status: result.clone(),
+                });
+            }
+        }
+    }
+
+    /// Loads and attaches `{function}_fexit` then `{function}_fentry` (the return first, so no
+    /// entry is kept without a return to send it).
+    fn attach_fentry_pair(&mut self, function: &str, btf: &Btf) -> Result<(), String> {
+        let exit = format!("{function}_fexit");
+        let prog: &mut FExit =
+            Self::program(&mut self.ebpf, &exit, function).map_err(|e| e.to_string())?;
+        prog.load(function, btf).map_err(|e| e.to_string())?;
+        let exit_link = prog.attach().map_err(|e| e.to_string())?;
+        let entry = format!("{function}_fentry");
+        let attached = Self::program::<FEntry>(&mut self.ebpf, &entry, function)
+            .map_err(|e| e.to_string())
+            .and_then(|prog| {
+                prog.load(function, btf).map_err(|e| e.to_string())?;
+                prog.attach().map_err(|e| e.to_string())
+            });
+        if let Err(e) = attached {
+            // Leave nothing half attached: a fallback may probe the function another way.
+            if let Ok(prog) = Self::program::<FExit>(&mut self.ebpf, &exit, function) {
+                let _ = prog.detach(exit_link);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Loads and attaches `{function}_kretprobe` then `{function}_kprobe`.
+    fn attach_kprobe_pair(&mut self, function: &str) -> Result<(), String> {
+        for suffix in ["kretprobe", "kprobe"] {
+            let name = format!("{function}_{suffix}");
+            let prog: &mut KProbe =
+                Self::program(&mut self.ebpf, &name, function).map_err(|e| e.to_string())?;
+            if prog.fd().is_err() {
+                prog.load().map_err(|e| e.to_string())?;
+            }
+            prog.attach(function, 0).map_err(|e| e.to_string())?;
         }
         Ok(())
     }

@@ -52,6 +52,14 @@ pub enum ProbeError {
     /// Not privileged.
     #[error("tracing needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE): run as root, e.g. `sudo nodeip-trace …`")]
     NotPrivileged,
+    /// `trace --hooks MODE` asked for a mode this kernel does not have.
+    #[error("--hooks {mode}: {reason}; use `--hooks auto` (the best this kernel offers) and see `nodeip-trace doctor`")]
+    HookModeUnavailable {
+        /// The mode asked for.
+        mode: &'static str,
+        /// Why the kernel cannot.
+        reason: String,
+    },
     /// Nothing could be attached.
     #[error(
         "no probe could be attached on this kernel; run `nodeip-trace doctor` for the reasons"

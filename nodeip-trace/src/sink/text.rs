@@ -7,8 +7,8 @@ use super::{EventSink, SinkError};
 use crate::correlate::Emitted;
 use crate::decode::netlink::{IpvsCommand, MessageBody, NetlinkMessage};
 use crate::event::{
-    AddressFact, ConversationOutcome, Event, EventBody, GetaddrinfoCall, NetlinkConversation,
-    NetlinkEvent, RouteFact,
+    AddressFact, ConversationOutcome, Event, EventBody, GetaddrinfoCall, KernelHandlerCall,
+    NetlinkConversation, NetlinkEvent, RouteFact,
 };
 use crate::explain::getaddrinfo_why::GetaddrinfoWhy;
 
@@ -439,6 +439,30 @@ pub fn render_conversation(c: &NetlinkConversation) -> String {
     )
 }
 
+/// One line per kernel handler call: function, hook, namespace, request, result.
+pub fn render_kernel_handler(k: &KernelHandlerCall) -> String {
+    let dump_round = k.function.contains("_dump_");
+    let result = match (&k.errno, dump_round) {
+        (Some(errno), _) => format!("{} ({errno})", k.result),
+        (None, true) if k.result == 0 => "dump complete".into(),
+        (None, true) => format!("{} bytes of replies", k.result),
+        (None, false) => k.result.to_string(),
+    };
+    format!(
+        "kernel {} [{}]{}: {} → {result} ({:.3} ms)",
+        k.function,
+        k.hook,
+        k.handler_netns
+            .map(|n| format!(" netns {n}"))
+            .unwrap_or_default(),
+        k.request
+            .as_ref()
+            .map(message_summary)
+            .unwrap_or_else(|| "request not read".into()),
+        k.duration_ns as f64 / 1e6
+    )
+}
+
 /// Renders one event as a line (without indentation).
 pub fn render_event(e: &Event) -> String {
     // Captures without attribution (plain nlmon) name the netlink port instead: a process's
@@ -485,6 +509,7 @@ pub fn render_event(e: &Event) -> String {
         }
         EventBody::Ipvs(i) => format!("IPVS {}", ipvs_summary(&i.command)),
         EventBody::Extack(x) => format!("kernel says: {}", x.message),
+        EventBody::KernelHandler(k) => render_kernel_handler(k),
         EventBody::Lost(l) => format!("LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => format!("DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary),
         EventBody::Summary(s) => format!("summary: {:?}, lost {}", s.events, s.lost),
