@@ -124,9 +124,11 @@ fn handler_entry(function: u32, mode: u32, skb: u64, arg1: u64) {
     }
 }
 
-/// Handler return: completes the record with the return value and sends it.
+/// Handler return: completes the record with the return value and sends it. Every handler
+/// returns `int`: the register's upper half is not part of it, so it is sign-extended here.
 #[inline(always)]
-fn handler_exit(ret: i64) {
+fn handler_exit(ret: u64) {
+    let ret = ret as u32 as i32 as i64;
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
     let Some(rec) = HANDLER_INFLIGHT.get_ptr_mut(pid_tgid) else {
         return;
@@ -155,7 +157,7 @@ macro_rules! handler_programs {
             #[doc = concat!("fexit of handler ", stringify!($id), ".")]
             #[fexit]
             pub fn $fexit(ctx: FExitContext) -> u32 {
-                handler_exit(ctx.arg::<i64>($nargs));
+                handler_exit(ctx.arg::<u64>($nargs));
                 0
             }
             #[doc = concat!("kprobe of handler ", stringify!($id), ".")]
@@ -172,7 +174,7 @@ macro_rules! handler_programs {
             #[doc = concat!("kretprobe of handler ", stringify!($id), ".")]
             #[kretprobe]
             pub fn $kretprobe(ctx: RetProbeContext) -> u32 {
-                handler_exit(ctx.ret::<i64>());
+                handler_exit(ctx.ret::<u64>());
                 0
             }
         )*

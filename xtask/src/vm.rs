@@ -19,7 +19,7 @@ use anyhow::{bail, Context as _};
 use crate::{cargo, run, workspace_root};
 
 /// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
-const GUEST_TESTS: [&str; 7] = [
+const GUEST_TESTS: [&str; 8] = [
     "doctor",
     "live_getaddrinfo",
     "live_netlink",
@@ -27,6 +27,7 @@ const GUEST_TESTS: [&str; 7] = [
     "live_ipvs",
     "netns_interface_names",
     "vm_real_ipvs",
+    "vm_kernel_handlers",
 ];
 
 /// Tests left out in the guest, with why (passed to the test binary as `--skip`).
