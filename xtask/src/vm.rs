@@ -19,7 +19,7 @@ use anyhow::{bail, Context as _};
 use crate::{cargo, run, workspace_root};
 
 /// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
-const GUEST_TESTS: [&str; 8] = [
+const GUEST_TESTS: [&str; 9] = [
     "doctor",
     "live_getaddrinfo",
     "live_netlink",
@@ -28,6 +28,7 @@ const GUEST_TESTS: [&str; 8] = [
     "netns_interface_names",
     "vm_real_ipvs",
     "vm_kernel_handlers",
+    "vm_nlmon_reference",
 ];
 
 /// Tests left out in the guest, with why (passed to the test binary as `--skip`).
@@ -60,6 +61,11 @@ const VM_PACKAGES: [&str; 5] = [
 /// Marker lines the guest prints; the host parses them from the console log.
 const RESULT_MARKER: &str = "@@VM-RESULT";
 const DONE_MARKER: &str = "@@VM-DONE";
+/// Lines between these carry the guest's artifacts (captures) as a base64 tar.gz.
+const ARTIFACTS_BEGIN: &str = "@@VM-ARTIFACTS-BEGIN";
+const ARTIFACTS_END: &str = "@@VM-ARTIFACTS-END";
+/// Where guest tests leave captures (`NODEIP_VM_ARTIFACTS`).
+const GUEST_ARTIFACTS: &str = "/tmp/vm-artifacts";
 
 /// Options of the task.
 pub struct VmOptions {
@@ -260,6 +266,10 @@ fn init_script(
     }
     let _ = writeln!(s, "echo \"@@VM-KERNEL $(uname -r)\"");
     let _ = writeln!(s, "export NODEIP_TRACE_BIN={}", tool.display());
+    let _ = writeln!(
+        s,
+        "export NODEIP_VM_ARTIFACTS={GUEST_ARTIFACTS}; mkdir -p {GUEST_ARTIFACTS}"
+    );
     let _ = writeln!(s, "{} doctor", tool.display());
     let skips: String = GUEST_SKIPS
         .iter()
@@ -275,6 +285,10 @@ fn init_script(
             exe.display()
         );
     }
+    let _ = writeln!(
+        s,
+        "echo \"{ARTIFACTS_BEGIN}\"; tar czf - -C {GUEST_ARTIFACTS} . | base64; echo \"{ARTIFACTS_END}\""
+    );
     let _ = writeln!(s, "echo \"{DONE_MARKER}\"\npoweroff -f");
     s
 }
@@ -367,12 +381,22 @@ fn initramfs(
 struct GuestReport {
     results: Vec<(String, i32)>,
     finished: bool,
+    /// The base64 text of the artifacts tar.gz.
+    artifacts: String,
 }
 
 fn parse_console(log: &str) -> GuestReport {
     let mut results = Vec::new();
     let mut finished = false;
+    let mut artifacts = String::new();
+    let mut in_artifacts = false;
     for line in log.lines().map(|l| l.trim_end_matches('\r')) {
+        if line.starts_with(ARTIFACTS_END) {
+            in_artifacts = false;
+        } else if in_artifacts {
+            artifacts.push_str(line.trim());
+        }
+        in_artifacts |= line.starts_with(ARTIFACTS_BEGIN);
         if let Some(rest) = line.strip_prefix(RESULT_MARKER) {
             let mut words = rest.split_whitespace();
             if let (Some(name), Some(code)) = (words.next(), words.next()) {
@@ -381,7 +405,33 @@ fn parse_console(log: &str) -> GuestReport {
         }
         finished |= line.starts_with(DONE_MARKER);
     }
-    GuestReport { results, finished }
+    GuestReport {
+        results,
+        finished,
+        artifacts,
+    }
+}
+
+/// Unpacks the guest's artifacts into `dir` (replacing what an earlier run left).
+fn unpack_artifacts(base64_text: &str, dir: &Path) -> anyhow::Result<usize> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    if base64_text.is_empty() {
+        return Ok(0);
+    }
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("base64 -d | tar xzf - -C \"$0\"")
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .context("unpacking the guest's artifacts (base64, tar)")?;
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), base64_text.as_bytes())?;
+    drop(child.stdin.take());
+    if !child.wait()?.success() {
+        bail!("the guest's artifacts did not unpack (console cut?)");
+    }
+    Ok(std::fs::read_dir(dir)?.count())
 }
 
 /// KVM only when asked (`NODEIP_VM_KVM=1`): on this machine kind `/dev/kvm` opens but QEMU aborts
@@ -460,6 +510,14 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
         "vm-test: kernel {version}, guest ran {guest_secs:.0} s (qemu {status}); console: {}",
         console.display()
     );
+    let artifacts = cache.join("artifacts");
+    match unpack_artifacts(&report.artifacts, &artifacts) {
+        Ok(n) => println!(
+            "vm-test: {n} artifact(s) from the guest in {}",
+            artifacts.display()
+        ),
+        Err(e) => println!("vm-test: {e:#}"),
+    }
     let mut failed = Vec::new();
     for name in selected {
         match report.results.iter().find(|(n, _)| n == name) {

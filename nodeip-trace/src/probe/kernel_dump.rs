@@ -16,6 +16,9 @@ const CTRL_CMD_GETFAMILY: u8 = 3;
 const RTM_GETLINK: u16 = 18;
 const RTM_GETADDR: u16 = 22;
 const RTM_GETROUTE: u16 = 26;
+/// `nlmsg_seq` of every request the tracer itself sends ("nitr"): an nlmon capture taken while
+/// tracing shows the tracer's own lookups (and the kernel's replies, which echo it) by it.
+pub const OWN_REQUEST_SEQ: u32 = 0x6e69_7472;
 /// Receive calls per dump at most (a dump of thousands of links is a few dozen reads).
 const MAX_READS: usize = 4096;
 
@@ -26,7 +29,7 @@ fn request(message_type: u16, body: &[u8]) -> Vec<u8> {
     req.extend_from_slice(&(len as u32).to_ne_bytes());
     req.extend_from_slice(&message_type.to_ne_bytes());
     req.extend_from_slice(&REQUEST_DUMP.to_ne_bytes());
-    req.extend_from_slice(&1u32.to_ne_bytes());
+    req.extend_from_slice(&OWN_REQUEST_SEQ.to_ne_bytes());
     req.extend_from_slice(&0u32.to_ne_bytes());
     req.extend_from_slice(body);
     req
