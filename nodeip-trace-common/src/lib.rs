@@ -200,6 +200,40 @@ pub mod syscall {
     pub const RECVMSG: u32 = 4;
 }
 
+/// Indexes into the `SOCKET_OFFSETS` load-time global: struct member offsets from the running
+/// kernel's BTF that the socket-layer netlink capture follows.
+pub mod socket_offset {
+    /// `socket.sk`.
+    pub const SOCKET_SK: usize = 0;
+    /// `sock.sk_protocol` (a `u16`).
+    pub const SOCK_PROTOCOL: usize = 1;
+    /// `sk_buff.data`.
+    pub const SKB_DATA: usize = 2;
+    /// `sk_buff.len`.
+    pub const SKB_LEN: usize = 3;
+    /// Number of offsets.
+    pub const COUNT: usize = 4;
+}
+
+/// Chunks per netlink datagram captured at the socket layer: with [`NETLINK_CHUNK_LEN`], 64 KiB
+/// (a netlink dump datagram is at most 32 KiB; requests are small).
+pub const SOCKET_MAX_CHUNKS: usize = 4;
+
+/// State kept from `netlink_sendmsg`/`netlink_recvmsg` entry until the datagram is seen
+/// (`netlink_unicast` / `skb_recv_datagram`), keyed by pid_tgid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NetlinkSocketCall {
+    /// Entry time.
+    pub start_ns: u64,
+    /// The process's `struct sock *` (sends: the datagram must leave from it).
+    pub sk: u64,
+    /// Netlink protocol of the socket.
+    pub protocol: u32,
+    /// `syscall::SENDMSG` or `syscall::RECVMSG` (the direction).
+    pub direction: u32,
+}
+
 /// Flags on a [`NetlinkChunkHeader`].
 pub mod chunk_flags {
     /// The syscall moved more bytes than were captured (see `total_len`).
@@ -208,6 +242,8 @@ pub mod chunk_flags {
     pub const LAST: u32 = 2;
     /// Reading user memory failed for this chunk; `len` is 0.
     pub const READ_FAILED: u32 = 4;
+    /// Captured at the socket layer (the datagram's kernel buffer), not at a syscall.
+    pub const SOCKET_LAYER: u32 = 8;
 }
 
 /// Flags on a [`GetaddrinfoRecord`].
@@ -467,6 +503,7 @@ const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);
 const _: () = assert!(core::mem::size_of::<GaiSocketInflight>() == 16);
+const _: () = assert!(core::mem::size_of::<NetlinkSocketCall>() == 24);
 const _: () = assert!(
     core::mem::size_of::<KernelHandlerRecord>() == 48 + 8 + 8 + 8 + 16 + HANDLER_REQUEST_LEN
 );

@@ -12,6 +12,7 @@ mod gai_socket;
 mod getaddrinfo;
 mod handler;
 mod netlink;
+mod netlink_socket;
 mod process;
 mod route;
 
@@ -26,7 +27,7 @@ use aya_ebpf::{
 };
 use nodeip_trace_common::{
     counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, KernelHandlerRecord,
-    NetlinkInflight, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    NetlinkInflight, NetlinkSocketCall, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
 /// All records go through this ring buffer; userspace sets its size before load.
@@ -82,6 +83,15 @@ pub struct ChunkScratch {
 
 #[map]
 static SCRATCH: PerCpuArray<ChunkScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// The socket-layer capture's own scratch (it never runs inside the syscall path's programs,
+/// but keeping them apart costs only memory).
+#[map]
+static SOCKET_SCRATCH: PerCpuArray<ChunkScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// Netlink sends/receives in flight at the socket layer, keyed by pid_tgid.
+#[map]
+static NETLINK_SOCKET_CALLS: HashMap<u64, NetlinkSocketCall> = HashMap::with_max_entries(4096, 0);
 
 /// Where the chunking of one netlink call stands, carried across tail calls (per CPU: a tail
 /// call runs on the CPU that started it).

@@ -32,8 +32,9 @@ static CONFIRM_WITH_SOCK_TP: Global<u32> = Global::new(1);
 const AF_NETLINK: u64 = 16;
 const MSG_PEEK: u64 = 2;
 
+/// Whether netlink `protocol` is among those selected by userspace.
 #[inline(always)]
-fn protocol_selected(protocol: u32) -> bool {
+pub fn protocol_selected(protocol: u32) -> bool {
     protocol < 64 && NETLINK_PROTOCOLS.load() & (1u64 << protocol) != 0
 }
 

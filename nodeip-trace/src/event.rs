@@ -74,6 +74,10 @@ pub struct RecordingHeader {
     /// `trace --hooks` as asked (`auto`, `fentry`, `kprobe`, `tracepoint`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hook_preference: String,
+    /// How netlink traffic was captured: `socket layer (fentry)`, `socket layer (kprobe)`, or
+    /// `syscall tracepoints…` with the reason.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub netlink_capture: String,
     /// The mode each kernel handler got (`fentry`, `kprobe`, `off`), by function.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub handler_hooks: std::collections::BTreeMap<String, String>,

@@ -13,6 +13,9 @@
 //! - **our synthetic family announcements**: the nlctrl `CTRL_CMD_NEWFAMILY` frames our pcap
 //!   starts with (so Wireshark can name generic-netlink families); nlmon has no such frames.
 //!
+//! The comparison runs once per capture path the kernel has: the syscall tracepoints
+//! (`--hooks tracepoint`), and the socket layer with fentry and with kprobes.
+//!
 //! Where the kernel has no nlmon (this dev VM), the test says so and returns;
 //! `cargo xtask vm-test` runs it on Debian's 6.1 kernel. With `NODEIP_VM_ARTIFACTS` set (the VM
 //! lane sets it), both captures are kept there and come back to the host.
@@ -115,13 +118,8 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
     ns.veth_to("eth0", &peer, "eth0");
     ns.ip(&["link", "set", "nlmon0", "up"]);
     ns.ip(&["addr", "add", "192.0.2.10/24", "dev", "eth0"]);
-    let scratch = ScratchDir::new("nlmonref");
-    let ours = scratch.file("ours.pcap");
-    let reference = scratch.file("nlmon.pcap");
-    let exec = ["ip", "netns", "exec", ns.name.as_str()];
-
-    // A listener we do not trace, subscribed before the capture starts (its own start-up
-    // dumps stay out of it).
+    // A listener we do not trace, subscribed before the captures start (its own start-up
+    // dumps stay out of them).
     let _monitor = Helper(
         Command::new("ip")
             .args(["-n", &ns.name, "monitor", "address"])
@@ -130,6 +128,34 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
             .expect("starting ip monitor"),
     );
     std::thread::sleep(std::time::Duration::from_millis(500));
+    // Every capture path this kernel has: syscall tracepoints, and the socket layer with
+    // fentry and with kprobes where present.
+    let doctor: serde_json::Value = serde_json::from_slice(
+        &Command::new(tool())
+            .args(["doctor", "--format", "json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let mut modes = vec!["tracepoint"];
+    for (mode, key) in [("fentry", "fentry"), ("kprobe", "kprobes")] {
+        if doctor[key] == true {
+            modes.push(mode);
+        }
+    }
+    for (n, mode) in modes.into_iter().enumerate() {
+        compare_with_nlmon(&ns, mode, n as u8);
+    }
+}
+
+/// One traced workload with `--hooks mode`, captured by us and by nlmon at once.
+fn compare_with_nlmon(ns: &Netns, mode: &str, n: u8) {
+    let scratch = ScratchDir::new(&format!("nlmonref{n}"));
+    let ours = scratch.file("ours.pcap");
+    let reference = scratch.file("nlmon.pcap");
+    let exec = ["ip", "netns", "exec", ns.name.as_str()];
+
     let mut tcpdump = Command::new(exec[0]);
     tcpdump
         .args(&exec[1..])
@@ -142,32 +168,43 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
         .unwrap();
     assert!(line.contains("listening on nlmon0"), "tcpdump: {line}");
 
-    let mut script = String::from(
+    let mut script = format!(
         "ip route get 192.0.2.30 >/dev/null \
          && ip addr show >/dev/null \
          && ip link show dev eth0 >/dev/null \
-         && ip addr add 192.0.2.20/24 dev eth0 \
+         && ip addr add 192.0.2.2{n}/24 dev eth0 \
          && printf 'route get 192.0.2.40\\nroute get 192.0.2.41\\nroute get 127.0.0.1\\n' | ip -batch - >/dev/null",
     );
     if kernel_has_ipvs() {
-        script.push_str(
-            " && ipvsadm -A -t 192.0.2.10:30090 -s rr \
-             && ipvsadm -a -t 192.0.2.10:30090 -r 10.244.1.5:8080 -m \
-             && ipvsadm -L -n >/dev/null",
-        );
+        script.push_str(&format!(
+            " && ipvsadm -A -t 192.0.2.10:3009{n} -s rr \
+                 && ipvsadm -a -t 192.0.2.10:3009{n} -r 10.244.1.5:8080 -m \
+                 && ipvsadm -L -n >/dev/null"
+        ));
     }
     let mut command = exec.to_vec();
     command.extend(["sh", "-c", &script]);
     let out = Command::new(tool())
-        .args(["trace", "--format", "json", "--pcap", &ours, "--"])
+        .args([
+            "trace", "--hooks", mode, "--format", "json", "--pcap", &ours, "--",
+        ])
         .args(&command)
         .output()
         .expect("running nodeip-trace");
     assert!(
         out.status.success(),
-        "{}",
+        "{mode}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let header: serde_json::Value =
+        serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap_or_default())
+            .expect("the recording header");
+    let capture = header["netlink_capture"].as_str().unwrap_or_default();
+    if mode == "tracepoint" {
+        assert!(capture.starts_with("syscall tracepoints"), "{header}");
+    } else {
+        assert_eq!(capture, format!("socket layer ({mode})"), "{header}");
+    }
     // Let tcpdump write the last frames (-U: per packet), then stop it.
     std::thread::sleep(std::time::Duration::from_millis(500));
     unsafe { libc::kill(tcpdump.0.id() as i32, libc::SIGINT) };
@@ -175,8 +212,12 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
 
     if let Some(dir) = std::env::var_os("NODEIP_VM_ARTIFACTS") {
         std::fs::create_dir_all(&dir).unwrap();
-        for (path, name) in [(&ours, "ours.pcap"), (&reference, "nlmon.pcap")] {
-            std::fs::copy(path, std::path::Path::new(&dir).join(name)).unwrap();
+        for (path, name) in [(&ours, "ours"), (&reference, "nlmon")] {
+            std::fs::copy(
+                path,
+                std::path::Path::new(&dir).join(format!("{name}-{mode}.pcap")),
+            )
+            .unwrap();
         }
     }
     let ours = frames(&ours);
@@ -214,7 +255,7 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
         }
         let why = nlmon_only(*protocol, bytes).unwrap_or_else(|| {
             panic!(
-                "nlmon frame {i} is neither our frame {next} nor of a named class\nours ({}):\n{}\nnlmon ({}):\n{}",
+                "{mode}: nlmon frame {i} is neither our frame {next} nor of a named class\nours ({}):\n{}\nnlmon ({}):\n{}",
                 ours.len(),
                 show(&ours),
                 reference.len(),
@@ -226,20 +267,20 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
     assert_eq!(
         next,
         ours.len(),
-        "our frames from {next} on are not in nlmon's capture\nours:\n{}\nnlmon:\n{}",
+        "{mode}: our frames from {next} on are not in nlmon's capture\nours:\n{}\nnlmon:\n{}",
         show(&ours),
         show(&reference)
     );
     // The workload's own address (IPv6 DAD on eth0 may add link-local updates).
-    let added = [192u8, 0, 2, 20];
+    let added = [192u8, 0, 2, 20 + n];
     assert!(
         reference.iter().any(|(p, b)| is_address_notification(*p, b)
             && b[16] == 2
             && b.windows(4).any(|w| w == added)),
-        "nlmon sees the RTM_NEWADDR of 192.0.2.20 sent to the untraced listener"
+        "{mode}: nlmon sees the RTM_NEWADDR of 192.0.2.2{n} sent to the untraced listener"
     );
     println!(
-        "{} frames equal byte for byte and in order; nlmon only: {only_nlmon:?}; ours only: {} synthetic family frame(s)",
+        "{mode}: {} frames equal byte for byte and in order; nlmon only: {only_nlmon:?}; ours only: {} synthetic family frame(s)",
         ours.len(),
         synthetic.len()
     );

@@ -351,6 +351,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             host: host_name(),
             hooks: hooks.clone(),
             hook_preference: config.hooks.name().into(),
+            netlink_capture: tracer.netlink_capture.clone(),
             handler_hooks: tracer.handler_modes.clone(),
             filters: opts.filter_description.clone(),
             clock_offset_ns: (clock.wall_ns(0)) as i64,
@@ -372,8 +373,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         *handler_summary.entry(mode).or_default() += 1;
     }
     eprintln!(
-        "nodeip-trace: {attached} hooks attached in {} ms (kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
+        "nodeip-trace: {attached} hooks attached in {} ms (netlink capture: {}; kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
         started.elapsed().as_millis(),
+        tracer.netlink_capture,
         config.hooks.name(),
         if handler_summary.is_empty() {
             "none".to_string()

@@ -131,6 +131,27 @@ pub const KERNEL_FUNCTIONS: [(&str, &str); nodeip_trace_common::handler_function
     ),
 ];
 
+/// Kernel functions of the socket-layer netlink capture (all four are needed), as (function,
+/// purpose).
+pub const CAPTURE_FUNCTIONS: [(&str, &str); 4] = [
+    (
+        "netlink_sendmsg",
+        "netlink capture at the socket layer: sends",
+    ),
+    (
+        "netlink_recvmsg",
+        "netlink capture at the socket layer: receives",
+    ),
+    (
+        "netlink_unicast",
+        "netlink capture at the socket layer: the datagram sent",
+    ),
+    (
+        "skb_recv_datagram",
+        "netlink capture at the socket layer: the datagram received",
+    ),
+];
+
 /// Which hooks `trace --hooks` asks for the kernel handlers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -227,6 +248,11 @@ pub struct KernelFeatures {
     pub functions: Vec<KernelFunction>,
     /// The hook `trace --hooks auto` chooses per kernel handler.
     pub handler_plan: Vec<HandlerPlan>,
+    /// The socket-layer capture functions and where they are.
+    pub capture_functions: Vec<KernelFunction>,
+    /// How `trace --hooks auto` captures netlink traffic: `fentry`/`kprobe` at the socket layer,
+    /// or `None` for the syscall tracepoints.
+    pub capture_plan: HandlerPlan,
     /// `/proc/kallsyms` could be read.
     pub kallsyms_readable: bool,
 }
@@ -325,6 +351,57 @@ fn mode_unavailable(
         }
     }
     None
+}
+
+/// The netlink capture under `preference`: at the socket layer with the first mode that can
+/// probe all of [`CAPTURE_FUNCTIONS`], else at the syscall tracepoints (`mode: None`).
+fn plan_capture(
+    functions: &[KernelFunction],
+    preference: HookPreference,
+    fentry: bool,
+    fentry_reason: &str,
+    kprobes: bool,
+    no_kallsyms: bool,
+) -> HandlerPlan {
+    let modes: &[&str] = match preference {
+        HookPreference::Auto => &["fentry", "kprobe"],
+        HookPreference::Fentry => &["fentry"],
+        HookPreference::Kprobe => &["kprobe"],
+        HookPreference::Tracepoint => &[],
+    };
+    let mut refusals = Vec::new();
+    for mode in modes {
+        let why: Vec<String> = functions
+            .iter()
+            .filter_map(|f| mode_unavailable(mode, f, fentry, fentry_reason, kprobes, no_kallsyms))
+            .collect();
+        if why.is_empty() {
+            return HandlerPlan {
+                function: "netlink capture".into(),
+                mode: Some(mode.to_string()),
+                reason: format!(
+                    "socket layer with {mode}: only netlink sockets pay{}",
+                    if refusals.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", refusals.join("; "))
+                    }
+                ),
+            };
+        }
+        let mut why = why;
+        why.dedup();
+        refusals.push(format!("{mode}: {}", why.join(", ")));
+    }
+    HandlerPlan {
+        function: "netlink capture".into(),
+        mode: None,
+        reason: if modes.is_empty() {
+            "syscall tracepoints (--hooks tracepoint)".into()
+        } else {
+            format!("syscall tracepoints, because {}", refusals.join("; "))
+        },
+    }
 }
 
 /// The hook per kernel handler under `preference`: fentry before kprobe for `auto`.
@@ -479,6 +556,37 @@ impl KernelFeatures {
                 });
             }
         }
+        let capture_functions: Vec<KernelFunction> = CAPTURE_FUNCTIONS
+            .iter()
+            .map(|(name, _)| kallsyms_lookup(&kallsyms, name))
+            .collect();
+        for (function, (_, purpose)) in capture_functions.iter().zip(CAPTURE_FUNCTIONS) {
+            for mode in ["fentry", "kprobe"] {
+                let why_not = mode_unavailable(
+                    mode,
+                    function,
+                    fentry,
+                    &fentry_reason,
+                    kprobes,
+                    kallsyms.is_empty(),
+                );
+                hooks.push(HookAvailability {
+                    mode: mode.into(),
+                    target: function.name.clone(),
+                    purpose: purpose.into(),
+                    available: why_not.is_none(),
+                    reason: why_not.unwrap_or_default(),
+                });
+            }
+        }
+        let capture_plan = plan_capture(
+            &capture_functions,
+            HookPreference::Auto,
+            fentry,
+            &fentry_reason,
+            kprobes,
+            kallsyms.is_empty(),
+        );
         let handler_plan = plan_handlers(
             &functions,
             HookPreference::Auto,
@@ -502,6 +610,8 @@ impl KernelFeatures {
             hooks,
             handler_plan,
             functions,
+            capture_functions,
+            capture_plan,
             kallsyms_readable: !kallsyms.is_empty(),
         }
     }
@@ -519,6 +629,18 @@ impl KernelFeatures {
             ),
             _ => None,
         }
+    }
+
+    /// How netlink traffic is captured under `preference`.
+    pub fn capture(&self, preference: HookPreference) -> HandlerPlan {
+        plan_capture(
+            &self.capture_functions,
+            preference,
+            self.fentry,
+            &self.fentry_reason,
+            self.kprobes,
+            !self.kallsyms_readable,
+        )
     }
 
     /// The hook per kernel handler for `preference`.
@@ -604,6 +726,10 @@ impl KernelFeatures {
                 }
             ));
         }
+        s.push_str(&format!(
+            "netlink capture (trace --hooks auto): {}\n",
+            self.capture_plan.reason
+        ));
         s.push_str("kernel handler probes (trace --hooks auto)\n");
         for p in &self.handler_plan {
             s.push_str(&format!(
@@ -699,6 +825,32 @@ mod tests {
             "{}",
             plan[0].reason
         );
+    }
+
+    #[test]
+    fn capture_needs_every_function_in_one_mode() {
+        let k = "1 t netlink_sendmsg\n2 t netlink_recvmsg\n3 T netlink_unicast\n4 T skb_recv_datagram\n";
+        let all: Vec<KernelFunction> = CAPTURE_FUNCTIONS
+            .iter()
+            .map(|(f, _)| kallsyms_lookup(k, f))
+            .collect();
+        let plan = plan_capture(&all, HookPreference::Auto, true, "", true, false);
+        assert_eq!(plan.mode.as_deref(), Some("fentry"));
+        let plan = plan_capture(&all, HookPreference::Auto, false, "EPERM", true, false);
+        assert_eq!(plan.mode.as_deref(), Some("kprobe"));
+        assert!(plan.reason.contains("fentry: EPERM"), "{}", plan.reason);
+        let plan = plan_capture(&all[..3], HookPreference::Auto, true, "", true, false);
+        assert_eq!(plan.mode.as_deref(), Some("fentry"));
+        let missing = kallsyms_lookup("", "netlink_unicast");
+        let plan = plan_capture(&[missing], HookPreference::Auto, true, "", true, false);
+        assert_eq!(plan.mode, None);
+        assert!(
+            plan.reason.starts_with("syscall tracepoints, because"),
+            "{}",
+            plan.reason
+        );
+        let plan = plan_capture(&all, HookPreference::Tracepoint, true, "", true, false);
+        assert_eq!(plan.mode, None);
     }
 
     #[test]

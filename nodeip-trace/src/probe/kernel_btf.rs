@@ -8,7 +8,7 @@
 //! (kind_flag) honoured.
 use std::collections::HashMap;
 
-use nodeip_trace_common::handler_offset;
+use nodeip_trace_common::{handler_offset, socket_offset};
 
 /// `BTF_KIND_*` numbers used here.
 const KIND_INT: u32 = 1;
@@ -160,6 +160,18 @@ impl KernelTypes {
         ])
     }
 
+    /// Offsets the socket-layer netlink capture follows, indexed by
+    /// `nodeip_trace_common::socket_offset::*`; `None` unless all are found (`sk_protocol` must be
+    /// a whole `u16`, as since Linux 5.6).
+    pub fn socket_offsets(&self) -> Option<[u32; socket_offset::COUNT]> {
+        let mut offsets = [0; socket_offset::COUNT];
+        offsets[socket_offset::SOCKET_SK] = self.member_offset("socket", "sk")?;
+        offsets[socket_offset::SOCK_PROTOCOL] = self.member_offset("sock", "sk_protocol")?;
+        offsets[socket_offset::SKB_DATA] = self.member_offset("sk_buff", "data")?;
+        offsets[socket_offset::SKB_LEN] = self.member_offset("sk_buff", "len")?;
+        Some(offsets)
+    }
+
     /// Offsets the kernel handler probes follow, indexed by
     /// `nodeip_trace_common::handler_offset::*`, and a bit mask of those found.
     pub fn handler_offsets(&self) -> ([u32; handler_offset::COUNT], u32) {
@@ -274,5 +286,6 @@ mod tests {
         let (handler, known) = types.handler_offsets();
         assert_eq!(known, (1 << handler_offset::COUNT) - 1, "{handler:?}");
         assert!(handler[handler_offset::SOCK_NET] > 0);
+        assert!(types.socket_offsets().is_some());
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
-use aya::programs::{FEntry, FExit, KProbe, TracePoint, UProbe};
+use aya::programs::{Program, TracePoint, UProbe};
 use aya::Btf;
 use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
@@ -91,6 +91,9 @@ pub struct LiveTracer {
     pub hooks: Vec<AttachedHook>,
     /// The mode each kernel handler ended up with (`fentry`, `kprobe`, or `off`), by function.
     pub handler_modes: std::collections::BTreeMap<String, String>,
+    /// How netlink traffic is captured: `socket layer (fentry)`, `socket layer (kprobe)`, or
+    /// why the syscall tracepoints do it.
+    pub netlink_capture: String,
 }
 
 fn raise_memlock() {
@@ -168,6 +171,7 @@ impl LiveTracer {
             .as_ref()
             .and_then(|types| types.netns_offsets())
             .unwrap_or_default();
+        let socket_offsets = types.as_ref().and_then(|types| types.socket_offsets());
         let (handler_offsets, handler_known) = types
             .as_ref()
             .map(|types| types.handler_offsets())
@@ -184,6 +188,7 @@ impl LiveTracer {
             .override_global("NETNS_OFFSETS", &netns_offsets, true)
             .override_global("HANDLER_OFFSETS", &handler_offsets, true)
             .override_global("HANDLER_OFFSETS_KNOWN", &handler_known, true)
+            .override_global("SOCKET_OFFSETS", &socket_offsets.unwrap_or_default(), true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;
@@ -191,11 +196,12 @@ impl LiveTracer {
             ebpf,
             hooks: Vec::new(),
             handler_modes: Default::default(),
+            netlink_capture: String::new(),
         };
         for pid in &config.pids {
             tracer.add_traced_pid(*pid)?;
         }
-        tracer.attach_all(config, features, libcs)?;
+        tracer.attach_all(config, features, libcs, socket_offsets.is_some())?;
         if !tracer.hooks.iter().any(|h| h.status.is_ok()) {
             return Err(ProbeError::NothingAttached);
         }
@@ -207,8 +213,27 @@ impl LiveTracer {
         config: &TraceConfig,
         features: &KernelFeatures,
         libcs: &[LibcTarget],
+        socket_offsets_known: bool,
     ) -> Result<(), ProbeError> {
-        if config.netlink {
+        // fentry/fexit need the kernel's BTF, parsed once (only when a plan uses fentry).
+        let wants_fentry = config.netlink
+            && (features.capture(config.hooks).mode.as_deref() == Some("fentry")
+                || features
+                    .plan(config.hooks)
+                    .iter()
+                    .any(|p| p.mode.as_deref() == Some("fentry")));
+        let btf = if wants_fentry {
+            Btf::from_sys_fs().ok()
+        } else {
+            None
+        };
+        let socket_layer = if config.netlink {
+            self.attach_capture(features, config.hooks, socket_offsets_known, btf.as_ref())
+                .is_some()
+        } else {
+            false
+        };
+        if config.netlink && !socket_layer {
             let status = self.install_chunk_program().map_err(|e| e.to_string());
             self.hooks.push(AttachedHook {
                 program: "netlink_chunk".into(),
@@ -221,7 +246,7 @@ impl LiveTracer {
             ("process_fork", "sched", "sched_process_fork"),
             ("process_exec", "sched", "sched_process_exec"),
         ];
-        if config.netlink {
+        if config.netlink && !socket_layer {
             tps.extend([
                 ("socket_enter", "syscalls", "sys_enter_socket"),
                 ("socket_exit", "syscalls", "sys_exit_socket"),
@@ -235,8 +260,10 @@ impl LiveTracer {
                 ("netlink_io_exit", "syscalls", "sys_exit_recvmsg"),
                 ("sock_send_length", "sock", "sock_send_length"),
                 ("sock_recv_length", "sock", "sock_recv_length"),
-                ("netlink_extack", "netlink", "netlink_extack"),
             ]);
+        }
+        if config.netlink {
+            tps.push(("netlink_extack", "netlink", "netlink_extack"));
         }
         if config.route_lookups {
             tps.extend([
@@ -272,7 +299,12 @@ impl LiveTracer {
             });
         }
         if config.netlink {
-            self.attach_handlers(&features.plan(config.hooks), config.hooks, features);
+            self.attach_handlers(
+                &features.plan(config.hooks),
+                config.hooks,
+                features,
+                btf.as_ref(),
+            );
         }
         if config.getaddrinfo {
             for libc in libcs {
@@ -302,8 +334,8 @@ impl LiveTracer {
         plan: &[HandlerPlan],
         preference: HookPreference,
         features: &KernelFeatures,
+        btf: Option<&Btf>,
     ) {
-        let mut btf: Option<Result<Btf, String>> = None;
         for step in plan {
             let function = step.function.as_str();
             let Some(mode) = step.mode.as_deref() else {
@@ -316,17 +348,7 @@ impl LiveTracer {
                 });
                 continue;
             };
-            let mut result = if mode == "fentry" {
-                let btf = btf.get_or_insert_with(|| {
-                    Btf::from_sys_fs().map_err(|e| format!("reading the kernel's BTF: {e}"))
-                });
-                match btf {
-                    Ok(btf) => self.attach_fentry_pair(function, btf),
-                    Err(e) => Err(e.clone()),
-                }
-            } else {
-                self.attach_kprobe_pair(function)
-            };
+            let mut result = self.attach_handler_pair(function, mode, btf);
             let mut chosen = mode;
             if result.is_err()
                 && mode == "fentry"
@@ -337,15 +359,11 @@ impl LiveTracer {
             {
                 let fentry_error = result.clone().unwrap_err();
                 result = self
-                    .attach_kprobe_pair(function)
+                    .attach_handler_pair(function, "kprobe", btf)
                     .map_err(|e| format!("fentry: {fentry_error}; kprobe: {e}"));
                 chosen = "kprobe";
             }
-            let (entry, exit) = if chosen == "fentry" {
-                ("fentry", "fexit")
-            } else {
-                ("kprobe", "kretprobe")
-            };
+            let (entry, exit) = Self::mode_suffixes(chosen);
             self.handler_modes.insert(
                 function.into(),
                 if result.is_ok() { chosen } else { "off" }.into(),
@@ -361,43 +379,158 @@ impl LiveTracer {
         }
     }
 
-    /// Loads and attaches `{function}_fexit` then `{function}_fentry` (the return first, so no
-    /// entry is kept without a return to send it).
-    fn attach_fentry_pair(&mut self, function: &str, btf: &Btf) -> Result<(), String> {
-        let exit = format!("{function}_fexit");
-        let prog: &mut FExit =
-            Self::program(&mut self.ebpf, &exit, function).map_err(|e| e.to_string())?;
-        prog.load(function, btf).map_err(|e| e.to_string())?;
-        let exit_link = prog.attach().map_err(|e| e.to_string())?;
-        let entry = format!("{function}_fentry");
-        let attached = Self::program::<FEntry>(&mut self.ebpf, &entry, function)
-            .map_err(|e| e.to_string())
-            .and_then(|prog| {
-                prog.load(function, btf).map_err(|e| e.to_string())?;
-                prog.attach().map_err(|e| e.to_string())
-            });
-        if let Err(e) = attached {
-            // Leave nothing half attached: a fallback may probe the function another way.
-            if let Ok(prog) = Self::program::<FExit>(&mut self.ebpf, &exit, function) {
-                let _ = prog.detach(exit_link);
+    /// Captures netlink at the socket layer when the plan (and the kernel's BTF) allow it, falling
+    /// back from fentry to kprobe under `auto`; returns the mode used, or `None` (then the syscall
+    /// tracepoints capture). Records the outcome in `hooks` and `netlink_capture`.
+    fn attach_capture(
+        &mut self,
+        features: &KernelFeatures,
+        preference: HookPreference,
+        socket_offsets_known: bool,
+        btf: Option<&Btf>,
+    ) -> Option<&'static str> {
+        let plan = features.capture(preference);
+        let mut tried = Vec::new();
+        let mut modes: Vec<&'static str> = match plan.mode.as_deref() {
+            Some("fentry") => vec!["fentry"],
+            Some("kprobe") => vec!["kprobe"],
+            _ => Vec::new(),
+        };
+        if modes == ["fentry"]
+            && preference == HookPreference::Auto
+            && features
+                .preference_unavailable(HookPreference::Kprobe)
+                .is_none()
+        {
+            modes.push("kprobe");
+        }
+        if !socket_offsets_known && !modes.is_empty() {
+            tried.push("the kernel's BTF lacks socket/sk_buff offsets".to_string());
+            modes.clear();
+        }
+        for mode in modes {
+            match self.attach_socket_capture(mode, btf) {
+                Ok(()) => {
+                    self.netlink_capture = format!("socket layer ({mode})");
+                    self.hooks.push(AttachedHook {
+                        program: "netlink_socket_capture".into(),
+                        mode: mode.into(),
+                        target:
+                            "netlink_sendmsg, netlink_recvmsg, netlink_unicast, skb_recv_datagram"
+                                .into(),
+                        status: Ok(()),
+                    });
+                    return Some(mode);
+                }
+                Err(e) => tried.push(format!("{mode}: {e}")),
             }
-            return Err(e);
+        }
+        self.netlink_capture = if tried.is_empty() {
+            plan.reason
+        } else {
+            format!("syscall tracepoints, because {}", tried.join("; "))
+        };
+        None
+    }
+
+    /// Loads and attaches one fentry/fexit/kprobe/kretprobe program to kernel `function`.
+    fn attach_kernel_program(
+        &mut self,
+        program: &str,
+        function: &str,
+        btf: Option<&Btf>,
+    ) -> Result<(), String> {
+        let prog = self
+            .ebpf
+            .program_mut(program)
+            .ok_or_else(|| ProbeError::MissingProgram(program.into()).to_string())?;
+        let need_btf = || btf.ok_or_else(|| "no kernel BTF for fentry/fexit".to_string());
+        let text = |e: aya::programs::ProgramError| e.to_string();
+        match prog {
+            Program::FEntry(p) => {
+                p.load(function, need_btf()?).map_err(text)?;
+                p.attach().map_err(text)?;
+            }
+            Program::FExit(p) => {
+                p.load(function, need_btf()?).map_err(text)?;
+                p.attach().map_err(text)?;
+            }
+            Program::KProbe(p) => {
+                if p.fd().is_err() {
+                    p.load().map_err(text)?;
+                }
+                p.attach(function, 0).map_err(text)?;
+            }
+            _ => return Err(format!("{program} is not a kernel function probe")),
         }
         Ok(())
     }
 
-    /// Loads and attaches `{function}_kretprobe` then `{function}_kprobe`.
-    fn attach_kprobe_pair(&mut self, function: &str) -> Result<(), String> {
-        for suffix in ["kretprobe", "kprobe"] {
-            let name = format!("{function}_{suffix}");
-            let prog: &mut KProbe =
-                Self::program(&mut self.ebpf, &name, function).map_err(|e| e.to_string())?;
-            if prog.fd().is_err() {
-                prog.load().map_err(|e| e.to_string())?;
+    /// Unloads `program` (detaching its links), so a fallback can probe its function anew.
+    fn unload_program(&mut self, program: &str) {
+        let _ = match self.ebpf.program_mut(program) {
+            Some(Program::FEntry(p)) => p.unload(),
+            Some(Program::FExit(p)) => p.unload(),
+            Some(Program::KProbe(p)) => p.unload(),
+            _ => Ok(()),
+        };
+    }
+
+    /// Attaches `(program, function)` in order — returns first, entries last, so nothing is
+    /// remembered that no return clears — or none of them: on a failure the ones attached are
+    /// unloaded again.
+    fn attach_set(&mut self, steps: &[(String, &str)], btf: Option<&Btf>) -> Result<(), String> {
+        for (i, (program, function)) in steps.iter().enumerate() {
+            if let Err(e) = self.attach_kernel_program(program, function, btf) {
+                for (done, _) in &steps[..i] {
+                    self.unload_program(done);
+                }
+                return Err(format!("{program}: {e}"));
             }
-            prog.attach(function, 0).map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// The entry/return program names of a mode.
+    fn mode_suffixes(mode: &str) -> (&'static str, &'static str) {
+        if mode == "fentry" {
+            ("fentry", "fexit")
+        } else {
+            ("kprobe", "kretprobe")
+        }
+    }
+
+    /// Attaches a kernel handler's return and entry programs in `mode`.
+    fn attach_handler_pair(
+        &mut self,
+        function: &str,
+        mode: &str,
+        btf: Option<&Btf>,
+    ) -> Result<(), String> {
+        let (entry, exit) = Self::mode_suffixes(mode);
+        self.attach_set(
+            &[
+                (format!("{function}_{exit}"), function),
+                (format!("{function}_{entry}"), function),
+            ],
+            btf,
+        )
+    }
+
+    /// Attaches the socket-layer netlink capture in `mode` (all six programs, or none).
+    fn attach_socket_capture(&mut self, mode: &str, btf: Option<&Btf>) -> Result<(), String> {
+        let (entry, exit) = Self::mode_suffixes(mode);
+        self.attach_set(
+            &[
+                (format!("netlink_sendmsg_{exit}"), "netlink_sendmsg"),
+                (format!("netlink_recvmsg_{exit}"), "netlink_recvmsg"),
+                (format!("skb_recv_datagram_{exit}"), "skb_recv_datagram"),
+                (format!("netlink_unicast_{entry}"), "netlink_unicast"),
+                (format!("netlink_recvmsg_{entry}"), "netlink_recvmsg"),
+                (format!("netlink_sendmsg_{entry}"), "netlink_sendmsg"),
+            ],
+            btf,
+        )
     }
 
     /// The program `name` as type `T`, with errors naming `target`.

@@ -1,0 +1,270 @@
+//! Netlink traffic at the socket layer, where the kernel offers fentry or kprobes: only netlink
+//! sockets pay, unlike the syscall tracepoints that every `sendmsg`/`recvmsg` passes.
+//!
+//! `netlink_sendmsg` entry remembers the thread's socket; the datagram it builds is copied at
+//! `netlink_unicast` (only when it leaves from that socket: the kernel's own replies, sent from
+//! inside the same call, are not requests). `netlink_recvmsg` entry remembers the thread (a
+//! `MSG_PEEK` is skipped and counted); the datagram it takes is copied when
+//! `skb_recv_datagram` returns it. Each datagram becomes chunk records like the syscall path's
+//! (flagged `SOCKET_LAYER`), so userspace reassembles both the same way.
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
+    macros::{fentry, fexit, kprobe, kretprobe},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+    Global,
+};
+use nodeip_trace_common::{
+    chunk_flags, counter, socket_offset, syscall, NetlinkChunkHeader, NetlinkSocketCall,
+    KIND_NETLINK_CHUNK, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN, SOCKET_MAX_CHUNKS,
+};
+
+use crate::{
+    count, filter::traced, header, netlink::protocol_selected, EVENTS, NETLINK_SOCKET_CALLS,
+    SOCKET_SCRATCH,
+};
+
+/// Member offsets indexed by `socket_offset::*` (from the kernel's BTF; userspace attaches these
+/// programs only when it found all of them).
+#[unsafe(no_mangle)]
+static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> = Global::new([0; socket_offset::COUNT]);
+
+const MSG_PEEK: u64 = 2;
+
+#[inline(always)]
+fn offset(index: usize) -> usize {
+    SOCKET_OFFSETS.load().get(index).copied().unwrap_or(0) as usize
+}
+
+/// `netlink_sendmsg`/`netlink_recvmsg` entry: remember a traced thread's call on a selected
+/// protocol.
+#[inline(always)]
+fn call_enter(sock: u64, direction: u32, flags: u64) {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if sock == 0 || !traced(pid_tgid) {
+        return;
+    }
+    let Ok(sk) = (unsafe {
+        bpf_probe_read_kernel((sock as usize + offset(socket_offset::SOCKET_SK)) as *const u64)
+    }) else {
+        return;
+    };
+    let protocol: u16 = unsafe {
+        bpf_probe_read_kernel((sk as usize + offset(socket_offset::SOCK_PROTOCOL)) as *const u16)
+    }
+    .unwrap_or(u16::MAX);
+    if !protocol_selected(protocol as u32) {
+        count(counter::NETLINK_FAMILY_FILTERED, 1);
+        return;
+    }
+    if direction == syscall::RECVMSG && flags & MSG_PEEK != 0 {
+        count(counter::NETLINK_PEEK_SKIPPED, 1);
+        return;
+    }
+    let call = NetlinkSocketCall {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        sk,
+        protocol: protocol as u32,
+        direction,
+    };
+    if NETLINK_SOCKET_CALLS.insert(pid_tgid, call, 0).is_err() {
+        count(counter::NETLINK_INFLIGHT_FULL, 1);
+    }
+}
+
+/// `netlink_unicast(ssk, skb, …)`: a datagram leaving the remembered socket is the request.
+#[inline(always)]
+fn unicast(ssk: u64, skb: u64) {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let Some(call) = (unsafe { NETLINK_SOCKET_CALLS.get(pid_tgid) }).copied() else {
+        return;
+    };
+    if call.direction != syscall::SENDMSG || call.sk != ssk {
+        return;
+    }
+    let _ = NETLINK_SOCKET_CALLS.remove(pid_tgid);
+    copy_datagram(pid_tgid, &call, skb);
+}
+
+/// `skb_recv_datagram` returned `skb` inside a remembered `netlink_recvmsg`.
+#[inline(always)]
+fn received(skb: u64) {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let Some(call) = (unsafe { NETLINK_SOCKET_CALLS.get(pid_tgid) }).copied() else {
+        return;
+    };
+    if call.direction != syscall::RECVMSG {
+        return;
+    }
+    let _ = NETLINK_SOCKET_CALLS.remove(pid_tgid);
+    if skb != 0 {
+        copy_datagram(pid_tgid, &call, skb);
+    }
+}
+
+/// `netlink_sendmsg`/`netlink_recvmsg` return: forget the call (nothing was sent or taken).
+#[inline(always)]
+fn call_exit() {
+    let _ = NETLINK_SOCKET_CALLS.remove(aya_ebpf::helpers::bpf_get_current_pid_tgid());
+}
+
+/// Copies `skb->data[..skb->len]` out as chunk records and a closing record.
+#[inline(always)]
+fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
+    let (Ok(data), Ok(len)) = (unsafe {
+        (
+            bpf_probe_read_kernel((skb as usize + offset(socket_offset::SKB_DATA)) as *const u64),
+            bpf_probe_read_kernel((skb as usize + offset(socket_offset::SKB_LEN)) as *const u32),
+        )
+    }) else {
+        return;
+    };
+    let Some(scratch) = SOCKET_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    let scratch = unsafe { &mut (*scratch).bytes };
+    let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
+    unsafe {
+        (*hdr).header = header(KIND_NETLINK_CHUNK, pid_tgid);
+        (*hdr).call_start_ns = call.start_ns;
+        (*hdr).fd = -1;
+        (*hdr).protocol = call.protocol;
+        (*hdr).syscall = call.direction;
+        (*hdr).ret = len as i32;
+        (*hdr).total_len = 0;
+    }
+    let total = len as usize;
+    let mut offset = 0usize;
+    let mut captured = 0usize;
+    for _ in 0..SOCKET_MAX_CHUNKS {
+        if offset >= total {
+            break;
+        }
+        let left = total - offset;
+        let n = if left > NETLINK_CHUNK_LEN {
+            NETLINK_CHUNK_LEN
+        } else {
+            left
+        };
+        // Keep n in 1..=NETLINK_CHUNK_LEN in a form the verifier can follow.
+        let n = ((n - 1) & (NETLINK_CHUNK_LEN - 1)) + 1;
+        let payload =
+            &mut scratch[NETLINK_CHUNK_HEADER_LEN..NETLINK_CHUNK_HEADER_LEN + NETLINK_CHUNK_LEN];
+        let ok = unsafe {
+            bpf_probe_read_kernel_buf((data as usize + offset) as *const u8, &mut payload[..n])
+                .is_ok()
+        };
+        let out_len = if ok { n } else { 0 };
+        unsafe {
+            (*hdr).offset = offset as u32;
+            (*hdr).len = out_len as u32;
+            (*hdr).flags =
+                chunk_flags::SOCKET_LAYER | if ok { 0 } else { chunk_flags::READ_FAILED };
+        }
+        if EVENTS
+            .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
+            .is_err()
+        {
+            count(counter::NETLINK_RINGBUF_FULL, 1);
+        } else if ok {
+            captured += n;
+        }
+        offset += n;
+    }
+    let cut = captured < total;
+    unsafe {
+        (*hdr).offset = offset as u32;
+        (*hdr).len = 0;
+        (*hdr).total_len = total as u32;
+        (*hdr).flags =
+            chunk_flags::SOCKET_LAYER | chunk_flags::LAST | if cut { chunk_flags::CUT } else { 0 };
+    }
+    if cut {
+        count(counter::NETLINK_BYTES_CUT, (total - captured) as u64);
+    }
+    if EVENTS
+        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
+        .is_err()
+    {
+        count(counter::NETLINK_RINGBUF_FULL, 1);
+    }
+}
+
+/// `netlink_sendmsg(sock, msg, len)` entry (fentry).
+#[fentry]
+pub fn netlink_sendmsg_fentry(ctx: FEntryContext) -> u32 {
+    call_enter(ctx.arg(0), syscall::SENDMSG, 0);
+    0
+}
+/// `netlink_sendmsg` return (fexit).
+#[fexit]
+pub fn netlink_sendmsg_fexit(_ctx: FExitContext) -> u32 {
+    call_exit();
+    0
+}
+/// `netlink_recvmsg(sock, msg, len, flags)` entry (fentry).
+#[fentry]
+pub fn netlink_recvmsg_fentry(ctx: FEntryContext) -> u32 {
+    call_enter(ctx.arg(0), syscall::RECVMSG, ctx.arg(3));
+    0
+}
+/// `netlink_recvmsg` return (fexit).
+#[fexit]
+pub fn netlink_recvmsg_fexit(_ctx: FExitContext) -> u32 {
+    call_exit();
+    0
+}
+/// `netlink_unicast(ssk, skb, portid, nonblock)` entry (fentry).
+#[fentry]
+pub fn netlink_unicast_fentry(ctx: FEntryContext) -> u32 {
+    unicast(ctx.arg(0), ctx.arg(1));
+    0
+}
+/// `skb_recv_datagram` return (fexit): the datagram taken.
+#[fexit]
+pub fn skb_recv_datagram_fexit(ctx: FExitContext) -> u32 {
+    if let Ok(skb) = ctx.ret::<u64>() {
+        received(skb);
+    }
+    0
+}
+
+/// `netlink_sendmsg` entry (kprobe).
+#[kprobe]
+pub fn netlink_sendmsg_kprobe(ctx: ProbeContext) -> u32 {
+    call_enter(ctx.arg(0).unwrap_or(0), syscall::SENDMSG, 0);
+    0
+}
+/// `netlink_sendmsg` return (kretprobe).
+#[kretprobe]
+pub fn netlink_sendmsg_kretprobe(_ctx: RetProbeContext) -> u32 {
+    call_exit();
+    0
+}
+/// `netlink_recvmsg` entry (kprobe).
+#[kprobe]
+pub fn netlink_recvmsg_kprobe(ctx: ProbeContext) -> u32 {
+    call_enter(
+        ctx.arg(0).unwrap_or(0),
+        syscall::RECVMSG,
+        ctx.arg(3).unwrap_or(0),
+    );
+    0
+}
+/// `netlink_recvmsg` return (kretprobe).
+#[kretprobe]
+pub fn netlink_recvmsg_kretprobe(_ctx: RetProbeContext) -> u32 {
+    call_exit();
+    0
+}
+/// `netlink_unicast` entry (kprobe).
+#[kprobe]
+pub fn netlink_unicast_kprobe(ctx: ProbeContext) -> u32 {
+    unicast(ctx.arg(0).unwrap_or(0), ctx.arg(1).unwrap_or(0));
+    0
+}
+/// `skb_recv_datagram` return (kretprobe).
+#[kretprobe]
+pub fn skb_recv_datagram_kretprobe(ctx: RetProbeContext) -> u32 {
+    received(ctx.ret::<u64>());
+    0
+}
