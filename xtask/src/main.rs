@@ -22,11 +22,15 @@ struct Cli {
 enum Task {
     /// Install what building and testing need (apt packages, rust-src, bpf-linker); idempotent.
     Setup,
-    /// Bootstrap, then run every test (unit, end-to-end as root, clippy). CI runs this.
+    /// Bootstrap, then run every test (unit, end-to-end as root, clippy, fmt), then the VM lane
+    /// (`vm-test`: the end-to-end tests again on Debian's stock kernel). CI runs this.
     Test {
         /// Skip `cargo xtask setup`.
         #[arg(long)]
         no_setup: bool,
+        /// Skip the VM lane (for quick local iterations; CI runs it).
+        #[arg(long)]
+        no_vm: bool,
     },
     /// Bootstrap, build, and trace a reproduction of seed incident 000 in a scratch network
     /// namespace (kubelet's node IP reordered by glibc's getaddrinfo sort).
@@ -46,7 +50,7 @@ enum Task {
         #[arg(long, value_name = "PACKAGE")]
         kernel_package: Option<String>,
         /// Seconds before the guest counts as hung.
-        #[arg(long, default_value_t = 1500)]
+        #[arg(long, default_value_t = vm::DEFAULT_TIMEOUT_SECS)]
         timeout: u64,
         /// Run only this test binary (repeatable), e.g. `--test vm_real_ipvs`.
         #[arg(long = "test", value_name = "NAME")]
@@ -96,18 +100,27 @@ fn test() -> anyhow::Result<()> {
         "warnings",
     ]))?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
-    println!("xtask test: all passed");
+    println!("xtask test: host tests passed");
     Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::setup(),
-        Task::Test { no_setup } => {
+        Task::Test { no_setup, no_vm } => {
             if !no_setup {
                 setup::setup()?;
             }
-            test()
+            test()?;
+            if no_vm {
+                println!("xtask test: VM lane skipped (--no-vm)");
+                return Ok(());
+            }
+            vm::vm_test(vm::VmOptions {
+                kernel_package: None,
+                timeout_secs: vm::DEFAULT_TIMEOUT_SECS,
+                only: Vec::new(),
+            })
         }
         Task::Demo { no_setup } => {
             if !no_setup {

@@ -67,6 +67,9 @@ const ARTIFACTS_END: &str = "@@VM-ARTIFACTS-END";
 /// Where guest tests leave captures (`NODEIP_VM_ARTIFACTS`).
 const GUEST_ARTIFACTS: &str = "/tmp/vm-artifacts";
 
+/// Seconds before the guest counts as hung (a full run takes about 8 minutes under TCG here).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 1500;
+
 /// Options of the task.
 pub struct VmOptions {
     /// Kernel package to boot (`linux-image-…`); default: what `linux-image-cloud-amd64` depends on.

@@ -603,3 +603,61 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
         self.out.flush().map_err(|s| self.io(s))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::netlink::NetlinkDecoder;
+
+    /// RTM_GETROUTE for 10.1.2.3, as iproute2 sends it.
+    fn route_get_request() -> NetlinkMessage {
+        let mut m = Vec::new();
+        m.extend_from_slice(&36u32.to_ne_bytes());
+        m.extend_from_slice(&26u16.to_ne_bytes());
+        m.extend_from_slice(&1u16.to_ne_bytes());
+        m.extend_from_slice(&[0; 8]);
+        m.extend_from_slice(&[2, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&1u16.to_ne_bytes());
+        m.extend_from_slice(&[10, 1, 2, 3]);
+        NetlinkDecoder::new().decode(0, &m).messages.remove(0)
+    }
+
+    fn call(function: &str, result: i64, errno: Option<&str>) -> KernelHandlerCall {
+        KernelHandlerCall {
+            function: function.into(),
+            hook: "fentry".into(),
+            handler_netns: Some(4026532123),
+            result,
+            errno: errno.map(str::to_string),
+            request: Some(route_get_request()),
+            request_len: 36,
+            request_cut: false,
+            duration_ns: 194_520,
+            decode_errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn kernel_handler_lines() {
+        let summary = message_summary(&route_get_request());
+        assert_eq!(
+            render_kernel_handler(&call("inet_rtm_getroute", -101, Some("ENETUNREACH"))),
+            format!(
+                "kernel inet_rtm_getroute [fentry] netns 4026532123: {summary} → -101 (ENETUNREACH) (0.195 ms)"
+            )
+        );
+        let mut dump = call("inet_dump_ifaddr", 312, None);
+        assert!(render_kernel_handler(&dump).contains("→ 312 bytes of replies"));
+        dump.result = 0;
+        assert!(render_kernel_handler(&dump).contains("→ dump complete"));
+        let mut unread = call("ip_vs_genl_set_cmd", 0, None);
+        unread.request = None;
+        unread.handler_netns = None;
+        let line = render_kernel_handler(&unread);
+        assert!(
+            line.starts_with("kernel ip_vs_genl_set_cmd [fentry]: request not read → 0"),
+            "{line}"
+        );
+    }
+}
