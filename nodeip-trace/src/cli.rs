@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use nodeip_trace::command::{doctor, explain, offline, trace};
+use nodeip_trace::correlate::process_filter::ProcessFilter;
 use nodeip_trace::decode::netlink::protocol_from_name;
 use nodeip_trace::explain::node_audit::ComponentSettings;
 use nodeip_trace::probe::features::HookPreference;
@@ -160,6 +161,20 @@ struct TraceArgs {
     /// Trace only tasks with this name (as in /proc/PID/comm, at most 15 characters).
     #[arg(long, value_name = "NAME")]
     comm: Option<String>,
+    /// Only processes of this pod: NAMESPACE/NAME, or the pod's UID.
+    ///
+    /// Pods are found from the process's cgroup (kubepods slices: the UID), names from the
+    /// container runtime's state files or kubelet's /var/log/pods; a process whose pod cannot be
+    /// named matches by UID only.
+    #[arg(long, value_name = "NAMESPACE/NAME|UID")]
+    pod: Option<String>,
+    /// Only processes of this container: its ID (or a prefix, as `crictl ps` shows it) or name.
+    #[arg(long, value_name = "ID")]
+    container: Option<String>,
+    /// Only processes in this cgroup or below it (a path in the cgroup hierarchy, e.g.
+    /// /system.slice/kubelet.service or /kubepods.slice).
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<String>,
     /// Timeline format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -302,6 +317,28 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     if !a.command.is_empty() {
         filters.push(format!("command={}", a.command.join(" ")));
     }
+    for (name, value) in [
+        ("pod", &a.pod),
+        ("container", &a.container),
+        ("cgroup", &a.cgroup),
+    ] {
+        if let Some(v) = value {
+            if v.trim().is_empty() {
+                bail!("--{name} needs a value");
+            }
+            filters.push(format!("{name}={v}"));
+        }
+    }
+    if let Some(pod) = &a.pod {
+        if pod.matches('/').count() > 1 {
+            bail!("--pod {pod:?}: give NAMESPACE/NAME or the pod's UID");
+        }
+    }
+    let process_filter = ProcessFilter {
+        pod: a.pod.clone(),
+        container: a.container.clone(),
+        cgroup: a.cgroup.clone(),
+    };
     let stdout_pcap = [&a.pcap, &a.pcapng]
         .iter()
         .any(|p| p.as_deref() == Some(std::path::Path::new("-")));
@@ -340,6 +377,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         pcapng: a.pcapng,
         filter_description: filters,
         genl_families: genl_families(&a.genl)?,
+        process_filter,
     })
 }
 

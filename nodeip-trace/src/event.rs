@@ -25,9 +25,39 @@ pub struct Event {
     pub tid: u32,
     /// Process name.
     pub comm: String,
+    /// Who the process is (executable, ancestors, cgroup, systemd unit or container and pod),
+    /// captured when the event happened; live tracing only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Box<ProcessAttribution>>,
     /// The kind-specific part; its `kind` tag names it.
     #[serde(flatten)]
     pub body: EventBody,
+}
+
+/// Who made an event.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessAttribution {
+    /// The executable (`/proc/PID/exe`, or the file name exec'd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    /// Parent, grandparent, … (at most four).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<Ancestor>,
+    /// The cgroup (v2 path from the kernel's cgroup id, else from `/proc/PID/cgroup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// The systemd unit or the container, parsed from the cgroup path.
+    #[serde(flatten)]
+    pub identity: crate::decode::cgroup::CgroupIdentity,
+}
+
+/// One ancestor of a process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ancestor {
+    /// Its pid.
+    pub pid: u32,
+    /// Its name.
+    pub comm: String,
 }
 
 /// Kind-specific event contents.

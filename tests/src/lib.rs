@@ -231,3 +231,66 @@ pub fn workspace_root() -> PathBuf {
         .expect("the tests crate lives in the workspace")
         .to_path_buf()
 }
+
+/// `nodeip-trace trace --format json -o FILE EXTRA…` running in the background (stdout and
+/// stderr to files) until [`BackgroundTrace::stop`]; killed if a test fails first.
+pub struct BackgroundTrace {
+    child: std::process::Child,
+    recording: PathBuf,
+    stderr: PathBuf,
+}
+
+impl BackgroundTrace {
+    /// Starts the trace and waits (up to 60 s) until its probes are attached.
+    pub fn start(tag: &str, extra: &[&str]) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let dir = std::env::temp_dir().join(format!("nit-{tag}-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let (recording, ready) = (dir.join("rec.jsonl"), dir.join("ready"));
+        let stderr = dir.join("stderr");
+        let _ = std::fs::remove_file(&ready);
+        let child = Command::new(tool())
+            .args(["trace", "--format", "json", "-o"])
+            .arg(&recording)
+            .arg("--ready-file")
+            .arg(&ready)
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting nodeip-trace")?;
+        let trace = BackgroundTrace {
+            child,
+            recording,
+            stderr,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ready.exists() {
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!("nodeip-trace did not attach its probes within 60 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(trace)
+    }
+
+    /// Stops it with SIGINT (as a person would) and returns the recording and its stderr.
+    pub fn stop(mut self) -> anyhow::Result<(Vec<Value>, String)> {
+        // SAFETY: kill with a pid we own.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = self.child.wait()?;
+        let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        if !status.success() {
+            anyhow::bail!("nodeip-trace exited with {status}: {stderr}");
+        }
+        let text = std::fs::read_to_string(&self.recording)?;
+        Ok((json_lines(text.as_bytes()), stderr))
+    }
+}
+
+impl Drop for BackgroundTrace {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -662,57 +662,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// `nodeip-trace trace --comm getent` recording to a file for the whole test; stopped with
-/// SIGINT (as a person would), and killed if the test fails before that.
-struct Tracer {
-    child: std::process::Child,
-    recording: PathBuf,
-}
-
-impl Tracer {
-    fn start() -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("nit-gai-trace-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let (recording, ready) = (dir.join("rec.jsonl"), dir.join("ready"));
-        let _ = std::fs::remove_file(&ready);
-        let child = Command::new(nodeip_trace_tests::tool())
-            .args(["trace", "--comm", "getent", "--format", "json", "-o"])
-            .arg(&recording)
-            .arg("--ready-file")
-            .arg(&ready)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .context("starting nodeip-trace")?;
-        let tracer = Tracer { child, recording };
-        let deadline = Instant::now() + std::time::Duration::from_secs(60);
-        while !ready.exists() {
-            if Instant::now() > deadline {
-                bail!("nodeip-trace did not attach its probes within 60 s");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Ok(tracer)
-    }
-
-    fn stop(mut self) -> Result<Vec<Value>> {
-        // SAFETY: kill with a pid we own.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let status = self.child.wait()?;
-        if !status.success() {
-            bail!("nodeip-trace exited with {status}");
-        }
-        let text = std::fs::read_to_string(&self.recording)?;
-        Ok(nodeip_trace_tests::json_lines(text.as_bytes()))
-    }
-}
-
-impl Drop for Tracer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn gai_order_matches_real_glibc() -> Result<()> {
     if !is_root() || run(Command::new("ip").args(["netns", "list"])).is_err() {
@@ -738,7 +687,8 @@ fn gai_order_matches_real_glibc() -> Result<()> {
     let mut cases = 0;
     let mut with_conf = 0;
     let mut rule_counts: BTreeMap<u8, usize> = BTreeMap::new();
-    let tracer = Tracer::start()?;
+    // `trace --comm getent` recording to a file for the whole test.
+    let tracer = nodeip_trace_tests::BackgroundTrace::start("gai", &["--comm", "getent"])?;
 
     for ns_index in 0..NAMESPACES {
         let with_ipv6 = !rng.chance(20);
@@ -847,7 +797,7 @@ fn gai_order_matches_real_glibc() -> Result<()> {
         "gai_order_vs_glibc: {cases} cases ({with_conf} with a random gai.conf) in {NAMESPACES} namespaces, {:.1}s; deciding rules of adjacent pairs: {rule_counts:?}",
         started.elapsed().as_secs_f64()
     );
-    let traced = tracer.stop()?;
+    let (traced, _) = tracer.stop()?;
     let (explained, wrong): (Vec<&Value>, Vec<&Value>) = traced
         .iter()
         .filter(|e| e["kind"] == "getaddrinfo" && !e["why"].is_null())

@@ -246,6 +246,10 @@ fn module_files(kernel: &Path, version: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// The guest's /init: mounts, modules, then every test binary with a result marker.
+/// Guest directories mounted over at boot: the workspace must not be under one (the test
+/// binaries sit at their host paths). /tmp is left as part of the initramfs for that reason.
+const GUEST_MOUNTS: [&str; 4] = ["/run", "/proc", "/sys", "/dev"];
+
 fn init_script(
     version: &str,
     modules: &[String],
@@ -256,7 +260,7 @@ fn init_script(
     let mut s = String::from(
         "#!/bin/sh\nexport PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root RUST_BACKTRACE=1\n\
          mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev\n\
-         mount -t tmpfs tmp /tmp; mount -t tmpfs run /run; mkdir -p /var; ln -sf /run /var/run\n\
+         mkdir -p /tmp; chmod 1777 /tmp; mount -t tmpfs run /run; mkdir -p /var; ln -sf /run /var/run\n\
          mount -t tracefs tracefs /sys/kernel/tracing; mount -t debugfs debugfs /sys/kernel/debug\n\
          mount -t bpf bpf /sys/fs/bpf; mount --make-rshared /\n\
          ip link set lo up\n",
@@ -448,7 +452,14 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     let started = Instant::now();
     crate::setup::setup()?;
     crate::setup::install_packages(&VM_PACKAGES)?;
-    let cache = workspace_root().join("target/vm-cache");
+    let root = workspace_root();
+    if let Some(m) = GUEST_MOUNTS.iter().find(|m| root.starts_with(m)) {
+        bail!(
+            "the workspace {} is under {m}, which the guest mounts over at boot; clone it elsewhere",
+            root.display()
+        );
+    }
+    let cache = root.join("target/vm-cache");
     std::fs::create_dir_all(&cache)?;
     let package = kernel_package(options.kernel_package)?;
     let (kernel, version) = kernel_tree(&cache, &package)?;

@@ -9,6 +9,7 @@ use nodeip_trace_common::counter;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::clock::WallClock;
+use crate::correlate::process_filter::ProcessFilter;
 use crate::correlate::{Emitted, Pipeline};
 use crate::decode::record::RecordError;
 use crate::decode::route_lookup::RouteLookupDecoder;
@@ -57,6 +58,95 @@ pub struct TraceOptions {
     /// Generic-netlink family ids named on the command line (id, name); they win over the
     /// kernel's list.
     pub genl_families: Vec<(u16, String)>,
+    /// `--pod`, `--container`, `--cgroup`: only events (and frames) of matching processes.
+    pub process_filter: ProcessFilter,
+}
+
+/// Whether `item` passes the attribution filter (events not made by a process always do).
+fn kept(pipeline: &mut Pipeline, filter: &ProcessFilter, item: &Emitted) -> bool {
+    if filter.is_empty() {
+        return true;
+    }
+    match item {
+        Emitted::Event(e) if e.pid == 0 => true,
+        Emitted::Event(e) => filter.matches(e.process.as_deref()),
+        Emitted::Frame(f) => match &f.task {
+            Some(t) => filter.matches(pipeline.attribution_of(t.pid).as_ref()),
+            None => true,
+        },
+    }
+}
+
+/// Writes what the pipeline produced that passes the filter.
+fn write_out(
+    sinks: &mut Sinks,
+    pipeline: &mut Pipeline,
+    filter: &ProcessFilter,
+    out: &mut Vec<Emitted>,
+) -> Result<(), TraceError> {
+    for item in out.drain(..) {
+        if kept(pipeline, filter, &item) {
+            sinks.write(&item)?;
+        }
+    }
+    Ok(())
+}
+
+/// Attaches the getaddrinfo uprobes to libcs of processes that start during the trace (a
+/// container's own copy, a chroot's): at exec, where the usual paths under `/proc/PID/root`
+/// find it before the dynamic loader maps it, and once more shortly after, from its maps.
+#[derive(Default)]
+struct LibcWatcher {
+    /// (device, inode) of every libc attached to.
+    attached: std::collections::HashSet<(u64, u64)>,
+    /// Processes to look at again, and when.
+    again: Vec<(u32, Instant)>,
+}
+
+impl LibcWatcher {
+    fn new(libcs: &[crate::probe::libc_locator::LibcTarget]) -> Self {
+        Self {
+            attached: libcs.iter().map(|l| (l.dev, l.ino)).collect(),
+            again: Vec::new(),
+        }
+    }
+
+    fn look(&mut self, tracer: &mut LiveTracer, pid: u32) {
+        for (path, dev, ino) in crate::probe::process_table::libcs_of(pid) {
+            if self.attached.insert((dev, ino)) {
+                match tracer.attach_libc(&path) {
+                    Ok(()) => eprintln!(
+                        "nodeip-trace: getaddrinfo uprobes attached to a new libc, {} (pid {pid})",
+                        path.display()
+                    ),
+                    Err(e) => eprintln!("nodeip-trace: {e}"),
+                }
+            }
+        }
+    }
+
+    fn on_exec(&mut self, tracer: &mut LiveTracer, pid: u32) {
+        self.look(tracer, pid);
+        if self.again.len() < 4096 {
+            self.again
+                .push((pid, Instant::now() + Duration::from_millis(200)));
+        }
+    }
+
+    /// Looks again at the processes whose time has come.
+    fn tick(&mut self, tracer: &mut LiveTracer) {
+        let now = Instant::now();
+        let due: Vec<u32> = self
+            .again
+            .iter()
+            .filter(|(_, at)| *at <= now)
+            .map(|(pid, _)| *pid)
+            .collect();
+        self.again.retain(|(_, at)| *at > now);
+        for pid in due {
+            self.look(tracer, pid);
+        }
+    }
 }
 
 /// Errors of a trace run.
@@ -169,6 +259,7 @@ impl Sinks {
 fn meta_event(clock: &WallClock, body: EventBody) -> Event {
     let ts_ns = monotonic_now();
     Event {
+        process: None,
         ts: clock.rfc3339(ts_ns),
         ts_ns,
         pid: 0,
@@ -284,7 +375,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     };
     let mut pipeline = Pipeline::new(clock, routes)
         .with_interface_directory(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory))
-        .with_resolver_config(Box::new(crate::probe::resolver_config::ProcResolverConfig));
+        .with_resolver_config(Box::new(crate::probe::resolver_config::ProcResolverConfig))
+        .with_process_directory(Box::new(
+            crate::probe::process_table::ProcProcessDirectory::default(),
+        ));
+    let mut libc_watcher = LibcWatcher::new(&features.libcs);
 
     // Sinks.
     let stdout_machine = opts.format == StdoutFormat::Json
@@ -445,7 +540,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 _ = sleep => { stop = true; }
                 _ = sigint.recv() => { stop = true; }
                 _ = sigterm.recv() => { stop = true; }
+                _ = tokio::time::sleep(Duration::from_millis(100)), if !libc_watcher.again.is_empty() => {}
             }
+            libc_watcher.tick(&mut tracer);
             if stop {
                 // Give in-flight records a moment to land, then drain everything.
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -465,11 +562,14 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                             }
                         }
                     }
+                    if let crate::decode::record::KernelRecord::Exec(r) = &rec {
+                        if config.getaddrinfo {
+                            libc_watcher.on_exec(&mut tracer, (r.header.pid_tgid >> 32) as u32);
+                        }
+                    }
                     pipeline.on_kernel_record(rec, &mut out);
                 }
-                for item in out.drain(..) {
-                    sinks.write(&item)?;
-                }
+                write_out(&mut sinks, &mut pipeline, &opts.process_filter, &mut out)?;
                 if batch < 4096 {
                     break;
                 }
@@ -495,9 +595,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         return Err(e);
     }
     pipeline.finish(&mut out);
-    for item in out.drain(..) {
-        sinks.write(&item)?;
-    }
+    write_out(&mut sinks, &mut pipeline, &opts.process_filter, &mut out)?;
     let counters = tracer.counters()?;
     let lost = lost_report(&counters, record_error_count);
     let lost_total = lost.lost;

@@ -4,6 +4,7 @@
 //! call with the netlink dumps and route lookups it caused.
 pub mod chunks;
 pub mod conversations;
+pub mod process_filter;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,6 +18,7 @@ use crate::decode::record::{c_string, KernelRecord};
 use crate::decode::route_lookup::RouteLookupDecoder;
 use crate::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, GetaddrinfoCall, IpvsEvent, NetlinkEvent,
+    ProcessAttribution,
 };
 use crate::explain::diagnose::Diagnoser;
 use crate::explain::gai_conf::GaiConf;
@@ -65,6 +67,14 @@ pub trait ResolverConfig {
     fn gai_conf(&mut self, pid: u32) -> (GaiConf, Option<String>);
 }
 
+/// Who a traced process is (live tracing): executable, ancestors, cgroup, unit or container.
+pub trait ProcessDirectory {
+    /// The attribution of `pid`, whose kernel records carry cgroup id `cgroup_id` (0: unknown).
+    fn attribute(&mut self, pid: u32, cgroup_id: u64) -> Option<ProcessAttribution>;
+    /// `pid` exec'd `filename`: what was known about it is read again.
+    fn exec(&mut self, pid: u32, filename: &str);
+}
+
 /// Processes whose namespace is remembered at most; beyond, the memory starts over.
 const MAX_REMEMBERED_PIDS: usize = 16384;
 
@@ -89,6 +99,9 @@ pub struct Pipeline {
     /// `/etc/gai.conf` as each process's glibc read it (live), and whether it read to the end.
     gai_conf_read: HashMap<u32, (Vec<u8>, bool)>,
     diagnoser: Diagnoser,
+    processes: Option<Box<dyn ProcessDirectory>>,
+    /// The cgroup id each process's records carried last.
+    cgroup_by_pid: HashMap<u32, u64>,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -114,7 +127,15 @@ impl Pipeline {
             resolver_config: None,
             gai_conf_read: HashMap::new(),
             diagnoser: Diagnoser::new(),
+            processes: None,
+            cgroup_by_pid: HashMap::new(),
         }
+    }
+
+    /// Attributes every event to its process with `directory` (live tracing).
+    pub fn with_process_directory(mut self, directory: Box<dyn ProcessDirectory>) -> Self {
+        self.processes = Some(directory);
+        self
     }
 
     /// Reads each process's gai.conf from `config` to explain getaddrinfo orders (without one,
@@ -229,8 +250,20 @@ impl Pipeline {
         self.clock
     }
 
-    fn event(&self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
+    /// Who `pid` is, when a process directory is set (live tracing).
+    pub fn attribution_of(&mut self, pid: u32) -> Option<ProcessAttribution> {
+        let cgroup_id = self.cgroup_by_pid.get(&pid).copied().unwrap_or(0);
+        self.processes.as_mut()?.attribute(pid, cgroup_id)
+    }
+
+    fn event(&mut self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
+        let process = if task.pid == 0 {
+            None
+        } else {
+            self.attribution_of(task.pid).map(Box::new)
+        };
         Event {
+            process,
             ts: self.clock.rfc3339(ts_ns),
             ts_ns,
             pid: task.pid,
@@ -263,6 +296,14 @@ impl Pipeline {
 
     /// Handles one live kernel record.
     pub fn on_kernel_record(&mut self, rec: KernelRecord, out: &mut Vec<Emitted>) {
+        let h = rec.header();
+        if h.cgroup_id != 0 {
+            if self.cgroup_by_pid.len() >= MAX_REMEMBERED_PIDS {
+                self.cgroup_by_pid.clear();
+            }
+            self.cgroup_by_pid
+                .insert((h.pid_tgid >> 32) as u32, h.cgroup_id);
+        }
         match rec {
             KernelRecord::GetaddrinfoEntry(h) => {
                 let tid = h.pid_tgid as u32;
@@ -359,6 +400,9 @@ impl Pipeline {
             // A process that execs may have joined another namespace (`ip netns exec`).
             KernelRecord::Exec(r) => {
                 let pid = (r.header.pid_tgid >> 32) as u32;
+                if let Some(processes) = self.processes.as_mut() {
+                    processes.exec(pid, &c_string(&r.filename));
+                }
                 self.namespaces.netns_by_pid.remove(&pid);
                 self.gai_conf_read.remove(&pid);
             }

@@ -1,6 +1,7 @@
 //! Decoders: pure functions from raw bytes (eBPF records, netlink buffers, tracepoint fields) to
 //! the typed values in [`crate::event`]. No I/O here; every decoder is tested with bytes.
 pub mod addrinfo;
+pub mod cgroup;
 pub mod kernel_handler;
 pub mod netlink;
 pub mod record;

@@ -152,6 +152,7 @@ impl Diagnoser {
             pid: about.pid,
             tid: about.tid,
             comm: about.comm.clone(),
+            process: about.process.clone(),
             body: EventBody::Diagnosis(d),
         })
     }

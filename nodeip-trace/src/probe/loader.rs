@@ -308,23 +308,33 @@ impl LiveTracer {
         }
         if config.getaddrinfo {
             for libc in libcs {
-                for (program, mode) in [
-                    ("getaddrinfo_entry", "uprobe"),
-                    ("getaddrinfo_return", "uretprobe"),
-                ] {
-                    let status = self
-                        .attach_uprobe(program, &libc.path)
-                        .map_err(|e| e.to_string());
-                    self.hooks.push(AttachedHook {
-                        program: program.into(),
-                        mode: mode.into(),
-                        target: format!("getaddrinfo@{}", libc.path.display()),
-                        status,
-                    });
-                }
+                let _ = self.attach_libc(&libc.path);
             }
         }
         Ok(())
+    }
+
+    /// Attaches the getaddrinfo uprobe and uretprobe to the libc at `path` (also during a trace,
+    /// for libcs of processes that start later); the outcome is recorded in `hooks`.
+    pub fn attach_libc(&mut self, path: &Path) -> Result<(), ProbeError> {
+        let mut result = Ok(());
+        for (program, mode) in [
+            ("getaddrinfo_return", "uretprobe"),
+            ("getaddrinfo_entry", "uprobe"),
+        ] {
+            let status = self.attach_uprobe(program, path);
+            self.hooks.push(AttachedHook {
+                program: program.into(),
+                mode: mode.into(),
+                target: format!("getaddrinfo@{}", path.display()),
+                status: status.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+            });
+            if let Err(e) = status {
+                result = Err(e);
+                break;
+            }
+        }
+        result
     }
 
     /// Attaches each kernel handler as `plan` says; under `auto`, a function whose fentry

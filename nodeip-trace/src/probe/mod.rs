@@ -8,6 +8,7 @@ pub mod kernel_dump;
 pub mod libc_locator;
 pub mod loader;
 pub mod netlink_sockets;
+pub mod process_table;
 pub mod resolver_config;
 pub mod tracefs;
 

@@ -93,6 +93,7 @@ mod tests {
             pid: 7,
             tid: 8,
             comm: "getent".into(),
+            process: None,
             body: EventBody::Getaddrinfo(call),
         };
         let mut out = Vec::new();

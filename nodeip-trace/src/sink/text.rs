@@ -463,6 +463,24 @@ pub fn render_kernel_handler(k: &KernelHandlerCall) -> String {
     )
 }
 
+/// `namespace/pod/container` as far as known, else the pod UID and the short container ID.
+pub fn container_label(c: &crate::decode::cgroup::ContainerIdentity) -> String {
+    let pod = match (&c.pod_namespace, &c.pod_name, &c.pod_uid) {
+        (Some(ns), Some(name), _) => format!("{ns}/{name}"),
+        (_, _, Some(uid)) => format!("pod {uid}"),
+        _ => String::new(),
+    };
+    let container = c
+        .name
+        .clone()
+        .unwrap_or_else(|| c.id.chars().take(13).collect());
+    if pod.is_empty() {
+        container
+    } else {
+        format!("{pod}/{container}")
+    }
+}
+
 /// Renders one event as a line (without indentation).
 pub fn render_event(e: &Event) -> String {
     // Captures without attribution (plain nlmon) name the netlink port instead: a process's
@@ -474,7 +492,16 @@ pub fn render_event(e: &Event) -> String {
     };
     let who = match portid {
         Some(port) if e.pid == 0 && e.comm.is_empty() => format!("port[{port}]"),
-        _ => format!("{}[{}]", e.comm, e.pid),
+        _ => format!(
+            "{}[{}]{}",
+            e.comm,
+            e.pid,
+            e.process
+                .as_ref()
+                .and_then(|p| p.identity.container.as_ref())
+                .map(|c| format!("{{{}}}", container_label(c)))
+                .unwrap_or_default()
+        ),
     };
     let what = match &e.body {
         EventBody::Header(h) => format!(
@@ -636,6 +663,27 @@ mod tests {
             duration_ns: 194_520,
             decode_errors: Vec::new(),
         }
+    }
+
+    #[test]
+    fn container_labels() {
+        let mut c = crate::decode::cgroup::ContainerIdentity {
+            runtime: "containerd".into(),
+            id: "4f3a9c1d2e5b6a7c8d9e".into(),
+            pod_uid: Some("1b2c".into()),
+            ..Default::default()
+        };
+        assert_eq!(container_label(&c), "pod 1b2c/4f3a9c1d2e5b6");
+        c.pod_namespace = Some("calico-system".into());
+        c.pod_name = Some("calico-node-bhk2j".into());
+        c.name = Some("calico-node".into());
+        assert_eq!(
+            container_label(&c),
+            "calico-system/calico-node-bhk2j/calico-node"
+        );
+        c.pod_uid = None;
+        c.pod_namespace = None;
+        assert_eq!(container_label(&c), "calico-node");
     }
 
     #[test]

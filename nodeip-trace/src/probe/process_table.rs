@@ -1,0 +1,367 @@
+//! Who a traced process is, for live attribution: its executable and ancestors from `/proc`
+//! (read when the process is first seen, and again when it execs, so a short-lived process keeps
+//! what was read while it lived), its cgroup from the kernel's cgroup id resolved in the cgroup2
+//! filesystem (valid after the process is gone) or from `/proc/PID/cgroup` on v1-only nodes, and
+//! pod and container names from the container runtime's own files or kubelet's log directories
+//! when they are readable. Nothing here fails: what cannot be read is left out.
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::correlate::ProcessDirectory;
+use crate::decode::cgroup::{
+    cgroup_path_from_proc, names_from_runtime_config, parse_cgroup_path, pod_from_log_dir,
+};
+use crate::event::{Ancestor, ProcessAttribution};
+
+/// Ancestors recorded per process at most.
+const MAX_ANCESTORS: usize = 4;
+/// Processes remembered at most; beyond, the memory starts over.
+const MAX_PROCESSES: usize = 16384;
+/// cgroup directories indexed at most.
+const MAX_CGROUPS: usize = 200_000;
+/// A missing cgroup id or pod triggers a rescan at most this often.
+const RESCAN_AFTER: Duration = Duration::from_secs(1);
+
+/// Where the cgroup2 (unified) hierarchy is mounted, from the text of `/proc/mounts`: the root of
+/// a v2-only node, `/sys/fs/cgroup/unified` on a hybrid one, none on a v1-only one.
+pub fn cgroup2_mount(mounts: &str) -> Option<PathBuf> {
+    mounts.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, target, fstype) = (f.next()?, f.next()?, f.next()?);
+        (fstype == "cgroup2").then(|| PathBuf::from(target))
+    })
+}
+
+/// cgroup v2 ids (the inode of each cgroup directory, what `bpf_get_current_cgroup_id` returns)
+/// → paths relative to the hierarchy's root.
+#[derive(Default)]
+pub struct CgroupIds {
+    root: Option<PathBuf>,
+    by_id: HashMap<u64, String>,
+    scanned: Option<Instant>,
+}
+
+impl CgroupIds {
+    /// The index of the hierarchy mounted at `root` (scanned lazily).
+    pub fn new(root: Option<PathBuf>) -> Self {
+        Self {
+            root,
+            ..Self::default()
+        }
+    }
+
+    /// The running system's unified hierarchy.
+    pub fn running() -> Self {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        Self::new(cgroup2_mount(&mounts))
+    }
+
+    /// The path of cgroup `id`, rescanning (at most once a second) when it is new.
+    pub fn path_of(&mut self, id: u64) -> Option<String> {
+        if id == 0 {
+            return None;
+        }
+        if let Some(p) = self.by_id.get(&id) {
+            return Some(p.clone());
+        }
+        if self.scanned.is_some_and(|t| t.elapsed() < RESCAN_AFTER) {
+            return None;
+        }
+        self.rescan();
+        self.by_id.get(&id).cloned()
+    }
+
+    fn rescan(&mut self) {
+        self.scanned = Some(Instant::now());
+        let Some(root) = self.root.clone() else {
+            return;
+        };
+        self.by_id.clear();
+        let mut stack = vec![(root.clone(), String::from("/"))];
+        while let Some((dir, rel)) = stack.pop() {
+            if self.by_id.len() >= MAX_CGROUPS {
+                break;
+            }
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            self.by_id.insert(meta.ino(), rel.clone());
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let child = if rel == "/" {
+                        format!("/{name}")
+                    } else {
+                        format!("{rel}/{name}")
+                    };
+                    stack.push((entry.path(), child));
+                }
+            }
+        }
+    }
+}
+
+/// What was read about a process while it lived.
+#[derive(Clone, Debug, Default)]
+struct ProcessFacts {
+    exe: Option<String>,
+    ancestors: Vec<Ancestor>,
+    /// From `/proc/PID/cgroup` (v1-only nodes, or when the id is unknown).
+    cgroup: Option<String>,
+}
+
+/// `ppid` from the text of `/proc/PID/stat` (after the parenthesised comm, which may hold spaces).
+fn ppid_from_stat(stat: &str) -> Option<u32> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Pod and container names known for a container.
+type ContainerNames = (Option<String>, Option<String>, Option<String>);
+
+/// Live [`ProcessDirectory`]: `/proc`, the cgroup2 hierarchy, the runtimes' state directories.
+pub struct ProcProcessDirectory {
+    proc_root: PathBuf,
+    cgroups: CgroupIds,
+    facts: HashMap<u32, ProcessFacts>,
+    containers: HashMap<String, ContainerNames>,
+    pods: HashMap<String, (String, String, Option<String>)>,
+    pods_scanned: Option<Instant>,
+}
+
+impl Default for ProcProcessDirectory {
+    fn default() -> Self {
+        Self {
+            proc_root: PathBuf::from("/proc"),
+            cgroups: CgroupIds::running(),
+            facts: HashMap::new(),
+            containers: HashMap::new(),
+            pods: HashMap::new(),
+            pods_scanned: None,
+        }
+    }
+}
+
+impl ProcProcessDirectory {
+    fn read_facts(&self, pid: u32, exe_hint: Option<&str>) -> ProcessFacts {
+        let dir = self.proc_root.join(pid.to_string());
+        let exe = std::fs::read_link(dir.join("exe"))
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .or_else(|| exe_hint.map(str::to_string));
+        let mut ancestors = Vec::new();
+        let mut current = pid;
+        while ancestors.len() < MAX_ANCESTORS {
+            let stat =
+                std::fs::read_to_string(self.proc_root.join(current.to_string()).join("stat"))
+                    .unwrap_or_default();
+            let Some(ppid) = ppid_from_stat(&stat).filter(|p| *p != 0) else {
+                break;
+            };
+            let comm = std::fs::read_to_string(self.proc_root.join(ppid.to_string()).join("comm"))
+                .unwrap_or_default()
+                .trim_end()
+                .to_string();
+            ancestors.push(Ancestor { pid: ppid, comm });
+            current = ppid;
+        }
+        let cgroup = std::fs::read_to_string(dir.join("cgroup"))
+            .ok()
+            .and_then(|t| cgroup_path_from_proc(&t));
+        ProcessFacts {
+            exe,
+            ancestors,
+            cgroup,
+        }
+    }
+
+    /// Pod namespace, pod name and container name of container `id` (cached).
+    fn container_names(&mut self, id: &str, pod_uid: Option<&str>) -> ContainerNames {
+        if let Some(n) = self.containers.get(id) {
+            return n.clone();
+        }
+        let files = [
+            format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json"),
+            format!("/run/containers/storage/overlay-containers/{id}/userdata/config.json"),
+            format!("/var/lib/docker/containers/{id}/config.v2.json"),
+        ];
+        let mut names = files
+            .iter()
+            .filter_map(|f| std::fs::read(f).ok())
+            .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .map(|v| names_from_runtime_config(&v))
+            .find(|n| n.0.is_some() || n.1.is_some() || n.2.is_some())
+            .unwrap_or_default();
+        if names.0.is_none() {
+            if let Some((ns, name, container)) = pod_uid.and_then(|u| self.pod_by_uid(u)) {
+                names = (Some(ns), Some(name), container);
+            }
+        }
+        if self.containers.len() >= MAX_PROCESSES {
+            self.containers.clear();
+        }
+        self.containers.insert(id.to_string(), names.clone());
+        names
+    }
+
+    /// Pod namespace and name by UID, from `/var/log/pods/NAMESPACE_NAME_UID`, and the container
+    /// name when the pod has logs of exactly one container (with more, the ID cannot be told
+    /// apart without the runtime).
+    fn pod_by_uid(&mut self, uid: &str) -> Option<(String, String, Option<String>)> {
+        if !self.pods.contains_key(uid)
+            && self
+                .pods_scanned
+                .is_none_or(|t| t.elapsed() >= RESCAN_AFTER)
+        {
+            self.pods_scanned = Some(Instant::now());
+            if let Ok(entries) = std::fs::read_dir("/var/log/pods") {
+                for e in entries.flatten() {
+                    if let Some((ns, name, uid)) =
+                        pod_from_log_dir(&e.file_name().to_string_lossy())
+                    {
+                        let containers: Vec<String> = std::fs::read_dir(e.path())
+                            .map(|d| {
+                                d.flatten()
+                                    .filter(|c| c.file_type().is_ok_and(|t| t.is_dir()))
+                                    .map(|c| c.file_name().to_string_lossy().into_owned())
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let only = (containers.len() == 1).then(|| containers[0].clone());
+                        self.pods.insert(uid, (ns, name, only));
+                    }
+                }
+            }
+        }
+        self.pods.get(uid).cloned()
+    }
+}
+
+impl ProcessDirectory for ProcProcessDirectory {
+    fn attribute(&mut self, pid: u32, cgroup_id: u64) -> Option<ProcessAttribution> {
+        if pid == 0 {
+            return None;
+        }
+        if !self.facts.contains_key(&pid) {
+            if self.facts.len() >= MAX_PROCESSES {
+                self.facts.clear();
+            }
+            let facts = self.read_facts(pid, None);
+            self.facts.insert(pid, facts);
+        }
+        let facts = self.facts.get(&pid).cloned().unwrap_or_default();
+        let cgroup = self.cgroups.path_of(cgroup_id).or(facts.cgroup);
+        let mut identity = cgroup.as_deref().map(parse_cgroup_path).unwrap_or_default();
+        if let Some(c) = identity.container.as_mut() {
+            let (ns, name, container) = self.container_names(&c.id.clone(), c.pod_uid.as_deref());
+            c.pod_namespace = ns;
+            c.pod_name = name;
+            c.name = container;
+        }
+        Some(ProcessAttribution {
+            exe: facts.exe,
+            ancestors: facts.ancestors,
+            cgroup,
+            identity,
+        })
+    }
+
+    fn exec(&mut self, pid: u32, filename: &str) {
+        let facts = self.read_facts(pid, Some(filename));
+        if self.facts.len() >= MAX_PROCESSES {
+            self.facts.clear();
+        }
+        self.facts.insert(pid, facts);
+    }
+}
+
+/// Paths where a libc usually is, relative to a process's root.
+const LIBC_PATHS: [&str; 6] = [
+    "lib/x86_64-linux-gnu/libc.so.6",
+    "usr/lib/x86_64-linux-gnu/libc.so.6",
+    "lib64/libc.so.6",
+    "usr/lib64/libc.so.6",
+    "lib/ld-musl-x86_64.so.1",
+    "lib/libc.musl-x86_64.so.1",
+];
+
+/// The libcs reachable in process `pid`'s root (`/proc/PID/root/…`): the usual paths, and what
+/// its maps name once it runs. For a process that just exec'd, the usual paths are the only
+/// way to attach before its dynamic loader maps libc.
+pub fn libcs_of(pid: u32) -> Vec<(PathBuf, u64, u64)> {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let mut paths: Vec<PathBuf> = LIBC_PATHS.iter().map(|p| root.join(p)).collect();
+    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        for (path, _) in super::libc_locator::libcs_in_maps(&maps) {
+            paths.push(root.join(path.trim_start_matches('/')));
+        }
+    }
+    let mut out: Vec<(PathBuf, u64, u64)> = Vec::new();
+    for p in paths {
+        if let Ok(m) = std::fs::metadata(&p) {
+            if !out.iter().any(|(_, d, i)| *d == m.dev() && *i == m.ino()) {
+                out.push((p, m.dev(), m.ino()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `path` (under `/proc/PID/root`) is a musl libc rather than glibc.
+pub fn is_musl(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("musl"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_unified_hierarchy_in_each_layout() {
+        let hybrid = "sysfs /sys sysfs rw 0 0\ntmpfs /sys/fs/cgroup tmpfs ro 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid 0 0\ncgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n";
+        assert_eq!(
+            cgroup2_mount(hybrid),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        let v2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n";
+        assert_eq!(cgroup2_mount(v2), Some(PathBuf::from("/sys/fs/cgroup")));
+        let v1 = "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n";
+        assert_eq!(cgroup2_mount(v1), None);
+    }
+
+    #[test]
+    fn ppid_survives_odd_process_names() {
+        assert_eq!(ppid_from_stat("42 (a) b (c)) S 7 42 42 0"), Some(7));
+        assert_eq!(ppid_from_stat("1 (systemd) S 0 1 1"), Some(0));
+        assert_eq!(ppid_from_stat("garbage"), None);
+    }
+
+    #[test]
+    fn our_own_process_is_attributed() {
+        let mut dir = ProcProcessDirectory::default();
+        let me = std::process::id();
+        let a = dir.attribute(me, 0).expect("attribution");
+        assert!(a.exe.is_some(), "{a:?}");
+        assert!(!a.ancestors.is_empty(), "{a:?}");
+        assert!(dir.attribute(0, 0).is_none());
+    }
+
+    #[test]
+    fn the_root_cgroup_is_found_by_its_id() {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let Some(root) = cgroup2_mount(&mounts) else {
+            eprintln!("skipped: no cgroup2 hierarchy mounted here");
+            return;
+        };
+        let id = std::fs::metadata(&root).unwrap().ino();
+        let mut ids = CgroupIds::new(Some(root));
+        assert_eq!(ids.path_of(id).as_deref(), Some("/"));
+        assert_eq!(ids.path_of(0), None);
+    }
+}
