@@ -33,6 +33,8 @@ enum Command {
     ///   nodeip-trace trace --comm kubelet --output k.jsonl
     ///   nodeip-trace trace --format json -- getent ahosts node-a
     ///   nodeip-trace trace --pid 1234 --netlink-family route
+    ///   nodeip-trace trace --pod calico-system/calico-node-bhk2j --format json
+    ///   nodeip-trace trace --hooks kprobe --pcap node.pcap   # force kprobes; pcap for Wireshark
     #[command(verbatim_doc_comment)]
     Trace(TraceArgs),
     /// Analyze a capture offline (no root needed): our --pcap/--pcapng output, or a

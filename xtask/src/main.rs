@@ -1,6 +1,8 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
 //! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on a stock Debian
-//! kernel under QEMU). Run as `cargo xtask <task>`.
+//! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md). Run as
+//! `cargo xtask <task>`.
+mod bench;
 mod demo;
 mod setup;
 mod vm;
@@ -38,6 +40,13 @@ enum Task {
         /// Skip `cargo xtask setup`.
         #[arg(long)]
         no_setup: bool,
+    },
+    /// Measure what tracing costs and drops (side by side with untraced runs, strace and
+    /// tshark) and append the results to BENCHMARKS.md. Not part of `test`.
+    Bench {
+        /// Smaller sizes, one round each (under 2 minutes).
+        #[arg(long)]
+        quick: bool,
     },
     /// Regenerate golden files and the malformed-input corpus in `tests/malformed/` (only when
     /// an output change is intended); every golden test compares through
@@ -137,6 +146,7 @@ fn main() -> anyhow::Result<()> {
             timeout_secs: timeout,
             only,
         }),
+        Task::Bench { quick } => bench::bench(quick),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
             .env("BLESS", "1")),

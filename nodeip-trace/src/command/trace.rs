@@ -101,25 +101,68 @@ struct LibcWatcher {
     attached: std::collections::HashSet<(u64, u64)>,
     /// Processes to look at again, and when.
     again: Vec<(u32, Instant)>,
+    /// Failed attaches per libc file.
+    failures: HashMap<(u64, u64), u32>,
 }
 
 impl LibcWatcher {
-    fn new(libcs: &[crate::probe::libc_locator::LibcTarget]) -> Self {
+    /// Seeded with the start-up libcs whose probes attached (a failed one, e.g. reached through
+    /// a process that was exiting, is tried again at the next exec that maps it).
+    fn new(
+        libcs: &[crate::probe::libc_locator::LibcTarget],
+        hooks: &[crate::probe::loader::AttachedHook],
+    ) -> Self {
+        let attached = |l: &crate::probe::libc_locator::LibcTarget| {
+            let target = format!("getaddrinfo@{}", l.path.display());
+            hooks
+                .iter()
+                .any(|h| h.target == target && h.mode == "uprobe" && h.status.is_ok())
+        };
         Self {
-            attached: libcs.iter().map(|l| (l.dev, l.ino)).collect(),
+            attached: libcs
+                .iter()
+                .filter(|l| attached(l))
+                .map(|l| (l.dev, l.ino))
+                .collect(),
             again: Vec::new(),
+            failures: HashMap::new(),
         }
     }
 
     fn look(&mut self, tracer: &mut LiveTracer, pid: u32) {
         for (path, dev, ino) in crate::probe::process_table::libcs_of(pid) {
-            if self.attached.insert((dev, ino)) {
-                match tracer.attach_libc(&path) {
-                    Ok(()) => eprintln!(
+            if self.attached.contains(&(dev, ino)) {
+                continue;
+            }
+            // Hold the file open at once: a process that just exec'd may be gone (and its
+            // /proc/PID/root with it) before the symbols are read and the probes attached, which
+            // then go through our own fd to the same file.
+            let attached = std::fs::File::open(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|file| {
+                    use std::os::fd::AsRawFd;
+                    let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                    tracer.attach_libc(&via).map_err(|e| e.to_string())
+                });
+            match attached {
+                Ok(()) => {
+                    self.attached.insert((dev, ino));
+                    eprintln!(
                         "nodeip-trace: getaddrinfo uprobes attached to a new libc, {} (pid {pid})",
                         path.display()
-                    ),
-                    Err(e) => eprintln!("nodeip-trace: {e}"),
+                    );
+                }
+                Err(e) => {
+                    let failures = self.failures.entry((dev, ino)).or_default();
+                    *failures += 1;
+                    if *failures >= 3 {
+                        // Three processes' worth of tries: say so once and stop trying.
+                        self.attached.insert((dev, ino));
+                        eprintln!(
+                            "nodeip-trace: cannot attach to the libc {} (pid {pid}): {e}; getaddrinfo calls through it are not traced",
+                            path.display()
+                        );
+                    }
                 }
             }
         }
@@ -379,7 +422,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         .with_process_directory(Box::new(
             crate::probe::process_table::ProcProcessDirectory::default(),
         ));
-    let mut libc_watcher = LibcWatcher::new(&features.libcs);
+    let mut libc_watcher = LibcWatcher::new(&features.libcs, &tracer.hooks);
 
     // Sinks.
     let stdout_machine = opts.format == StdoutFormat::Json

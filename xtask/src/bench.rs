@@ -1,0 +1,633 @@
+//! `cargo xtask bench [--quick]`: what tracing costs and drops, measured side by side in one run
+//! (ratios, not absolute times: this machine is shared and noisy), in network namespaces the
+//! harness makes. Results are appended to BENCHMARKS.md with the date, machine, kernel, hook mode
+//! and the exact commands.
+//!
+//! Release builds of the tool and of `load_gen` (tests/src/bin) are measured. Each comparison
+//! alternates untraced and traced rounds and takes medians.
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+use crate::{cargo, run, workspace_root};
+
+/// Sizes of one run.
+struct Sizes {
+    rounds: usize,
+    route_gets: usize,
+    udp_sends: usize,
+    gai_calls: usize,
+    burst_requests: usize,
+    routes: usize,
+    pcap_mb: u64,
+}
+
+const FULL: Sizes = Sizes {
+    rounds: 3,
+    route_gets: 20_000,
+    udp_sends: 200_000,
+    gai_calls: 20_000,
+    burst_requests: 100_000,
+    routes: 100_000,
+    pcap_mb: 200,
+};
+
+const QUICK: Sizes = Sizes {
+    rounds: 1,
+    route_gets: 5_000,
+    udp_sends: 200_000,
+    gai_calls: 5_000,
+    burst_requests: 20_000,
+    routes: 10_000,
+    pcap_mb: 20,
+};
+
+/// A namespace pair made for the run (veth between them; nothing leaves), deleted on drop.
+struct BenchNetns {
+    name: String,
+    peer: String,
+}
+
+impl BenchNetns {
+    fn new() -> anyhow::Result<Self> {
+        let name = format!("nitbench-{}", std::process::id());
+        let peer = format!("{name}p");
+        for n in [&name, &peer] {
+            let _ = Command::new("ip").args(["netns", "delete", n]).status();
+            run(Command::new("ip").args(["netns", "add", n]))?;
+            run(Command::new("ip").args(["-n", n, "link", "set", "lo", "up"]))?;
+        }
+        let ns = BenchNetns { name, peer };
+        run(Command::new("ip").args([
+            "-n", &ns.name, "link", "add", "veth0", "type", "veth", "peer", "name", "veth0",
+            "netns", &ns.peer,
+        ]))?;
+        run(Command::new("ip").args(["-n", &ns.name, "link", "set", "veth0", "up"]))?;
+        run(Command::new("ip").args(["-n", &ns.peer, "link", "set", "veth0", "up"]))?;
+        run(Command::new("ip").args([
+            "-n",
+            &ns.name,
+            "addr",
+            "add",
+            "10.77.0.1/16",
+            "dev",
+            "veth0",
+        ]))?;
+        Ok(ns)
+    }
+}
+
+impl Drop for BenchNetns {
+    fn drop(&mut self) {
+        for n in [&self.name, &self.peer] {
+            let _ = Command::new("ip").args(["netns", "delete", n]).status();
+        }
+    }
+}
+
+/// Resources a finished process used (from `wait4`).
+struct Usage {
+    max_rss_kib: u64,
+    cpu: Duration,
+}
+
+/// Waits for `pid` and returns its exit status and resource usage.
+fn wait_usage(pid: u32) -> anyhow::Result<(i32, Usage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data filled by the kernel; pid is our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    if r < 0 {
+        bail!("wait4({pid}): {}", std::io::Error::last_os_error());
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Ok((
+        status,
+        Usage {
+            max_rss_kib: usage.ru_maxrss as u64,
+            cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        },
+    ))
+}
+
+/// `nodeip-trace trace` running in the background for a measurement.
+struct Tracer {
+    pid: u32,
+    stderr: PathBuf,
+    /// From start to probes attached (the ready file).
+    startup: Duration,
+}
+
+impl Tracer {
+    fn start(tool: &Path, dir: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        let ready = dir.join("ready");
+        let stderr = dir.join("tracer.stderr");
+        let _ = std::fs::remove_file(&ready);
+        let started = Instant::now();
+        let child = Command::new(tool)
+            .arg("trace")
+            .args(extra)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting nodeip-trace")?;
+        while !ready.exists() {
+            if started.elapsed() > Duration::from_secs(60) {
+                bail!("nodeip-trace did not attach within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Tracer {
+            pid: child.id(),
+            stderr,
+            startup: started.elapsed(),
+        })
+    }
+
+    /// SIGINT, then its usage and stderr.
+    fn stop(self) -> anyhow::Result<(Usage, String)> {
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(self.pid as i32, libc::SIGINT) };
+        let (_, usage) = wait_usage(self.pid)?;
+        Ok((
+            usage,
+            std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+        ))
+    }
+}
+
+/// Wall time of a command that must succeed (stdout discarded).
+fn timed(cmd: &mut Command) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let out = cmd
+        .stdout(Stdio::null())
+        .output()
+        .with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(start.elapsed())
+}
+
+/// The loop time `load_gen MODE COUNT` reports, run in the namespace.
+fn load(gen: &Path, ns: &str, mode: &str, count: usize) -> anyhow::Result<Duration> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(gen)
+        .args([mode, &count.to_string()])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ns_elapsed: u64 = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("elapsed_ns="))
+        .and_then(|v| v.parse().ok())
+        .with_context(|| {
+            format!(
+                "load_gen {mode}: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    Ok(Duration::from_nanos(ns_elapsed))
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// "N events, M lost" from the tracer's last stderr line.
+fn summary_of(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains(" events, "))
+        .unwrap_or_default();
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (
+        nums.first().copied().unwrap_or(0),
+        nums.get(1).copied().unwrap_or(0),
+    )
+}
+
+/// One result row.
+struct Row {
+    what: String,
+    measured: String,
+    ratio: Option<f64>,
+    target: String,
+    met: Option<bool>,
+}
+
+/// A pcap of at least `mb` MB: the iproute2 nlmon fixture's frames, repeated.
+fn big_pcap(path: &Path, mb: u64) -> anyhow::Result<u64> {
+    let fixture = workspace_root().join("tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap");
+    let data = std::fs::read(&fixture).with_context(|| format!("reading {}", fixture.display()))?;
+    let (header, records) = data.split_at(24);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    use std::io::Write as _;
+    out.write_all(header)?;
+    let mut written = 24u64;
+    while written < mb << 20 {
+        out.write_all(records)?;
+        written += records.len() as u64;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+/// Runs the benchmarks and appends the results to BENCHMARKS.md.
+pub fn bench(quick: bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    crate::setup::setup()?;
+    let sizes = if quick { QUICK } else { FULL };
+    run(cargo().args(["build", "--release", "-p", "nodeip-trace", "--bins"]))?;
+    run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "nodeip-trace-tests",
+        "--bin",
+        "load_gen",
+    ]))?;
+    let root = workspace_root();
+    let tool = root.join("target/release/nodeip-trace");
+    let gen = root.join("target/release/load_gen");
+    let dir = std::env::temp_dir().join(format!("nitbench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let ns = BenchNetns::new()?;
+    let rec = dir.join("rec.jsonl");
+    let rec_arg = rec.to_string_lossy().into_owned();
+    let trace_all = ["--format", "json", "-o", rec_arg.as_str()];
+    let mut rows = Vec::new();
+    let mut tracer_rss = 0u64;
+    let mut startups = Vec::new();
+    let mut commands = Vec::new();
+
+    // 1. Netlink storm: ip -batch of route gets.
+    let batch = dir.join("route-gets.batch");
+    let mut text = String::new();
+    for i in 0..sizes.route_gets {
+        let _ = writeln!(text, "route get 10.77.{}.{}", (i / 250) % 250, i % 250 + 1);
+    }
+    std::fs::write(&batch, text)?;
+    let ip_batch = |c: &mut Command| {
+        c.args(["-n", &ns.name, "-batch"]).arg(&batch);
+    };
+    let (mut plain, mut traced, mut straced) = (Vec::new(), Vec::new(), Vec::new());
+    let mut storm_lost = 0;
+    for _ in 0..sizes.rounds {
+        let mut c = Command::new("ip");
+        ip_batch(&mut c);
+        plain.push(timed(&mut c)?);
+        let t = Tracer::start(&tool, &dir, &trace_all)?;
+        startups.push(t.startup);
+        let mut c = Command::new("ip");
+        ip_batch(&mut c);
+        traced.push(timed(&mut c)?);
+        let (usage, stderr) = t.stop()?;
+        tracer_rss = tracer_rss.max(usage.max_rss_kib);
+        storm_lost += summary_of(&stderr).1;
+        let mut c = Command::new("strace");
+        c.args(["-f", "-o", "/dev/null", "ip"]);
+        ip_batch(&mut c);
+        straced.push(timed(&mut c)?);
+    }
+    let (p, t, s) = (median(plain), median(traced), median(straced));
+    let ratio = t.as_secs_f64() / p.as_secs_f64();
+    rows.push(Row {
+        what: format!("netlink storm: ip -batch, {} route gets", sizes.route_gets),
+        measured: format!(
+            "untraced {:.3} s, traced {:.3} s, strace -f {:.3} s ({:.1}×); lost {storm_lost}",
+            p.as_secs_f64(),
+            t.as_secs_f64(),
+            s.as_secs_f64(),
+            s.as_secs_f64() / p.as_secs_f64()
+        ),
+        ratio: Some(ratio),
+        target: "≤ 1.25×".into(),
+        met: Some(ratio <= 1.25),
+    });
+    commands.push(format!(
+        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json -o FILE (all processes); strace -f -o /dev/null ip -n NS -batch FILE",
+        sizes.route_gets
+    ));
+
+    // 2 and 3. Non-netlink sendmsg and getaddrinfo storms.
+    for (mode, count, target, label) in [
+        (
+            "udp",
+            sizes.udp_sends,
+            1.03,
+            "non-netlink storm: UDP sendmsg on loopback",
+        ),
+        (
+            "gai",
+            sizes.gai_calls,
+            1.10,
+            "getaddrinfo storm: localhost from /etc/hosts",
+        ),
+    ] {
+        let (mut plain, mut traced) = (Vec::new(), Vec::new());
+        for _ in 0..sizes.rounds.max(3) {
+            plain.push(load(&gen, &ns.name, mode, count)?);
+            let t = Tracer::start(&tool, &dir, &trace_all)?;
+            traced.push(load(&gen, &ns.name, mode, count)?);
+            let (usage, _) = t.stop()?;
+            tracer_rss = tracer_rss.max(usage.max_rss_kib);
+        }
+        let (p, t) = (median(plain), median(traced));
+        let ratio = t.as_secs_f64() / p.as_secs_f64();
+        rows.push(Row {
+            what: format!("{label}, {count} calls"),
+            measured: format!(
+                "untraced {:.0} ns/call, traced {:.0} ns/call",
+                p.as_nanos() as f64 / count as f64,
+                t.as_nanos() as f64 / count as f64
+            ),
+            ratio: Some(ratio),
+            target: format!("≤ {target:.2}×"),
+            met: Some(ratio <= target),
+        });
+        commands.push(format!(
+            "ip netns exec NS target/release/load_gen {mode} {count} (loop time), untraced and under nodeip-trace trace --format json -o FILE"
+        ));
+    }
+
+    // 4. Burst and loss: request/reply pairs as fast as possible, per ring-buffer size.
+    for mib in [16u32, 1] {
+        let mib_arg = mib.to_string();
+        let mut args = trace_all.to_vec();
+        args.extend(["--comm", "load_gen", "--ring-buffer-mib", mib_arg.as_str()]);
+        let t = Tracer::start(&tool, &dir, &args)?;
+        let took = load(&gen, &ns.name, "netlink", sizes.burst_requests)?;
+        let (usage, stderr) = t.stop()?;
+        tracer_rss = tracer_rss.max(usage.max_rss_kib);
+        let (_, lost) = summary_of(&stderr);
+        let recording = std::fs::read_to_string(&rec).unwrap_or_default();
+        let captured: u64 = recording
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"netlink\"") && l.contains("\"comm\":\"load_gen\""))
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()
+                    .and_then(|v| v["messages"].as_array().map(|m| m.len() as u64))
+                    .unwrap_or(0)
+            })
+            .sum();
+        let sent = 2 * sizes.burst_requests as u64;
+        let rate = sent as f64 / took.as_secs_f64();
+        rows.push(Row {
+            what: format!(
+                "burst: {sent} netlink messages ({} request/reply pairs), ring buffer {mib} MiB",
+                sizes.burst_requests
+            ),
+            measured: format!(
+                "{rate:.0} messages/s; captured {captured} of {sent}; lost {lost} (reported)"
+            ),
+            ratio: None,
+            target: if mib == 16 {
+                "0 lost, exact counts".into()
+            } else {
+                "loss reported exactly".into()
+            },
+            met: Some(if mib == 16 {
+                lost == 0 && captured == sent
+            } else {
+                captured + lost >= sent
+            }),
+        });
+    }
+    commands.push(format!(
+        "ip netns exec NS target/release/load_gen netlink {} under nodeip-trace trace --comm load_gen --ring-buffer-mib 16|1",
+        sizes.burst_requests
+    ));
+
+    // 5. Big dump: a table of many routes, dumped while traced.
+    let adds = dir.join("route-adds.batch");
+    let mut text = String::new();
+    for i in 0..sizes.routes {
+        let _ = writeln!(
+            text,
+            "route add 10.{}.{}.{}/32 dev veth0",
+            100 + i / 62500,
+            (i / 250) % 250,
+            i % 250 + 1
+        );
+    }
+    std::fs::write(&adds, text)?;
+    run(Command::new("ip")
+        .args(["-n", &ns.name, "-batch"])
+        .arg(&adds))?;
+    let t = Tracer::start(&tool, &dir, &trace_all)?;
+    let dump_time =
+        timed(Command::new("ip").args(["-n", &ns.name, "route", "show", "table", "all"]))?;
+    let (usage, stderr) = t.stop()?;
+    tracer_rss = tracer_rss.max(usage.max_rss_kib);
+    let (_, dump_lost) = summary_of(&stderr);
+    let (mut moved, mut captured) = (0u64, 0u64);
+    for line in std::fs::read_to_string(&rec).unwrap_or_default().lines() {
+        if !line.contains("\"kind\":\"netlink\"") || !line.contains("\"comm\":\"ip\"") {
+            continue;
+        }
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+            if v["direction"] == "recv" {
+                moved += v["bytes"].as_u64().unwrap_or(0);
+                captured += v["captured"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    rows.push(Row {
+        what: format!("big dump: ip route show table all, {} routes", sizes.routes),
+        measured: format!(
+            "kernel returned {moved} bytes, captured {captured} ({:.1}%); dump {:.2} s; tracer CPU {:.2} s for the whole run; lost {dump_lost}",
+            if moved > 0 { 100.0 * captured as f64 / moved as f64 } else { 0.0 },
+            dump_time.as_secs_f64(),
+            usage.cpu.as_secs_f64()
+        ),
+        ratio: None,
+        target: "100% of bytes".into(),
+        met: Some(moved > 0 && captured == moved),
+    });
+    commands.push(format!(
+        "ip -n NS -batch FILE ({} `route add` lines), then ip -n NS route show table all under nodeip-trace trace --format json -o FILE",
+        sizes.routes
+    ));
+
+    // 6. Offline analysis against tshark.
+    let pcap = dir.join("big.pcap");
+    let size = big_pcap(&pcap, sizes.pcap_mb)?;
+    let small = dir.join("small.pcap");
+    big_pcap(&small, 1)?;
+    let analyze = |file: &Path| -> anyhow::Result<(Duration, u64)> {
+        let start = Instant::now();
+        let child = Command::new(&tool)
+            .args(["analyze", "--format", "json"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .spawn()?;
+        let (status, usage) = wait_usage(child.id())?;
+        if status != 0 {
+            bail!("analyze {} failed ({status})", file.display());
+        }
+        Ok((start.elapsed(), usage.max_rss_kib))
+    };
+    let (ours, rss_big) = analyze(&pcap)?;
+    let (_, rss_small) = analyze(&small)?;
+    let mb = size as f64 / (1 << 20) as f64;
+    let tshark_v = timed(Command::new("tshark").arg("-r").arg(&pcap).arg("-V"))?;
+    let tshark_json = timed(
+        Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-T", "json"]),
+    )?;
+    let ratio = tshark_v.as_secs_f64() / ours.as_secs_f64();
+    rows.push(Row {
+        what: format!("offline: analyze a {mb:.0} MB nlmon pcap"),
+        measured: format!(
+            "analyze {:.1} MB/s; tshark -V {:.1} MB/s ({ratio:.1}× slower); tshark -T json {:.1} MB/s ({:.1}× slower); peak RSS {} MiB (1 MB file: {} MiB)",
+            mb / ours.as_secs_f64(),
+            mb / tshark_v.as_secs_f64(),
+            mb / tshark_json.as_secs_f64(),
+            tshark_json.as_secs_f64() / ours.as_secs_f64(),
+            rss_big >> 10,
+            rss_small >> 10
+        ),
+        ratio: Some(ratio),
+        target: "≥ 20× tshark, RSS flat".into(),
+        met: Some(ratio >= 20.0 && rss_big <= rss_small * 2),
+    });
+    commands.push("nodeip-trace analyze --format json FILE >/dev/null; tshark -r FILE -V >/dev/null; tshark -r FILE -T json >/dev/null (FILE: tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap's frames repeated)".into());
+
+    // 7. Start-up and footprint.
+    let startup = median(startups.clone());
+    rows.push(Row {
+        what: "start-up: trace start → probes attached (release)".into(),
+        measured: format!(
+            "median {:.0} ms over {} starts",
+            startup.as_secs_f64() * 1e3,
+            startups.len()
+        ),
+        ratio: None,
+        target: "≤ 1 s".into(),
+        met: Some(startup <= Duration::from_secs(1)),
+    });
+    rows.push(Row {
+        what: "footprint: tracer peak RSS over all the storms above".into(),
+        measured: format!("{} MiB", tracer_rss >> 10),
+        ratio: None,
+        target: "≤ 64 MiB".into(),
+        met: Some(tracer_rss <= 64 << 10),
+    });
+
+    let report = render(&rows, &commands, quick, &tool, started.elapsed())?;
+    print!("{report}");
+    let path = root.join("BENCHMARKS.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Benchmarks\n\nAppended by `cargo xtask bench` (each section is one run; ratios are \
+         traced ÷ untraced measured side by side in that run, so the machine's noise mostly \
+         cancels).\n"
+            .into()
+    });
+    text.push_str(&report);
+    std::fs::write(&path, text)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "bench: appended to {} ({:.0} s)",
+        path.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The report section: machine, kernel, hook mode, the table, the commands.
+fn render(
+    rows: &[Row],
+    commands: &[String],
+    quick: bool,
+    tool: &Path,
+    took: Duration,
+) -> anyhow::Result<String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_default();
+    let cpus = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse::<u64>().ok())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let doctor = Command::new(tool)
+        .args(["doctor", "--format", "json"])
+        .output()?;
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap_or_default();
+    let date = String::from_utf8_lossy(
+        &Command::new("date")
+            .arg("-u")
+            .arg("+%Y-%m-%d %H:%M UTC")
+            .output()?
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n## {date} — `cargo xtask bench{}`\n",
+        if quick { " --quick" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "Machine: {cpus} × {model}, {} MiB RAM; kernel {}; netlink capture: {}; getaddrinfo: uprobes; run took {:.0} s.\n",
+        mem >> 10,
+        kernel.trim(),
+        doctor["capture_plan"]["reason"].as_str().unwrap_or("?"),
+        took.as_secs_f64()
+    );
+    let _ = writeln!(s, "| measurement | result | ratio | target | met |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            r.what,
+            r.measured,
+            r.ratio
+                .map(|x| format!("{x:.2}×"))
+                .unwrap_or_else(|| "—".into()),
+            r.target,
+            match r.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "—",
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nCommands (NS: the harness's namespace, a veth pair with no link to the host):\n"
+    );
+    for c in commands {
+        let _ = writeln!(s, "- `{c}`");
+    }
+    Ok(s)
+}
