@@ -314,7 +314,17 @@ fn probe_fentry(btf: bool) -> (bool, String) {
             false,
             "kernel refuses BPF_PROG_TYPE_TRACING programs".into(),
         ),
-        Err(e) => (false, format!("tracing program load refused: {e}")),
+        Err(e) => {
+            // aya's message hides the errno in its source: say both (EPERM is the usual one,
+            // from a kernel that allows no BPF_PROG_TYPE_TRACING here).
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            (false, format!("tracing program load refused: {text}"))
+        }
     }
 }
 
