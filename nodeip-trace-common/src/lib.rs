@@ -164,7 +164,8 @@ pub mod counter {
     pub const GAI_INFLIGHT_FULL: u32 = 1;
     /// getaddrinfo calls whose result list was longer than [`super::GAI_MAX_RESULTS`].
     pub const GAI_RESULTS_CUT: u32 = 2;
-    /// netlink chunks dropped because the ring buffer was full.
+    /// netlink calls (send/recv buffers) with data lost because the ring buffer was full (counted
+    /// once per call, however many of its chunks were dropped).
     pub const NETLINK_RINGBUF_FULL: u32 = 3;
     /// netlink payload bytes not captured (beyond the per-call limit, or unreadable).
     pub const NETLINK_BYTES_CUT: u32 = 4;
@@ -184,8 +185,11 @@ pub mod counter {
     pub const HANDLER_INFLIGHT_FULL: u32 = 11;
     /// kernel handler records dropped because the ring buffer was full.
     pub const HANDLER_RINGBUF_FULL: u32 = 12;
+    /// Route lookups left out because the thread was not deciding anything we explain (not
+    /// inside getaddrinfo, connect() or a netlink request: per-packet lookups). Filtered, not lost.
+    pub const ROUTE_LOOKUPS_FILTERED: u32 = 13;
     /// Number of counters.
-    pub const COUNT: u32 = 13;
+    pub const COUNT: u32 = 14;
 }
 
 /// Which syscall produced a netlink chunk.

@@ -15,7 +15,9 @@ use nodeip_trace_common::{
     counter, gai_socket_call, GaiSocketInflight, GaiSocketRecord, KIND_GAI_SOCKET, SOCKADDR_LEN,
 };
 
-use crate::{count, header, EVENTS, GAI_INFLIGHT, GAI_SOCKET_INFLIGHT};
+use crate::{
+    count, filter::traced, header, CONNECT_INFLIGHT, EVENTS, GAI_INFLIGHT, GAI_SOCKET_INFLIGHT,
+};
 
 /// Entry of `connect(fd, addr, len)` / `getsockname(fd, addr, lenp)`: remember the arguments
 /// when the thread is inside getaddrinfo.
@@ -38,9 +40,14 @@ fn enter(ctx: &TracePointContext, call: u32) -> u32 {
     0
 }
 
-/// `syscalls:sys_enter_connect`.
+/// `syscalls:sys_enter_connect`: any traced thread's connect is a source-address decision (its
+/// route lookups are kept); inside getaddrinfo it is also one of glibc's sort probes.
 #[tracepoint]
 pub fn gai_connect_enter(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if traced(pid_tgid) {
+        let _ = CONNECT_INFLIGHT.insert(pid_tgid, 1, 0);
+    }
     enter(&ctx, gai_socket_call::CONNECT)
 }
 
@@ -54,6 +61,7 @@ pub fn gai_getsockname_enter(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn gai_socket_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    let _ = CONNECT_INFLIGHT.remove(pid_tgid);
     let Some(inflight) = (unsafe { GAI_SOCKET_INFLIGHT.get(pid_tgid) }).copied() else {
         return 0;
     };

@@ -50,6 +50,10 @@ static GAI_INFLIGHT: HashMap<u64, GetaddrinfoInflight> = HashMap::with_max_entri
 #[map]
 static GAI_SOCKET_INFLIGHT: HashMap<u64, GaiSocketInflight> = HashMap::with_max_entries(4096, 0);
 
+/// Threads inside a `connect()` syscall (a source-address decision): their route lookups count.
+#[map]
+static CONNECT_INFLIGHT: HashMap<u64, u8> = HashMap::with_max_entries(16384, 0);
+
 /// Threads reading `/etc/gai.conf` inside getaddrinfo, keyed by pid_tgid.
 #[map]
 static GAI_CONF_STATE: HashMap<u64, gai_conf::GaiConfState> = HashMap::with_max_entries(4096, 0);
@@ -107,6 +111,8 @@ pub struct ChunkState {
     total: u64,
     captured: u64,
     wanted: u64,
+    /// 1 when a chunk of this call could not be sent (ring buffer full).
+    dropped: u64,
 }
 
 #[map]

@@ -203,6 +203,7 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
     st.iov_index = 0;
     st.iov_offset = 0;
     st.wanted = 0;
+    st.dropped = 0;
     match inflight.syscall {
         syscall::SENDMSG | syscall::RECVMSG => {
             let m = unsafe { bpf_probe_read_user(inflight.buf as *const UserMsghdr) };
@@ -244,10 +245,10 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
     if cut {
         count(counter::NETLINK_BYTES_CUT, total - st.captured);
     }
-    if EVENTS
+    let closed = EVENTS
         .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
-        .is_err()
-    {
+        .is_ok();
+    if !closed || st.dropped != 0 {
         count(counter::NETLINK_RINGBUF_FULL, 1);
     }
 }
@@ -317,7 +318,7 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
             .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
             .is_err()
         {
-            count(counter::NETLINK_RINGBUF_FULL, 1);
+            st.dropped = 1;
         } else if ok {
             st.captured += n as u64;
         }

@@ -81,7 +81,8 @@ fn unicast(ssk: u64, skb: u64) {
     if call.direction != syscall::SENDMSG || call.sk != ssk {
         return;
     }
-    let _ = NETLINK_SOCKET_CALLS.remove(pid_tgid);
+    // Kept until netlink_sendmsg returns: the kernel handles the request inside this call, and
+    // its route lookups count as part of it (the kernel's own reply leaves from another socket).
     copy_datagram(pid_tgid, &call, skb);
 }
 
@@ -135,6 +136,7 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     let total = len as usize;
     let mut offset = 0usize;
     let mut captured = 0usize;
+    let mut dropped = false;
     for _ in 0..SOCKET_MAX_CHUNKS {
         if offset >= total {
             break;
@@ -164,7 +166,7 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
             .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
             .is_err()
         {
-            count(counter::NETLINK_RINGBUF_FULL, 1);
+            dropped = true;
         } else if ok {
             captured += n;
         }
@@ -181,10 +183,10 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     if cut {
         count(counter::NETLINK_BYTES_CUT, (total - captured) as u64);
     }
-    if EVENTS
+    let closed = EVENTS
         .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
-        .is_err()
-    {
+        .is_ok();
+    if !closed || dropped {
         count(counter::NETLINK_RINGBUF_FULL, 1);
     }
 }

@@ -1,4 +1,5 @@
-//! Route lookups (`fib:fib_table_lookup`, `fib6:fib6_table_lookup`) and netlink error strings
+//! Route lookups (`fib:fib_table_lookup`, `fib6:fib6_table_lookup`) made while a thread decides
+//! something (getaddrinfo, connect, a netlink request), and netlink error strings
 //! (`netlink:netlink_extack`): raw tracepoint bytes, decoded in userspace from the format files.
 //!
 //! Minimum kernel: 4.14 (fib), 4.15 (fib6), 4.20 (netlink_extack).
@@ -12,11 +13,31 @@ use nodeip_trace_common::{
     counter, ExtackRecord, TracepointRecord, KIND_EXTACK, KIND_FIB4_LOOKUP, KIND_FIB6_LOOKUP,
 };
 
-use crate::{count, filter::traced, header, EVENTS};
+use crate::{
+    count, filter::traced, header, CONNECT_INFLIGHT, EVENTS, GAI_INFLIGHT, NETLINK_INFLIGHT,
+    NETLINK_SOCKET_CALLS,
+};
+
+/// Whether the thread is making a decision we explain: inside getaddrinfo, a `connect()`, or a
+/// netlink request (a route get is answered inside the sender's call). Per-packet lookups of
+/// unconnected sockets and forwarding are not, and would cost every sendmsg a record.
+#[inline(always)]
+fn in_decision(pid_tgid: u64) -> bool {
+    unsafe {
+        GAI_INFLIGHT.get(pid_tgid).is_some()
+            || CONNECT_INFLIGHT.get(pid_tgid).is_some()
+            || NETLINK_INFLIGHT.get(pid_tgid).is_some()
+            || NETLINK_SOCKET_CALLS.get(pid_tgid).is_some()
+    }
+}
 
 #[inline(always)]
 fn copy_raw(ctx: &TracePointContext, kind: u32) -> u32 {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !in_decision(pid_tgid) {
+        count(counter::ROUTE_LOOKUPS_FILTERED, 1);
+        return 0;
+    }
     if !traced(pid_tgid) {
         return 0;
     }

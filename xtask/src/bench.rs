@@ -336,7 +336,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         ),
     ] {
         let (mut plain, mut traced) = (Vec::new(), Vec::new());
-        for _ in 0..sizes.rounds.max(3) {
+        for _ in 0..sizes.rounds {
             plain.push(load(&gen, &ns.name, mode, count)?);
             let t = Tracer::start(&tool, &dir, &trace_all)?;
             traced.push(load(&gen, &ns.name, mode, count)?);

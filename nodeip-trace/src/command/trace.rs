@@ -240,11 +240,11 @@ pub enum TraceEnd {
 }
 
 /// Counters that mean events were lost (not merely filtered).
-const LOSS_COUNTERS: [(u32, &str); 9] = [
+const LOSS_COUNTERS: [(u32, &str); 11] = [
     (counter::GAI_RINGBUF_FULL, "getaddrinfo_ringbuf_full"),
     (counter::GAI_INFLIGHT_FULL, "getaddrinfo_inflight_map_full"),
     (counter::GAI_RESULTS_CUT, "getaddrinfo_results_cut"),
-    (counter::NETLINK_RINGBUF_FULL, "netlink_chunks_ringbuf_full"),
+    (counter::NETLINK_RINGBUF_FULL, "netlink_calls_ringbuf_full"),
     (counter::NETLINK_BYTES_CUT, "netlink_bytes_cut"),
     (
         counter::NETLINK_UNKNOWN_SOCKET,
@@ -253,6 +253,14 @@ const LOSS_COUNTERS: [(u32, &str); 9] = [
     (counter::NETLINK_INFLIGHT_FULL, "netlink_inflight_map_full"),
     (counter::ROUTE_RINGBUF_FULL, "route_lookups_ringbuf_full"),
     (counter::OTHER_RINGBUF_FULL, "other_records_ringbuf_full"),
+    (
+        counter::HANDLER_INFLIGHT_FULL,
+        "kernel_handler_calls_not_followed",
+    ),
+    (
+        counter::HANDLER_RINGBUF_FULL,
+        "kernel_handler_records_ringbuf_full",
+    ),
 ];
 
 /// Turns the kernel counters into a lost report (bytes cut are reported, not summed as events).

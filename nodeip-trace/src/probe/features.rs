@@ -64,7 +64,7 @@ pub const TRACEPOINTS: [(&str, &str, &str); 25] = [
     (
         "syscalls",
         "sys_enter_connect",
-        "getaddrinfo's sort: each candidate in resolver order",
+        "source-address decisions (their route lookups are kept); getaddrinfo's sort candidates",
     ),
     (
         "syscalls",

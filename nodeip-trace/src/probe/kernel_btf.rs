@@ -10,6 +10,14 @@ use std::collections::HashMap;
 
 use nodeip_trace_common::{handler_offset, socket_offset};
 
+/// The NUL-terminated string at `off` in the string section `(start, len)` of `data`.
+fn name_bytes(data: &[u8], (start, len): (usize, usize), off: u32) -> &[u8] {
+    let strings = data.get(start..start + len).unwrap_or_default();
+    let s = strings.get(off as usize..).unwrap_or_default();
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+    &s[..end]
+}
+
 /// `BTF_KIND_*` numbers used here.
 const KIND_INT: u32 = 1;
 const KIND_ARRAY: u32 = 3;
@@ -22,116 +30,134 @@ const KIND_DATASEC: u32 = 15;
 const KIND_DECL_TAG: u32 = 17;
 const KIND_ENUM64: u32 = 19;
 
-/// A struct or union member.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Member {
-    name: String,
-    type_id: u32,
-    bit_offset: u32,
-}
+/// `BTF_KIND_*` numbers of types that only rename or qualify another: TYPEDEF, VOLATILE, CONST,
+/// RESTRICT, TYPE_TAG.
+const ALIAS_KINDS: [u32; 5] = [8, 9, 10, 11, 18];
 
-/// The structs and unions of a BTF blob, by type id, and struct ids by name.
+/// A BTF blob, indexed once (where each type's record starts, and struct ids by name); members
+/// are read from the blob when asked for, so the kernel's ~100k types cost a few MB, not tens.
 #[derive(Debug, Default)]
 pub struct KernelTypes {
-    composites: HashMap<u32, Vec<Member>>,
+    data: Vec<u8>,
+    /// Start of the type section in `data`.
+    types: usize,
+    /// Start and length of the string section in `data`.
+    strings: (usize, usize),
+    /// Offset of type `id`'s record in the type section, at index `id - 1`.
+    offsets: Vec<u32>,
     by_name: HashMap<String, u32>,
-    /// `BTF_KIND_TYPEDEF`/`CONST`/`VOLATILE`/... id → the type it refers to.
-    aliases: HashMap<u32, u32>,
 }
 
 fn u32_at(data: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
 }
 
-fn name_at(strings: &[u8], off: u32) -> String {
-    let s = strings.get(off as usize..).unwrap_or_default();
-    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-    String::from_utf8_lossy(&s[..end]).into_owned()
+/// One type record's header.
+struct TypeRecord {
+    kind: u32,
+    vlen: usize,
+    kind_flag: bool,
+    size_or_type: u32,
+    /// Where its trailing data (members, …) starts, in `data`.
+    extra_at: usize,
 }
 
 impl KernelTypes {
     /// Parses a little-endian BTF blob; `None` when it is not one.
     pub fn parse(data: &[u8]) -> Option<Self> {
+        Self::from_vec(data.to_vec())
+    }
+
+    /// [`KernelTypes::parse`], keeping `data` without a copy.
+    fn from_vec(data: Vec<u8>) -> Option<Self> {
         if data.get(0..2)? != [0x9f, 0xeb] {
             return None;
         }
-        let hdr_len = u32_at(data, 4)? as usize;
-        let type_off = u32_at(data, 8)? as usize;
-        let type_len = u32_at(data, 12)? as usize;
-        let str_off = u32_at(data, 16)? as usize;
-        let str_len = u32_at(data, 20)? as usize;
-        let types = data.get(hdr_len + type_off..hdr_len + type_off + type_len)?;
-        let strings = data.get(hdr_len + str_off..hdr_len + str_off + str_len)?;
-        let mut out = KernelTypes::default();
-        let (mut at, mut id) = (0usize, 1u32);
+        let hdr_len = u32_at(&data, 4)? as usize;
+        let type_off = u32_at(&data, 8)? as usize;
+        let type_len = u32_at(&data, 12)? as usize;
+        let str_off = u32_at(&data, 16)? as usize;
+        let str_len = u32_at(&data, 20)? as usize;
+        let types_start = hdr_len + type_off;
+        let types = data.get(types_start..types_start + type_len)?;
+        data.get(hdr_len + str_off..hdr_len + str_off + str_len)?;
+        let mut out = KernelTypes {
+            types: types_start,
+            strings: (hdr_len + str_off, str_len),
+            ..KernelTypes::default()
+        };
+        let mut at = 0usize;
         while at + 12 <= types.len() {
             let name_off = u32_at(types, at)?;
             let info = u32_at(types, at + 4)?;
-            let size_or_type = u32_at(types, at + 8)?;
             let kind = (info >> 24) & 0x1f;
             let vlen = (info & 0xffff) as usize;
-            let kind_flag = info >> 31 == 1;
-            at += 12;
-            let extra = match kind {
-                KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
-                KIND_ARRAY => 12,
-                KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => 12 * vlen,
-                KIND_ENUM | KIND_FUNC_PROTO => 8 * vlen,
-                _ => 0,
-            };
-            match kind {
-                KIND_STRUCT | KIND_UNION => {
-                    let members = (0..vlen)
-                        .map(|i| {
-                            let m = at + 12 * i;
-                            let offset = u32_at(types, m + 8)?;
-                            Some(Member {
-                                name: name_at(strings, u32_at(types, m)?),
-                                type_id: u32_at(types, m + 4)?,
-                                bit_offset: if kind_flag {
-                                    offset & 0xff_ffff
-                                } else {
-                                    offset
-                                },
-                            })
-                        })
-                        .collect::<Option<Vec<_>>>()?;
-                    let name = name_at(strings, name_off);
-                    if kind == KIND_STRUCT && !name.is_empty() {
-                        out.by_name.entry(name).or_insert(id);
-                    }
-                    out.composites.insert(id, members);
-                }
-                // PTR, TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG refer to another type.
-                2 | 8 | 9 | 10 | 11 | 18 => {
-                    out.aliases.insert(id, size_or_type);
-                }
-                _ => {}
+            out.offsets.push(at as u32);
+            if kind == KIND_STRUCT && name_off != 0 {
+                let id = out.offsets.len() as u32;
+                let name = String::from_utf8_lossy(name_bytes(&data, out.strings, name_off));
+                out.by_name.entry(name.into_owned()).or_insert(id);
             }
-            at += extra;
-            id += 1;
+            at += 12
+                + match kind {
+                    KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
+                    KIND_ARRAY => 12,
+                    KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => 12 * vlen,
+                    KIND_ENUM | KIND_FUNC_PROTO => 8 * vlen,
+                    _ => 0,
+                };
         }
+        if at > types.len() {
+            return None;
+        }
+        out.data = data;
         Some(out)
+    }
+
+    fn record(&self, id: u32) -> Option<TypeRecord> {
+        let at = self.types + *self.offsets.get(id.checked_sub(1)? as usize)? as usize;
+        let info = u32_at(&self.data, at + 4)?;
+        Some(TypeRecord {
+            kind: (info >> 24) & 0x1f,
+            vlen: (info & 0xffff) as usize,
+            kind_flag: info >> 31 == 1,
+            size_or_type: u32_at(&self.data, at + 8)?,
+            extra_at: at + 12,
+        })
     }
 
     /// The running kernel's types.
     pub fn running() -> Option<Self> {
-        Self::parse(&std::fs::read("/sys/kernel/btf/vmlinux").ok()?)
+        Self::from_vec(std::fs::read("/sys/kernel/btf/vmlinux").ok()?)
     }
 
     /// Byte offset of `member` in struct `name`, looking through anonymous members.
     pub fn member_offset(&self, name: &str, member: &str) -> Option<u32> {
-        self.find_in(*self.by_name.get(name)?, member, 0)
+        self.find_in(*self.by_name.get(name)?, member.as_bytes(), 0, 0)
     }
 
-    fn find_in(&self, id: u32, member: &str, base_bits: u32) -> Option<u32> {
-        for m in self.composites.get(&id)? {
-            let bits = base_bits + m.bit_offset;
-            if m.name == member {
+    fn find_in(&self, id: u32, member: &[u8], base_bits: u32, depth: u32) -> Option<u32> {
+        let r = self.record(id)?;
+        if (r.kind != KIND_STRUCT && r.kind != KIND_UNION) || depth > 8 {
+            return None;
+        }
+        for i in 0..r.vlen {
+            let m = r.extra_at + 12 * i;
+            let name_off = u32_at(&self.data, m)?;
+            let type_id = u32_at(&self.data, m + 4)?;
+            let offset = u32_at(&self.data, m + 8)?;
+            let bits = base_bits
+                + if r.kind_flag {
+                    offset & 0xff_ffff
+                } else {
+                    offset
+                };
+            let name = name_bytes(&self.data, self.strings, name_off);
+            if name == member {
                 return bits.is_multiple_of(8).then_some(bits / 8);
             }
-            if m.name.is_empty() {
-                if let Some(found) = self.find_in(self.resolve(m.type_id), member, bits) {
+            if name.is_empty() {
+                if let Some(found) = self.find_in(self.resolve(type_id), member, bits, depth + 1) {
                     return Some(found);
                 }
             }
@@ -142,8 +168,8 @@ impl KernelTypes {
     /// Follows typedefs and qualifiers (not pointers) to the underlying type.
     fn resolve(&self, mut id: u32) -> u32 {
         for _ in 0..16 {
-            match self.aliases.get(&id) {
-                Some(next) if !self.composites.contains_key(&id) => id = *next,
+            match self.record(id) {
+                Some(r) if ALIAS_KINDS.contains(&r.kind) => id = r.size_or_type,
                 _ => break,
             }
         }

@@ -271,10 +271,16 @@ impl LiveTracer {
                 ("fib6_table_lookup", "fib6", "fib6_table_lookup"),
             ]);
         }
-        if config.getaddrinfo {
+        // connect() marks a source-address decision (its route lookups are kept), and is one of
+        // glibc's sort probes inside getaddrinfo.
+        if config.getaddrinfo || config.route_lookups {
             tps.extend([
                 ("gai_connect_enter", "syscalls", "sys_enter_connect"),
                 ("gai_socket_exit", "syscalls", "sys_exit_connect"),
+            ]);
+        }
+        if config.getaddrinfo {
+            tps.extend([
                 ("gai_getsockname_enter", "syscalls", "sys_enter_getsockname"),
                 ("gai_socket_exit", "syscalls", "sys_exit_getsockname"),
                 ("gai_conf_open_enter", "syscalls", "sys_enter_openat"),
