@@ -248,8 +248,12 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
     let closed = EVENTS
         .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
         .is_ok();
-    if !closed || st.dropped != 0 {
+    // Data lost is a lost call; a lost closing record alone is not (userspace still has every
+    // byte and closes the call at shutdown, flagged as cut).
+    if st.dropped != 0 {
         count(counter::NETLINK_RINGBUF_FULL, 1);
+    } else if !closed {
+        count(counter::OTHER_RINGBUF_FULL, 1);
     }
 }
 

@@ -186,8 +186,11 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     let closed = EVENTS
         .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
         .is_ok();
-    if !closed || dropped {
+    // Data lost is a lost call; a lost closing record alone is not (see netlink.rs).
+    if dropped {
         count(counter::NETLINK_RINGBUF_FULL, 1);
+    } else if !closed {
+        count(counter::OTHER_RINGBUF_FULL, 1);
     }
 }
 

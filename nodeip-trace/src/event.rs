@@ -28,7 +28,7 @@ pub struct Event {
     /// Who the process is (executable, ancestors, cgroup, systemd unit or container and pod),
     /// captured when the event happened; live tracing only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<Box<ProcessAttribution>>,
+    pub process: Option<std::sync::Arc<ProcessAttribution>>,
     /// The kind-specific part; its `kind` tag names it.
     #[serde(flatten)]
     pub body: EventBody,

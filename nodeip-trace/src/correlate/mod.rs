@@ -70,7 +70,8 @@ pub trait ResolverConfig {
 /// Who a traced process is (live tracing): executable, ancestors, cgroup, unit or container.
 pub trait ProcessDirectory {
     /// The attribution of `pid`, whose kernel records carry cgroup id `cgroup_id` (0: unknown).
-    fn attribute(&mut self, pid: u32, cgroup_id: u64) -> Option<ProcessAttribution>;
+    fn attribute(&mut self, pid: u32, cgroup_id: u64)
+        -> Option<std::sync::Arc<ProcessAttribution>>;
     /// `pid` exec'd `filename`: what was known about it is read again.
     fn exec(&mut self, pid: u32, filename: &str);
 }
@@ -251,7 +252,7 @@ impl Pipeline {
     }
 
     /// Who `pid` is, when a process directory is set (live tracing).
-    pub fn attribution_of(&mut self, pid: u32) -> Option<ProcessAttribution> {
+    pub fn attribution_of(&mut self, pid: u32) -> Option<std::sync::Arc<ProcessAttribution>> {
         let cgroup_id = self.cgroup_by_pid.get(&pid).copied().unwrap_or(0);
         self.processes.as_mut()?.attribute(pid, cgroup_id)
     }
@@ -260,7 +261,7 @@ impl Pipeline {
         let process = if task.pid == 0 {
             None
         } else {
-            self.attribution_of(task.pid).map(Box::new)
+            self.attribution_of(task.pid)
         };
         Event {
             process,

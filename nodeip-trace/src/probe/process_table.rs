@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::correlate::ProcessDirectory;
@@ -132,6 +133,8 @@ pub struct ProcProcessDirectory {
     containers: HashMap<String, ContainerNames>,
     pods: HashMap<String, (String, String, Option<String>)>,
     pods_scanned: Option<Instant>,
+    /// Attributions made, by (pid, cgroup id): every event of a process shares one.
+    made: HashMap<(u32, u64), Arc<ProcessAttribution>>,
 }
 
 impl Default for ProcProcessDirectory {
@@ -143,6 +146,7 @@ impl Default for ProcProcessDirectory {
             containers: HashMap::new(),
             pods: HashMap::new(),
             pods_scanned: None,
+            made: HashMap::new(),
         }
     }
 }
@@ -243,9 +247,12 @@ impl ProcProcessDirectory {
 }
 
 impl ProcessDirectory for ProcProcessDirectory {
-    fn attribute(&mut self, pid: u32, cgroup_id: u64) -> Option<ProcessAttribution> {
+    fn attribute(&mut self, pid: u32, cgroup_id: u64) -> Option<Arc<ProcessAttribution>> {
         if pid == 0 {
             return None;
+        }
+        if let Some(made) = self.made.get(&(pid, cgroup_id)) {
+            return Some(made.clone());
         }
         if !self.facts.contains_key(&pid) {
             if self.facts.len() >= MAX_PROCESSES {
@@ -263,15 +270,24 @@ impl ProcessDirectory for ProcProcessDirectory {
             c.pod_name = name;
             c.name = container;
         }
-        Some(ProcessAttribution {
+        let made = Arc::new(ProcessAttribution {
             exe: facts.exe,
             ancestors: facts.ancestors,
             cgroup,
             identity,
-        })
+        });
+        // A cgroup path not resolved yet (new cgroup, rescan not due) is tried again later.
+        if made.cgroup.is_some() || cgroup_id == 0 {
+            if self.made.len() >= MAX_PROCESSES {
+                self.made.clear();
+            }
+            self.made.insert((pid, cgroup_id), made.clone());
+        }
+        Some(made)
     }
 
     fn exec(&mut self, pid: u32, filename: &str) {
+        self.made.retain(|(p, _), _| *p != pid);
         let facts = self.read_facts(pid, Some(filename));
         if self.facts.len() >= MAX_PROCESSES {
             self.facts.clear();

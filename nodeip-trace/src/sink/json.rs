@@ -42,6 +42,13 @@ impl<W: Write> JsonLinesSink<W> {
 }
 
 impl<W: Write> EventSink for JsonLinesSink<W> {
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.out.flush().map_err(|source| SinkError::Io {
+            what: self.name.clone(),
+            source,
+        })
+    }
+
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
         match item {
             Emitted::Event(e) => self.write_event(e),

@@ -41,6 +41,11 @@ pub trait EventSink {
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError>;
     /// Flushes and writes any trailer.
     fn finish(&mut self) -> Result<(), SinkError>;
+    /// Pushes buffered output out (live tracing calls it after each batch of records, so
+    /// buffered sinks write in batches yet stay current).
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 /// Adapts a pcap/pcapng [`pcap::FrameSink`] to [`EventSink`]: frames are written, events ignored.

@@ -569,6 +569,10 @@ impl<W: Write> TextTimelineSink<W> {
 }
 
 impl<W: Write> EventSink for TextTimelineSink<W> {
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.out.flush().map_err(|s| self.io(s))
+    }
+
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
         let Emitted::Event(e) = item else {
             return Ok(());
