@@ -453,6 +453,9 @@ pub struct RunSummary {
     pub events: std::collections::BTreeMap<String, u64>,
     /// Total lost (see the `lost` events for reasons).
     pub lost: u64,
+    /// What ended the trace: `duration`, `command exited (N)`, `SIGINT`, `SIGTERM`, `SIGHUP`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stopped_by: String,
 }
 
 impl EventBody {

@@ -62,6 +62,21 @@ pub struct TraceOptions {
     pub process_filter: ProcessFilter,
 }
 
+/// Creates (or truncates) an output file readable by its owner only (0600): captures and
+/// recordings hold other processes' addresses and requests, and travel to laptops.
+fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // An existing file keeps its mode on open: narrow it too.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
 /// Whether `item` passes the attribution filter (events not made by a process always do).
 fn kept(pipeline: &mut Pipeline, filter: &ProcessFilter, item: &Emitted) -> bool {
     if filter.is_empty() {
@@ -220,6 +235,9 @@ pub enum TraceError {
         /// The error.
         source: std::io::Error,
     },
+    /// Outputs failed during the trace (the others were completed).
+    #[error("{0}; the other outputs are complete, and a JSON recording that failed was cut back to its last complete line")]
+    OutputsFailed(String),
     /// Other I/O (ring buffer polling, signals).
     #[error("{what}: {source}")]
     Io {
@@ -290,27 +308,93 @@ fn host_name() -> String {
         .to_string()
 }
 
+/// One output, and what to do when it fails.
+struct SinkSlot {
+    sink: Box<dyn EventSink>,
+    /// A JSON-lines file: cut back to its last complete line if a write fails (disk full).
+    recording: Option<PathBuf>,
+    /// The write error that closed this output.
+    failed: Option<String>,
+}
+
+/// The outputs of a trace. One that fails (disk full, closed pipe) is closed and said on stderr;
+/// the trace goes on with the others, and stops only when none is left.
 struct Sinks {
-    sinks: Vec<Box<dyn EventSink>>,
+    slots: Vec<SinkSlot>,
     counts: BTreeMap<String, u64>,
 }
 
 impl Sinks {
+    fn add(&mut self, sink: Box<dyn EventSink>, recording: Option<PathBuf>) {
+        self.slots.push(SinkSlot {
+            sink,
+            recording,
+            failed: None,
+        });
+    }
+
+    /// Runs `op` on every open output; closes those that fail. Errs only when all have failed.
+    fn each(
+        &mut self,
+        mut op: impl FnMut(&mut dyn EventSink) -> Result<(), SinkError>,
+    ) -> Result<(), SinkError> {
+        let mut last_error = None;
+        for slot in self.slots.iter_mut().filter(|s| s.failed.is_none()) {
+            if let Err(e) = op(slot.sink.as_mut()) {
+                if !e.is_broken_pipe() {
+                    eprintln!("nodeip-trace: {e}; that output is closed, the trace goes on");
+                }
+                slot.failed = Some(e.to_string());
+                if let Some(path) = &slot.recording {
+                    cut_to_last_line(path);
+                }
+                last_error = Some(e);
+            }
+        }
+        match last_error {
+            Some(e) if self.slots.iter().all(|s| s.failed.is_some()) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
         if let Emitted::Event(e) = item {
             *self.counts.entry(e.body.kind().to_string()).or_default() += 1;
         }
-        for s in &mut self.sinks {
-            s.write(item)?;
-        }
-        Ok(())
+        self.each(|s| s.write(item))
+    }
+
+    /// Writes a header or summary (not counted as an event).
+    fn write_meta(&mut self, event: &Event) -> Result<(), SinkError> {
+        let item = Emitted::Event(Box::new(event.clone()));
+        self.each(|s| s.write(&item))
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
-        for s in &mut self.sinks {
-            s.flush()?;
+        self.each(|s| s.flush())
+    }
+
+    fn finish(&mut self) -> Result<(), SinkError> {
+        self.each(|s| s.finish())
+    }
+
+    /// The outputs that failed, with why.
+    fn failures(&self) -> Vec<String> {
+        self.slots.iter().filter_map(|s| s.failed.clone()).collect()
+    }
+}
+
+/// Cuts a JSON-lines file back to its last complete line (after a failed write, e.g. disk full),
+/// so every line in it stays parseable.
+fn cut_to_last_line(path: &std::path::Path) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if keep < bytes.len() {
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) {
+            let _ = f.set_len(keep as u64);
         }
-        Ok(())
     }
 }
 
@@ -368,12 +452,12 @@ fn pcap_writer(
     let out: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stdout())
     } else {
-        Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|source| TraceError::Create {
+        Box::new(std::io::BufWriter::new(create_private(path).map_err(
+            |source| TraceError::Create {
                 path: path.to_path_buf(),
                 source,
-            })?,
-        ))
+            },
+        )?))
     };
     let err = |e: crate::sink::pcap::PcapError| TraceError::Create {
         path: path.to_path_buf(),
@@ -444,34 +528,43 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
         || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
     let mut sinks = Sinks {
-        sinks: Vec::new(),
+        slots: Vec::new(),
         counts: BTreeMap::new(),
     };
     match opts.format {
         // Buffered, flushed after each batch of records (a line-buffered stdout made one write
         // per event: a third of the tracer's time under load).
-        StdoutFormat::Text => sinks.sinks.push(Box::new(TextTimelineSink::new(
-            std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
-            "stdout",
-            false,
-        ))),
-        StdoutFormat::Json => sinks.sinks.push(Box::new(JsonLinesSink::new(
-            std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
-            "stdout",
-            false,
-        ))),
+        StdoutFormat::Text => sinks.add(
+            Box::new(TextTimelineSink::new(
+                std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
+                "stdout",
+                false,
+            )),
+            None,
+        ),
+        StdoutFormat::Json => sinks.add(
+            Box::new(JsonLinesSink::new(
+                std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
+                "stdout",
+                false,
+            )),
+            None,
+        ),
         StdoutFormat::None => {}
     }
     if let Some(path) = &opts.output {
-        let file = std::fs::File::create(path).map_err(|source| TraceError::Create {
+        let file = create_private(path).map_err(|source| TraceError::Create {
             path: path.clone(),
             source,
         })?;
-        sinks.sinks.push(Box::new(JsonLinesSink::new(
-            std::io::BufWriter::new(file),
-            path.display().to_string(),
-            false,
-        )));
+        sinks.add(
+            Box::new(JsonLinesSink::new(
+                std::io::BufWriter::new(file),
+                path.display().to_string(),
+                false,
+            )),
+            Some(path.clone()),
+        );
     }
     let mut families = crate::probe::kernel_dump::genl_families();
     families.extend(opts.genl_families.iter().cloned());
@@ -479,22 +572,24 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         pipeline.netlink_decoder().learn_family(*id, name);
     }
     if let Some(path) = &opts.pcap {
-        sinks
-            .sinks
-            .push(Box::new(crate::sink::FrameSinkAdapter::new(
+        sinks.add(
+            Box::new(crate::sink::FrameSinkAdapter::new(
                 pcap_writer(path, false)?,
                 path.display().to_string(),
                 families.clone(),
-            )));
+            )),
+            None,
+        );
     }
     if let Some(path) = &opts.pcapng {
-        sinks
-            .sinks
-            .push(Box::new(crate::sink::FrameSinkAdapter::new(
+        sinks.add(
+            Box::new(crate::sink::FrameSinkAdapter::new(
                 pcap_writer(path, true)?,
                 path.display().to_string(),
                 families.clone(),
-            )));
+            )),
+            None,
+        );
     }
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
     let header = meta_event(
@@ -512,9 +607,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             clock_offset_ns: (clock.wall_ns(0)) as i64,
         }),
     );
-    for s in sinks.sinks.iter_mut() {
-        s.write(&Emitted::Event(Box::new(header.clone())))?;
-    }
+    sinks.write_meta(&header)?;
 
     let attached = tracer.hooks.iter().filter(|h| h.status.is_ok()).count();
     let failed: Vec<String> = tracer
@@ -566,6 +659,12 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         what: "installing SIGTERM handler",
         source,
     })?;
+    // A closed terminal or `ssh` session ends the trace cleanly too, outputs complete.
+    let mut sighup = signal(SignalKind::hangup()).map_err(|source| TraceError::Io {
+        what: "installing SIGHUP handler",
+        source,
+    })?;
+    let mut stopped_by = String::from("running");
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut records = Vec::new();
     let mut record_errors: Vec<RecordError> = Vec::new();
@@ -595,11 +694,13 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     use std::os::unix::process::ExitStatusExt;
                     let code = status.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))).unwrap_or(1);
                     end = TraceEnd::CommandExited(code);
+                    stopped_by = format!("command exited ({code})");
                     stop = true;
                 }
-                _ = sleep => { stop = true; }
-                _ = sigint.recv() => { stop = true; }
-                _ = sigterm.recv() => { stop = true; }
+                _ = sleep => { stop = true; stopped_by = "duration".into(); }
+                _ = sigint.recv() => { stop = true; stopped_by = "SIGINT".into(); }
+                _ = sigterm.recv() => { stop = true; stopped_by = "SIGTERM".into(); }
+                _ = sighup.recv() => { stop = true; stopped_by = "SIGHUP".into(); }
                 _ = tokio::time::sleep(Duration::from_millis(100)), if !libc_watcher.again.is_empty() => {}
             }
             libc_watcher.tick(&mut tracer);
@@ -669,24 +770,30 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let summary = RunSummary {
         events: sinks.counts.clone(),
         lost: lost_total,
+        stopped_by: stopped_by.clone(),
     };
     let summary_event = meta_event(&clock, EventBody::Summary(summary.clone()));
-    for s in sinks.sinks.iter_mut() {
-        s.write(&Emitted::Event(Box::new(summary_event.clone())))?;
-    }
-    for s in &mut sinks.sinks {
-        s.finish()?;
-    }
+    let _ = sinks.write_meta(&summary_event);
+    let _ = sinks.finish();
+    let failures = sinks.failures();
     let total: u64 = summary.events.values().sum();
     let _ = writeln!(
         std::io::stderr(),
-        "nodeip-trace: {total} events, {lost_total} lost{}",
+        "nodeip-trace: {total} events, {lost_total} lost{}; stopped by {stopped_by}{}",
         if lost.counts.is_empty() {
             String::new()
         } else {
             format!(" ({:?})", lost.counts)
+        },
+        if failures.is_empty() {
+            String::new()
+        } else {
+            format!("; outputs that failed: {}", failures.join("; "))
         }
     );
     drop(tracer);
+    if !failures.is_empty() {
+        return Err(TraceError::OutputsFailed(failures.join("; ")));
+    }
     Ok(end)
 }

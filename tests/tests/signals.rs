@@ -1,0 +1,121 @@
+//! Issue 9 (signals, first part): SIGINT, SIGTERM and SIGHUP each stop a trace cleanly — exit 0,
+//! the JSON recording complete (every line JSON, the summary last, naming the signal), the pcap
+//! readable to its end by `analyze`, and the tracer's links gone (its fds close with it; a second
+//! trace starts and sees calls as usual).
+use std::process::Command;
+
+use nodeip_trace_tests::{json_lines, require_root, tool, ScratchDir};
+
+#[test]
+fn each_stop_signal_leaves_complete_outputs() {
+    require_root();
+    let scratch = ScratchDir::new("signals");
+    for (signal, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let (rec, pcap, ready) = (
+            scratch.file(&format!("{name}.jsonl")),
+            scratch.file(&format!("{name}.pcap")),
+            scratch.file(&format!("{name}.ready")),
+        );
+        let child = Command::new(tool())
+            .args([
+                "trace", "--comm", "getent", "--format", "json", "-o", &rec, "--pcap", &pcap,
+            ])
+            .args(["--ready-file", &ready])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !std::path::Path::new(&ready).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: tracer not ready"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        for _ in 0..3 {
+            let ok = Command::new("getent")
+                .args(["ahostsv4", "localhost"])
+                .output()
+                .unwrap();
+            assert!(ok.status.success());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("stopped by {name}")), "{stderr}");
+        let events = json_lines(std::fs::read(&rec).unwrap().as_slice());
+        assert_eq!(events[0]["kind"], "header", "{name}");
+        let summary = events.last().unwrap();
+        assert_eq!(summary["kind"], "summary", "{name}");
+        assert_eq!(summary["stopped_by"], name);
+        let calls = events.iter().filter(|e| e["kind"] == "getaddrinfo").count();
+        assert_eq!(calls, 3, "{name}: {stderr}");
+        let analyzed = Command::new(tool())
+            .args(["analyze", "--format", "json", &pcap])
+            .output()
+            .unwrap();
+        assert!(
+            analyzed.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&analyzed.stderr)
+        );
+    }
+}
+
+/// Output disk full (a 64 KiB tmpfs): the recording is closed and cut back to its last complete
+/// line, the trace goes on to its other outputs (stdout), and the exit status and stderr say
+/// which output failed and why.
+#[test]
+fn a_full_disk_closes_that_output_and_keeps_it_valid() {
+    require_root();
+    let scratch = ScratchDir::new("diskfull");
+    let mount = scratch.file("small");
+    std::fs::create_dir_all(&mount).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "nit-diskfull", &mount])
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a small tmpfs");
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mount.clone());
+    let rec = format!("{mount}/rec.jsonl");
+    let batch = scratch.file("gets.batch");
+    let lines: String = (0..2000)
+        .map(|i| format!("route get 127.0.{}.{}\n", i / 250, i % 250 + 1))
+        .collect();
+    std::fs::write(&batch, lines).unwrap();
+    let out = Command::new(tool())
+        .args([
+            "trace", "--format", "json", "-o", &rec, "--", "ip", "-batch", &batch,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(
+        stderr.contains("that output is closed, the trace goes on"),
+        "{stderr}"
+    );
+    // The recording: every line complete JSON, header first.
+    let kept = json_lines(std::fs::read(&rec).unwrap().as_slice());
+    assert_eq!(kept[0]["kind"], "header");
+    assert!(kept.len() > 10, "{}", kept.len());
+    // stdout went on to the end: the summary is there.
+    let stdout = json_lines(&out.stdout);
+    assert_eq!(stdout.last().unwrap()["kind"], "summary", "{stderr}");
+    assert!(stdout.len() > kept.len());
+}
