@@ -390,6 +390,11 @@ pub struct ExtackRecord {
 pub struct ExecRecord {
     /// Common header.
     pub header: EventHeader,
+    /// The parent's tgid (`current->real_parent->tgid`), 0 when the offsets are unknown: a
+    /// process gone before userspace looks still has its parent.
+    pub ppid: u32,
+    /// Padding, always 0.
+    pub _pad: u32,
     /// The executed file name, NUL-terminated.
     pub filename: [u8; EXEC_FILENAME_LEN],
 }
@@ -502,7 +507,7 @@ const _: () = assert!(
 const _: () = assert!(core::mem::size_of::<NetlinkChunkHeader>() == 48 + 8 + 32);
 const _: () = assert!(core::mem::size_of::<TracepointRecord>() == 48 + TRACEPOINT_RAW_LEN);
 const _: () = assert!(core::mem::size_of::<ExtackRecord>() == 48 + EXTACK_LEN);
-const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + EXEC_FILENAME_LEN);
+const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + 8 + EXEC_FILENAME_LEN);
 const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);

@@ -4,7 +4,9 @@
 //! Minimum kernel: 4.7 (tracepoint programs); `__data_loc` comm fields since 6.x are skipped by
 //! reading only the pid fields, whose offsets userspace sets from the format file.
 use aya_ebpf::{
-    helpers::bpf_probe_read_kernel_str_bytes, macros::tracepoint, programs::TracePointContext,
+    helpers::{bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+    macros::tracepoint,
+    programs::TracePointContext,
     EbpfContext, Global,
 };
 use nodeip_trace_common::{counter, ExecRecord, KIND_EXEC};
@@ -17,6 +19,31 @@ static FORK_CHILD_PID_OFFSET: Global<u32> = Global::new(20);
 /// 1 when the pid filter is on, so children of traced processes are added to it.
 #[unsafe(no_mangle)]
 static FOLLOW_FORKS: Global<u32> = Global::new(0);
+/// Offsets of `task_struct.real_parent` and `task_struct.tgid` (from the kernel's BTF; 0 when
+/// unknown).
+#[unsafe(no_mangle)]
+static PARENT_OFFSETS: Global<[u32; 2]> = Global::new([0; 2]);
+
+/// `current->real_parent->tgid`, or 0.
+#[inline(always)]
+fn parent_tgid() -> u32 {
+    let [parent_off, tgid_off] = PARENT_OFFSETS.load();
+    if parent_off == 0 {
+        return 0;
+    }
+    // SAFETY: bpf_probe_read_kernel checks every read.
+    unsafe {
+        let task = aya_ebpf::helpers::bpf_get_current_task() as *const u8;
+        let Ok(parent) = bpf_probe_read_kernel(task.add(parent_off as usize) as *const *const u8)
+        else {
+            return 0;
+        };
+        if parent.is_null() {
+            return 0;
+        }
+        bpf_probe_read_kernel(parent.add(tgid_off as usize) as *const i32).unwrap_or(0) as u32
+    }
+}
 
 /// `sched:sched_process_fork`: a child of a traced thread group is traced too.
 #[tracepoint]
@@ -55,6 +82,8 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     let rec = entry.as_mut_ptr();
     unsafe {
         (*rec).header = header(KIND_EXEC, pid_tgid);
+        (*rec).ppid = parent_tgid();
+        (*rec)._pad = 0;
         (*rec).filename[0] = 0;
         let src = (ctx.as_ptr() as *const u8).wrapping_add((loc & 0xffff) as usize);
         if bpf_probe_read_kernel_str_bytes(src, &mut (*rec).filename).is_err() {

@@ -186,6 +186,14 @@ impl KernelTypes {
         ])
     }
 
+    /// Offsets of `task_struct.real_parent` and `task_struct.tgid` (a process's parent at exec).
+    pub fn parent_offsets(&self) -> Option<[u32; 2]> {
+        Some([
+            self.member_offset("task_struct", "real_parent")?,
+            self.member_offset("task_struct", "tgid")?,
+        ])
+    }
+
     /// Offsets the socket-layer netlink capture follows, indexed by
     /// `nodeip_trace_common::socket_offset::*`; `None` unless all are found (`sk_protocol` must be
     /// a whole `u16`, as since Linux 5.6).

@@ -172,6 +172,10 @@ impl LiveTracer {
             .and_then(|types| types.netns_offsets())
             .unwrap_or_default();
         let socket_offsets = types.as_ref().and_then(|types| types.socket_offsets());
+        let parent_offsets = types
+            .as_ref()
+            .and_then(|types| types.parent_offsets())
+            .unwrap_or_default();
         let (handler_offsets, handler_known) = types
             .as_ref()
             .map(|types| types.handler_offsets())
@@ -188,6 +192,7 @@ impl LiveTracer {
             .override_global("NETNS_OFFSETS", &netns_offsets, true)
             .override_global("HANDLER_OFFSETS", &handler_offsets, true)
             .override_global("HANDLER_OFFSETS_KNOWN", &handler_known, true)
+            .override_global("PARENT_OFFSETS", &parent_offsets, true)
             .override_global("SOCKET_OFFSETS", &socket_offsets.unwrap_or_default(), true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)

@@ -286,9 +286,25 @@ impl ProcessDirectory for ProcProcessDirectory {
         Some(made)
     }
 
-    fn exec(&mut self, pid: u32, filename: &str) {
+    fn exec(&mut self, pid: u32, ppid: u32, filename: &str) {
         self.made.retain(|(p, _), _| *p != pid);
-        let facts = self.read_facts(pid, Some(filename));
+        let mut facts = self.read_facts(pid, Some(filename));
+        if facts.ancestors.is_empty() && ppid != 0 {
+            // Gone already: the kernel said who the parent is, and the parent (a shell, a
+            // daemon) usually lives on to tell the rest.
+            let parent = self.read_facts(ppid, None);
+            let comm = std::fs::read_to_string(self.proc_root.join(ppid.to_string()).join("comm"))
+                .unwrap_or_default()
+                .trim_end()
+                .to_string();
+            facts.ancestors.push(Ancestor { pid: ppid, comm });
+            facts
+                .ancestors
+                .extend(parent.ancestors.into_iter().take(MAX_ANCESTORS - 1));
+            if facts.cgroup.is_none() {
+                facts.cgroup = parent.cgroup;
+            }
+        }
         if self.facts.len() >= MAX_PROCESSES {
             self.facts.clear();
         }
