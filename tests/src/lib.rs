@@ -294,3 +294,22 @@ impl Drop for BackgroundTrace {
         let _ = self.child.wait();
     }
 }
+
+/// `nodeip-trace doctor --format json`, parsed.
+pub fn doctor_report() -> Value {
+    let out = Command::new(tool())
+        .args(["doctor", "--format", "json"])
+        .output()
+        .expect("running nodeip-trace doctor");
+    serde_json::from_slice(&out.stdout).expect("doctor's JSON")
+}
+
+/// The kernel-function hook modes this kernel offers (`fentry`, `kprobe`), as doctor says.
+pub fn kernel_hook_modes() -> Vec<&'static str> {
+    let report = doctor_report();
+    [("fentry", "fentry"), ("kprobe", "kprobes")]
+        .into_iter()
+        .filter(|(_, key)| report[*key] == true)
+        .map(|(mode, _)| mode)
+        .collect()
+}

@@ -3,7 +3,7 @@
 //! kernel) the same tests see fentry and kprobes, and the handler plan that follows from them.
 use std::process::Command;
 
-use nodeip_trace_tests::{require_root, tool};
+use nodeip_trace_tests::{doctor_report, require_root, tool};
 
 #[test]
 fn doctor_reports_hooks_with_reasons() {
@@ -111,14 +111,7 @@ fn doctor_reports_hooks_with_reasons() {
 #[test]
 fn forced_hook_modes_fail_clearly_or_are_recorded() {
     require_root();
-    let report: serde_json::Value = serde_json::from_slice(
-        &Command::new(tool())
-            .args(["doctor", "--format", "json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let report = doctor_report();
     for (mode, available) in [
         ("fentry", report["fentry"] == true),
         ("kprobe", report["kprobes"] == true),

@@ -8,24 +8,11 @@
 //! NETLINK_ROUTE traffic (`--netlink-family route`), so the IPVS command is seen by the kernel
 //! handler probe alone: the "changes by processes whose buffers we did not catch" case.
 use std::os::unix::fs::MetadataExt;
-use std::process::Command;
 
-use nodeip_trace_tests::{kernel_has_ipvs, require_root, tool, trace_json, Netns, TraceRun};
+use nodeip_trace_tests::{
+    kernel_has_ipvs, kernel_hook_modes, require_root, trace_json, Netns, TraceRun,
+};
 use serde_json::Value;
-
-/// Modes this kernel offers, from `doctor --format json`.
-fn available_modes() -> Vec<&'static str> {
-    let out = Command::new(tool())
-        .args(["doctor", "--format", "json"])
-        .output()
-        .expect("running doctor");
-    let report: Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
-    [("fentry", "fentry"), ("kprobe", "kprobes")]
-        .into_iter()
-        .filter(|(_, key)| report[*key] == true)
-        .map(|(mode, _)| mode)
-        .collect()
-}
 
 /// The kernel_handler events of `function`.
 fn calls<'a>(run: &'a TraceRun, function: &str) -> Vec<&'a Value> {
@@ -38,7 +25,7 @@ fn calls<'a>(run: &'a TraceRun, function: &str) -> Vec<&'a Value> {
 #[test]
 fn kernel_handlers_in_fentry_and_kprobe_modes() {
     require_root();
-    let modes = available_modes();
+    let modes = kernel_hook_modes();
     if modes.is_empty() {
         eprintln!(
             "skipped: this kernel has neither fentry nor kprobes (see `nodeip-trace doctor`); \

@@ -24,7 +24,9 @@ use std::process::{Child, Command, Stdio};
 
 use nodeip_trace::probe::kernel_dump::OWN_REQUEST_SEQ;
 use nodeip_trace::source::capture::{CaptureReader, CapturedFrame};
-use nodeip_trace_tests::{kernel_has_ipvs, require_root, tool, Netns, ScratchDir};
+use nodeip_trace_tests::{
+    kernel_has_ipvs, kernel_hook_modes, require_root, tool, Netns, ScratchDir,
+};
 
 /// `(protocol, netlink bytes)` of every frame in a capture.
 fn frames(path: &str) -> Vec<(u16, Vec<u8>)> {
@@ -130,20 +132,8 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     // Every capture path this kernel has: syscall tracepoints, and the socket layer with
     // fentry and with kprobes where present.
-    let doctor: serde_json::Value = serde_json::from_slice(
-        &Command::new(tool())
-            .args(["doctor", "--format", "json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
     let mut modes = vec!["tracepoint"];
-    for (mode, key) in [("fentry", "fentry"), ("kprobe", "kprobes")] {
-        if doctor[key] == true {
-            modes.push(mode);
-        }
-    }
+    modes.extend(kernel_hook_modes());
     for (n, mode) in modes.into_iter().enumerate() {
         compare_with_nlmon(&ns, mode, n as u8);
     }

@@ -145,7 +145,7 @@ impl LibcWatcher {
     }
 
     fn look(&mut self, tracer: &mut LiveTracer, pid: u32) {
-        for (path, dev, ino) in crate::probe::process_table::libcs_of(pid) {
+        for (path, dev, ino) in crate::probe::libc_locator::libcs_in_root_of(pid) {
             if self.attached.contains(&(dev, ino)) {
                 continue;
             }

@@ -169,6 +169,16 @@ pub enum HookPreference {
 }
 
 impl HookPreference {
+    /// The kernel-function modes it allows, in order of preference.
+    fn modes(self) -> &'static [&'static str] {
+        match self {
+            HookPreference::Auto => &["fentry", "kprobe"],
+            HookPreference::Fentry => &["fentry"],
+            HookPreference::Kprobe => &["kprobe"],
+            HookPreference::Tracepoint => &[],
+        }
+    }
+
     /// The name as given to `--hooks`.
     pub fn name(self) -> &'static str {
         match self {
@@ -286,21 +296,40 @@ fn kernel_release() -> String {
         .to_string()
 }
 
-/// Looks `name` up in `/proc/kallsyms` text (also as `name.cold`/`name.isra.0` parts).
-fn kallsyms_lookup(kallsyms: &str, name: &str) -> KernelFunction {
-    let found = kallsyms.lines().find_map(|l| {
+/// Looks `names` up in `/proc/kallsyms` text (also as `name.cold`/`name.isra.0` parts) in one
+/// pass over it (it has a line per kernel symbol: hundreds of thousands).
+fn kallsyms_lookup_all(kallsyms: &str, names: &[&str]) -> Vec<KernelFunction> {
+    let mut found: Vec<Option<Option<String>>> = vec![None; names.len()];
+    for l in kallsyms.lines() {
         let mut cols = l.split_whitespace();
-        let sym = cols.nth(2)?;
-        (sym == name || sym.split('.').next() == Some(name)).then(|| {
-            cols.next()
-                .map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string())
-        })
-    });
-    KernelFunction {
-        name: name.into(),
-        present: found.is_some(),
-        module: found.flatten(),
+        let Some(sym) = cols.nth(2) else {
+            continue;
+        };
+        let base = sym.split('.').next().unwrap_or(sym);
+        if let Some(i) = names.iter().position(|n| *n == base) {
+            if found[i].is_none() {
+                found[i] = Some(
+                    cols.next()
+                        .map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string()),
+                );
+            }
+        }
     }
+    names
+        .iter()
+        .zip(found)
+        .map(|(name, f)| KernelFunction {
+            name: name.to_string(),
+            present: f.is_some(),
+            module: f.flatten(),
+        })
+        .collect()
+}
+
+/// [`kallsyms_lookup_all`] of one name.
+#[cfg(test)]
+fn kallsyms_lookup(kallsyms: &str, name: &str) -> KernelFunction {
+    kallsyms_lookup_all(kallsyms, &[name]).remove(0)
 }
 
 /// Probes fentry support: loads a trivial tracing program (needs BTF).
@@ -328,39 +357,67 @@ fn probe_fentry(btf: bool) -> (bool, String) {
     }
 }
 
-/// Why `mode` (`fentry`/`kprobe`) cannot probe `function` here (`None`: it can).
-fn mode_unavailable(
-    mode: &str,
-    function: &KernelFunction,
+/// What the kernel offers for probing its functions: the facts every mode decision rests on.
+#[derive(Clone, Copy, Debug)]
+struct ModeSupport<'a> {
     fentry: bool,
-    fentry_reason: &str,
+    /// Why not, when `fentry` is false.
+    fentry_reason: &'a str,
     kprobes: bool,
+    /// `/proc/kallsyms` could not be read (so no function is known to exist).
     no_kallsyms: bool,
-) -> Option<String> {
-    if mode == "fentry" && !fentry {
-        return Some(fentry_reason.to_string());
-    }
-    if mode == "kprobe" && !kprobes {
-        return Some("no kprobes in this kernel (CONFIG_KPROBES unset)".into());
-    }
-    if !function.present {
-        return Some(if no_kallsyms {
-            "cannot read /proc/kallsyms".into()
-        } else {
-            format!(
-                "{} not in this kernel (not built, inlined, or its module is not loaded)",
-                function.name
-            )
-        });
-    }
-    if mode == "fentry" {
-        if let Some(module) = &function.module {
-            return Some(format!(
-                "in module {module}: fentry needs the module's split BTF, which the loader cannot use"
-            ));
+}
+
+impl ModeSupport<'_> {
+    /// Why `mode` (`fentry`/`kprobe`) cannot probe `function` here (`None`: it can).
+    fn unavailable(&self, mode: &str, function: &KernelFunction) -> Option<String> {
+        if mode == "fentry" && !self.fentry {
+            return Some(self.fentry_reason.to_string());
         }
+        if mode == "kprobe" && !self.kprobes {
+            return Some("no kprobes in this kernel (CONFIG_KPROBES unset)".into());
+        }
+        if !function.present {
+            return Some(if self.no_kallsyms {
+                "cannot read /proc/kallsyms".into()
+            } else {
+                format!(
+                    "{} not in this kernel (not built, inlined, or its module is not loaded)",
+                    function.name
+                )
+            });
+        }
+        if mode == "fentry" {
+            if let Some(module) = &function.module {
+                return Some(format!(
+                    "in module {module}: fentry needs the module's split BTF, which the loader cannot use"
+                ));
+            }
+        }
+        None
     }
-    None
+
+    /// One `fentry` and one `kprobe` line per function for doctor's hook list.
+    fn hook_lines(
+        &self,
+        functions: &[KernelFunction],
+        purposes: &[(&str, &str)],
+    ) -> Vec<HookAvailability> {
+        let mut hooks = Vec::new();
+        for (function, (_, purpose)) in functions.iter().zip(purposes) {
+            for mode in ["fentry", "kprobe"] {
+                let why_not = self.unavailable(mode, function);
+                hooks.push(HookAvailability {
+                    mode: mode.into(),
+                    target: function.name.clone(),
+                    purpose: purpose.to_string(),
+                    available: why_not.is_none(),
+                    reason: why_not.unwrap_or_default(),
+                });
+            }
+        }
+        hooks
+    }
 }
 
 /// The netlink capture under `preference`: at the socket layer with the first mode that can
@@ -368,22 +425,14 @@ fn mode_unavailable(
 fn plan_capture(
     functions: &[KernelFunction],
     preference: HookPreference,
-    fentry: bool,
-    fentry_reason: &str,
-    kprobes: bool,
-    no_kallsyms: bool,
+    support: ModeSupport,
 ) -> HandlerPlan {
-    let modes: &[&str] = match preference {
-        HookPreference::Auto => &["fentry", "kprobe"],
-        HookPreference::Fentry => &["fentry"],
-        HookPreference::Kprobe => &["kprobe"],
-        HookPreference::Tracepoint => &[],
-    };
+    let modes = preference.modes();
     let mut refusals = Vec::new();
     for mode in modes {
         let why: Vec<String> = functions
             .iter()
-            .filter_map(|f| mode_unavailable(mode, f, fentry, fentry_reason, kprobes, no_kallsyms))
+            .filter_map(|f| support.unavailable(mode, f))
             .collect();
         if why.is_empty() {
             return HandlerPlan {
@@ -418,24 +467,15 @@ fn plan_capture(
 fn plan_handlers(
     functions: &[KernelFunction],
     preference: HookPreference,
-    fentry: bool,
-    fentry_reason: &str,
-    kprobes: bool,
-    no_kallsyms: bool,
+    support: ModeSupport,
 ) -> Vec<HandlerPlan> {
-    let modes: &[&str] = match preference {
-        HookPreference::Auto => &["fentry", "kprobe"],
-        HookPreference::Fentry => &["fentry"],
-        HookPreference::Kprobe => &["kprobe"],
-        HookPreference::Tracepoint => &[],
-    };
+    let modes = preference.modes();
     functions
         .iter()
         .map(|function| {
             let mut refusals = Vec::new();
             for mode in modes {
-                match mode_unavailable(mode, function, fentry, fentry_reason, kprobes, no_kallsyms)
-                {
+                match support.unavailable(mode, function) {
                     None => {
                         let reason = if refusals.is_empty() {
                             format!("{mode} is available")
@@ -543,68 +583,23 @@ impl KernelFeatures {
                 },
             });
         }
-        let functions: Vec<KernelFunction> = KERNEL_FUNCTIONS
-            .iter()
-            .map(|(name, _)| kallsyms_lookup(&kallsyms, name))
-            .collect();
-        for (function, (_, purpose)) in functions.iter().zip(KERNEL_FUNCTIONS) {
-            for mode in ["fentry", "kprobe"] {
-                let why_not = mode_unavailable(
-                    mode,
-                    function,
-                    fentry,
-                    &fentry_reason,
-                    kprobes,
-                    kallsyms.is_empty(),
-                );
-                hooks.push(HookAvailability {
-                    mode: mode.into(),
-                    target: function.name.clone(),
-                    purpose: purpose.into(),
-                    available: why_not.is_none(),
-                    reason: why_not.unwrap_or_default(),
-                });
-            }
-        }
-        let capture_functions: Vec<KernelFunction> = CAPTURE_FUNCTIONS
-            .iter()
-            .map(|(name, _)| kallsyms_lookup(&kallsyms, name))
-            .collect();
-        for (function, (_, purpose)) in capture_functions.iter().zip(CAPTURE_FUNCTIONS) {
-            for mode in ["fentry", "kprobe"] {
-                let why_not = mode_unavailable(
-                    mode,
-                    function,
-                    fentry,
-                    &fentry_reason,
-                    kprobes,
-                    kallsyms.is_empty(),
-                );
-                hooks.push(HookAvailability {
-                    mode: mode.into(),
-                    target: function.name.clone(),
-                    purpose: purpose.into(),
-                    available: why_not.is_none(),
-                    reason: why_not.unwrap_or_default(),
-                });
-            }
-        }
-        let capture_plan = plan_capture(
-            &capture_functions,
-            HookPreference::Auto,
+        let support = ModeSupport {
             fentry,
-            &fentry_reason,
+            fentry_reason: &fentry_reason,
             kprobes,
-            kallsyms.is_empty(),
-        );
-        let handler_plan = plan_handlers(
-            &functions,
-            HookPreference::Auto,
-            fentry,
-            &fentry_reason,
-            kprobes,
-            kallsyms.is_empty(),
-        );
+            no_kallsyms: kallsyms.is_empty(),
+        };
+        let names: Vec<&str> = KERNEL_FUNCTIONS
+            .iter()
+            .chain(&CAPTURE_FUNCTIONS)
+            .map(|(name, _)| *name)
+            .collect();
+        let mut functions = kallsyms_lookup_all(&kallsyms, &names);
+        let capture_functions = functions.split_off(KERNEL_FUNCTIONS.len());
+        hooks.extend(support.hook_lines(&functions, &KERNEL_FUNCTIONS));
+        hooks.extend(support.hook_lines(&capture_functions, &CAPTURE_FUNCTIONS));
+        let capture_plan = plan_capture(&capture_functions, HookPreference::Auto, support);
+        let handler_plan = plan_handlers(&functions, HookPreference::Auto, support);
         KernelFeatures {
             kernel: kernel_release(),
             btf,
@@ -641,28 +636,23 @@ impl KernelFeatures {
         }
     }
 
+    fn support(&self) -> ModeSupport<'_> {
+        ModeSupport {
+            fentry: self.fentry,
+            fentry_reason: &self.fentry_reason,
+            kprobes: self.kprobes,
+            no_kallsyms: !self.kallsyms_readable,
+        }
+    }
+
     /// How netlink traffic is captured under `preference`.
     pub fn capture(&self, preference: HookPreference) -> HandlerPlan {
-        plan_capture(
-            &self.capture_functions,
-            preference,
-            self.fentry,
-            &self.fentry_reason,
-            self.kprobes,
-            !self.kallsyms_readable,
-        )
+        plan_capture(&self.capture_functions, preference, self.support())
     }
 
     /// The hook per kernel handler for `preference`.
     pub fn plan(&self, preference: HookPreference) -> Vec<HandlerPlan> {
-        plan_handlers(
-            &self.functions,
-            preference,
-            self.fentry,
-            &self.fentry_reason,
-            self.kprobes,
-            !self.kallsyms_readable,
-        )
+        plan_handlers(&self.functions, preference, self.support())
     }
 
     /// Whether the tool can trace anything at all here.
@@ -765,6 +755,16 @@ impl KernelFeatures {
 mod tests {
     use super::*;
 
+    /// fentry (or why not) and kprobes, with kallsyms readable.
+    fn support(fentry: bool, fentry_reason: &str, kprobes: bool) -> ModeSupport<'_> {
+        ModeSupport {
+            fentry,
+            fentry_reason,
+            kprobes,
+            no_kallsyms: false,
+        }
+    }
+
     #[test]
     fn kallsyms_lookup_handles_suffixes_and_modules() {
         let k = "ffffffff81000000 T inet_rtm_getroute\nffffffff81000010 t rtnl_getlink.cold\n\
@@ -790,7 +790,7 @@ mod tests {
 
     #[test]
     fn auto_prefers_fentry_then_kprobe_and_says_why() {
-        let plan = plan_handlers(&functions(), HookPreference::Auto, true, "", true, false);
+        let plan = plan_handlers(&functions(), HookPreference::Auto, support(true, "", true));
         assert_eq!(plan[0].mode.as_deref(), Some("fentry"));
         assert_eq!(plan[0].reason, "fentry is available");
         assert_eq!(plan[1].mode.as_deref(), Some("kprobe"));
@@ -817,10 +817,7 @@ mod tests {
         let plan = plan_handlers(
             &functions(),
             HookPreference::Auto,
-            false,
-            "tracing program load refused: EPERM",
-            false,
-            false,
+            support(false, "tracing program load refused: EPERM", false),
         );
         assert!(plan.iter().all(|p| p.mode.is_none()));
         assert!(
@@ -844,38 +841,43 @@ mod tests {
             .iter()
             .map(|(f, _)| kallsyms_lookup(k, f))
             .collect();
-        let plan = plan_capture(&all, HookPreference::Auto, true, "", true, false);
+        let plan = plan_capture(&all, HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode.as_deref(), Some("fentry"));
-        let plan = plan_capture(&all, HookPreference::Auto, false, "EPERM", true, false);
+        let plan = plan_capture(&all, HookPreference::Auto, support(false, "EPERM", true));
         assert_eq!(plan.mode.as_deref(), Some("kprobe"));
         assert!(plan.reason.contains("fentry: EPERM"), "{}", plan.reason);
-        let plan = plan_capture(&all[..3], HookPreference::Auto, true, "", true, false);
+        let plan = plan_capture(&all[..3], HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode.as_deref(), Some("fentry"));
         let missing = kallsyms_lookup("", "netlink_unicast");
-        let plan = plan_capture(&[missing], HookPreference::Auto, true, "", true, false);
+        let plan = plan_capture(&[missing], HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode, None);
         assert!(
             plan.reason.starts_with("syscall tracepoints, because"),
             "{}",
             plan.reason
         );
-        let plan = plan_capture(&all, HookPreference::Tracepoint, true, "", true, false);
+        let plan = plan_capture(&all, HookPreference::Tracepoint, support(true, "", true));
         assert_eq!(plan.mode, None);
     }
 
     #[test]
     fn forced_modes_use_only_that_mode() {
-        let kprobe = plan_handlers(&functions(), HookPreference::Kprobe, true, "", true, false);
+        let kprobe = plan_handlers(
+            &functions(),
+            HookPreference::Kprobe,
+            support(true, "", true),
+        );
         assert_eq!(kprobe[0].mode.as_deref(), Some("kprobe"));
-        let fentry = plan_handlers(&functions(), HookPreference::Fentry, true, "", true, false);
+        let fentry = plan_handlers(
+            &functions(),
+            HookPreference::Fentry,
+            support(true, "", true),
+        );
         assert_eq!(fentry[1].mode, None);
         let none = plan_handlers(
             &functions(),
             HookPreference::Tracepoint,
-            true,
-            "",
-            true,
-            false,
+            support(true, "", true),
         );
         assert!(none.iter().all(|p| p.mode.is_none()));
     }

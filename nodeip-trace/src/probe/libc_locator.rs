@@ -58,14 +58,38 @@ pub fn libcs_in_maps(maps: &str) -> Vec<(String, LibcKind)> {
     out
 }
 
-/// The system's own libc candidates, checked in this order.
-const SYSTEM_LIBCS: [&str; 5] = [
+/// Where a libc usually is (the system's own, and inside a container's root), checked in this
+/// order.
+const SYSTEM_LIBCS: [&str; 7] = [
     "/lib/x86_64-linux-gnu/libc.so.6",
     "/usr/lib/x86_64-linux-gnu/libc.so.6",
     "/lib64/libc.so.6",
+    "/usr/lib64/libc.so.6",
     "/lib/libc.so.6",
     "/lib/ld-musl-x86_64.so.1",
+    "/lib/libc.musl-x86_64.so.1",
 ];
+
+/// The libcs reachable in process `pid`'s root (`/proc/PID/root/…`) as (path, device, inode),
+/// one per file: the usual paths, and what its maps name once it runs. For a process that just
+/// exec'd, the usual paths are the only way to attach before its dynamic loader maps libc.
+pub fn libcs_in_root_of(pid: u32) -> Vec<(PathBuf, u64, u64)> {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let mut paths: Vec<String> = SYSTEM_LIBCS.iter().map(|p| p.to_string()).collect();
+    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        paths.extend(libcs_in_maps(&maps).into_iter().map(|(path, _)| path));
+    }
+    let mut out: Vec<(PathBuf, u64, u64)> = Vec::new();
+    for p in paths {
+        let p = root.join(p.trim_start_matches('/'));
+        if let Ok(m) = std::fs::metadata(&p) {
+            if !out.iter().any(|(_, d, i)| *d == m.dev() && *i == m.ino()) {
+                out.push((p, m.dev(), m.ino()));
+            }
+        }
+    }
+    out
+}
 
 /// Finds every distinct libc: the system's and those mapped by processes under `proc_root`
 /// (normally `/proc`).

@@ -220,21 +220,27 @@ impl LiveTracer {
         libcs: &[LibcTarget],
         socket_offsets_known: bool,
     ) -> Result<(), ProbeError> {
+        let capture_plan = features.capture(config.hooks);
+        let handler_plan = features.plan(config.hooks);
         // fentry/fexit need the kernel's BTF, parsed once (only when a plan uses fentry).
         let wants_fentry = config.netlink
-            && (features.capture(config.hooks).mode.as_deref() == Some("fentry")
-                || features
-                    .plan(config.hooks)
-                    .iter()
-                    .any(|p| p.mode.as_deref() == Some("fentry")));
+            && std::iter::once(&capture_plan)
+                .chain(&handler_plan)
+                .any(|p| p.mode.as_deref() == Some("fentry"));
         let btf = if wants_fentry {
             Btf::from_sys_fs().ok()
         } else {
             None
         };
         let socket_layer = if config.netlink {
-            self.attach_capture(features, config.hooks, socket_offsets_known, btf.as_ref())
-                .is_some()
+            self.attach_capture(
+                capture_plan,
+                features,
+                config.hooks,
+                socket_offsets_known,
+                btf.as_ref(),
+            )
+            .is_some()
         } else {
             false
         };
@@ -310,12 +316,7 @@ impl LiveTracer {
             });
         }
         if config.netlink {
-            self.attach_handlers(
-                &features.plan(config.hooks),
-                config.hooks,
-                features,
-                btf.as_ref(),
-            );
+            self.attach_handlers(&handler_plan, config.hooks, features, btf.as_ref());
         }
         if config.getaddrinfo {
             for libc in libcs {
@@ -405,12 +406,12 @@ impl LiveTracer {
     /// tracepoints capture). Records the outcome in `hooks` and `netlink_capture`.
     fn attach_capture(
         &mut self,
+        plan: HandlerPlan,
         features: &KernelFeatures,
         preference: HookPreference,
         socket_offsets_known: bool,
         btf: Option<&Btf>,
     ) -> Option<&'static str> {
-        let plan = features.capture(preference);
         let mut tried = Vec::new();
         let mut modes: Vec<&'static str> = match plan.mode.as_deref() {
             Some("fentry") => vec!["fentry"],

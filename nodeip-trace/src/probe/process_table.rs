@@ -6,7 +6,7 @@
 //! when they are readable. Nothing here fails: what cannot be read is left out.
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -310,44 +310,6 @@ impl ProcessDirectory for ProcProcessDirectory {
         }
         self.facts.insert(pid, facts);
     }
-}
-
-/// Paths where a libc usually is, relative to a process's root.
-const LIBC_PATHS: [&str; 6] = [
-    "lib/x86_64-linux-gnu/libc.so.6",
-    "usr/lib/x86_64-linux-gnu/libc.so.6",
-    "lib64/libc.so.6",
-    "usr/lib64/libc.so.6",
-    "lib/ld-musl-x86_64.so.1",
-    "lib/libc.musl-x86_64.so.1",
-];
-
-/// The libcs reachable in process `pid`'s root (`/proc/PID/root/…`): the usual paths, and what
-/// its maps name once it runs. For a process that just exec'd, the usual paths are the only
-/// way to attach before its dynamic loader maps libc.
-pub fn libcs_of(pid: u32) -> Vec<(PathBuf, u64, u64)> {
-    let root = PathBuf::from(format!("/proc/{pid}/root"));
-    let mut paths: Vec<PathBuf> = LIBC_PATHS.iter().map(|p| root.join(p)).collect();
-    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-        for (path, _) in super::libc_locator::libcs_in_maps(&maps) {
-            paths.push(root.join(path.trim_start_matches('/')));
-        }
-    }
-    let mut out: Vec<(PathBuf, u64, u64)> = Vec::new();
-    for p in paths {
-        if let Ok(m) = std::fs::metadata(&p) {
-            if !out.iter().any(|(_, d, i)| *d == m.dev() && *i == m.ino()) {
-                out.push((p, m.dev(), m.ino()));
-            }
-        }
-    }
-    out
-}
-
-/// Whether `path` (under `/proc/PID/root`) is a musl libc rather than glibc.
-pub fn is_musl(path: &Path) -> bool {
-    path.file_name()
-        .is_some_and(|n| n.to_string_lossy().contains("musl"))
 }
 
 #[cfg(test)]
