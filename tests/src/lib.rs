@@ -313,3 +313,90 @@ pub fn kernel_hook_modes() -> Vec<&'static str> {
         .map(|(mode, _)| mode)
         .collect()
 }
+
+/// The eBPF objects a tracer process holds (from `/proc/PID/fdinfo`: `prog_id`, `link_id`,
+/// `map_id`), to check after it stopped that every one of them is gone from the kernel — no
+/// program, link or map left behind — and that it left no uprobe/kprobe events in tracefs.
+#[derive(Debug, Default)]
+pub struct ProbeInventory {
+    /// The tracer's pid.
+    pub pid: u32,
+    /// Program ids it held.
+    pub programs: std::collections::BTreeSet<u32>,
+    /// Link ids it held.
+    pub links: std::collections::BTreeSet<u32>,
+    /// Map ids it held.
+    pub maps: std::collections::BTreeSet<u32>,
+}
+
+impl ProbeInventory {
+    /// Reads what `pid` holds now (call while it traces).
+    pub fn of_process(pid: u32) -> Self {
+        let mut inv = ProbeInventory {
+            pid,
+            ..Default::default()
+        };
+        let dir = format!("/proc/{pid}/fdinfo");
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {dir}: {e}")) {
+            let Ok(text) = std::fs::read_to_string(entry.unwrap().path()) else {
+                continue;
+            };
+            for line in text.lines() {
+                let Some((key, value)) = line.split_once(':') else {
+                    continue;
+                };
+                let Ok(id) = value.trim().parse::<u32>() else {
+                    continue;
+                };
+                match key {
+                    "prog_id" => inv.programs.insert(id),
+                    "link_id" => inv.links.insert(id),
+                    "map_id" => inv.maps.insert(id),
+                    _ => false,
+                };
+            }
+        }
+        inv
+    }
+
+    /// Panics unless every program, link and map the tracer held is gone from the kernel
+    /// (`bpftool prog/link/map show`) and tracefs has no uprobe/kprobe event of it (aya names
+    /// its tracefs events `aya_<pid>_…`). Call after the tracer exited.
+    pub fn assert_released(&self, what: &str) {
+        assert!(
+            !self.programs.is_empty(),
+            "{what}: the tracer held no eBPF programs"
+        );
+        for (kind, held) in [
+            ("prog", &self.programs),
+            ("link", &self.links),
+            ("map", &self.maps),
+        ] {
+            let out = run_ok(Command::new("bpftool").args([kind, "show", "--json"]));
+            let listed: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("bpftool {kind} show --json: {e}"));
+            let left: Vec<u64> = listed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["id"].as_u64())
+                .filter(|id| held.contains(&(*id as u32)))
+                .collect();
+            assert!(
+                left.is_empty(),
+                "{what}: {kind} ids {left:?} of tracer {} are still loaded",
+                self.pid
+            );
+        }
+        let prefix = format!("aya_{}_", self.pid);
+        for events in ["uprobe_events", "kprobe_events"] {
+            let path = format!("/sys/kernel/tracing/{events}");
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                !text.contains(&prefix),
+                "{what}: {path} still has events of tracer {}: {text}",
+                self.pid
+            );
+        }
+    }
+}

@@ -1,10 +1,38 @@
-//! Issue 9 (signals, first part): SIGINT, SIGTERM and SIGHUP each stop a trace cleanly — exit 0,
-//! the JSON recording complete (every line JSON, the summary last, naming the signal), the pcap
-//! readable to its end by `analyze`, and the tracer's links gone (its fds close with it; a second
-//! trace starts and sees calls as usual).
+//! Issue 9 (signals and failures during `trace`): SIGINT, SIGTERM and SIGHUP each stop a trace
+//! cleanly — exit 0, the JSON recording complete (every line JSON, the summary last, naming the
+//! signal), the pcap readable to its end by `analyze` — and a traced command that crashes ends
+//! the trace the same way, its signal named; afterwards every program, link and map the tracer
+//! held is gone from the kernel (`bpftool`) and tracefs has no probe event of it. A full disk
+//! closes that output and keeps it valid.
 use std::process::Command;
 
-use nodeip_trace_tests::{json_lines, require_root, tool, ScratchDir};
+use nodeip_trace_tests::{json_lines, require_root, tool, ProbeInventory, ScratchDir};
+
+/// Waits for the tracer's ready file (60 s at most).
+fn wait_ready(ready: &str, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::path::Path::new(ready).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: tracer not ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `analyze` reads the whole pcap without an error and finds events in it.
+fn assert_analyzable(pcap: &str, what: &str) {
+    let analyzed = Command::new(tool())
+        .args(["analyze", "--format", "json", pcap])
+        .output()
+        .unwrap();
+    assert!(
+        analyzed.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+    assert!(!json_lines(&analyzed.stdout).is_empty(), "{what}");
+}
 
 #[test]
 fn each_stop_signal_leaves_complete_outputs() {
@@ -29,14 +57,8 @@ fn each_stop_signal_leaves_complete_outputs() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !std::path::Path::new(&ready).exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{name}: tracer not ready"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        wait_ready(&ready, name);
+        let held = ProbeInventory::of_process(child.id());
         for _ in 0..3 {
             let ok = Command::new("getent")
                 .args(["ahostsv4", "localhost"])
@@ -58,16 +80,66 @@ fn each_stop_signal_leaves_complete_outputs() {
         assert_eq!(summary["stopped_by"], name);
         let calls = events.iter().filter(|e| e["kind"] == "getaddrinfo").count();
         assert_eq!(calls, 3, "{name}: {stderr}");
-        let analyzed = Command::new(tool())
-            .args(["analyze", "--format", "json", &pcap])
-            .output()
-            .unwrap();
-        assert!(
-            analyzed.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&analyzed.stderr)
-        );
+        assert_analyzable(&pcap, name);
+        held.assert_released(name);
     }
+}
+
+/// The traced COMMAND crashes (SIGSEGV) after a lookup and a route get: the trace ends as when
+/// it exits — recording complete with the summary naming the signal, pcap analysable, exit status
+/// 139 as a shell gives — and the tracer leaves nothing loaded.
+#[test]
+fn a_crashing_command_ends_the_trace_with_complete_outputs() {
+    require_root();
+    let scratch = ScratchDir::new("crash");
+    let (rec, pcap, ready) = (
+        scratch.file("crash.jsonl"),
+        scratch.file("crash.pcap"),
+        scratch.file("crash.ready"),
+    );
+    let child = Command::new(tool())
+        .args(["trace", "-o", &rec, "--pcap", &pcap, "--ready-file", &ready])
+        .args(["--", "sh", "-c"])
+        // The shell waits for the ready file, so the inventory is read while it runs.
+        .arg(format!(
+            "while [ ! -e {ready} ]; do sleep 0.05; done; sleep 0.5; getent ahostsv4 localhost; ip route get 127.0.0.1; kill -SEGV $$"
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ready(&ready, "crash");
+    let held = ProbeInventory::of_process(child.id());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(139), "{stderr}");
+    assert!(
+        stderr.contains("stopped by command killed by SIGSEGV"),
+        "{stderr}"
+    );
+    let events = json_lines(std::fs::read(&rec).unwrap().as_slice());
+    assert_eq!(events[0]["kind"], "header");
+    let summary = events.last().unwrap();
+    assert_eq!(summary["kind"], "summary");
+    assert!(
+        summary["stopped_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("command killed by SIGSEGV"),
+        "{summary}"
+    );
+    assert!(
+        events.iter().any(|e| e["kind"] == "getaddrinfo"),
+        "{stderr}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "netlink" && e["comm"] == "ip"),
+        "{stderr}"
+    );
+    assert_analyzable(&pcap, "crashed command");
+    held.assert_released("crashed command");
 }
 
 /// Output disk full (a 64 KiB tmpfs): the recording is closed and cut back to its last complete

@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _};
 use crate::run;
 
 /// Packages the build and the tests need.
-const APT_PACKAGES: [&str; 12] = [
+const APT_PACKAGES: [&str; 13] = [
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
@@ -16,6 +16,7 @@ const APT_PACKAGES: [&str; 12] = [
     "iproute2",
     "tshark",
     "strace",
+    "bpftool",
     "tcpdump",
     "ipvsadm",
     "procps",

@@ -442,6 +442,55 @@ fn spawn_command(
     })
 }
 
+/// The exit code `trace` passes on for the traced command (a shell's: 128+N when signal N killed
+/// it) and how the summary says the command ended: `command exited (3)`, `command killed by
+/// SIGSEGV (core dumped)`. `None`: waiting for it failed.
+pub fn command_outcome(status: Option<std::process::ExitStatus>) -> (i32, String) {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(status) = status else {
+        return (1, "command ended (waiting for it failed)".into());
+    };
+    if let Some(code) = status.code() {
+        return (code, format!("command exited ({code})"));
+    }
+    let signal = status.signal().unwrap_or(0);
+    let core = if status.core_dumped() {
+        " (core dumped)"
+    } else {
+        ""
+    };
+    (
+        128 + signal,
+        format!("command killed by {}{core}", signal_name(signal)),
+    )
+}
+
+/// `SIGSEGV` for 11; `signal 40` for what has no name here.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return format!("signal {signal}"),
+    };
+    name.into()
+}
+
 /// Opens a pcap (or pcapng) writer on a file, or stdout for `-` (flushed per frame).
 fn pcap_writer(
     path: &std::path::Path,
@@ -487,8 +536,12 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     }
     let started = Instant::now();
     let features = KernelFeatures::detect(true);
-    if !features.privileged {
-        return Err(ProbeError::NotPrivileged.into());
+    let blockers = features.trace_blockers();
+    if !blockers.is_empty() {
+        return Err(ProbeError::CannotTrace { blockers }.into());
+    }
+    for note in features.degradations() {
+        eprintln!("nodeip-trace: {note}");
     }
     let mut config = opts.config.clone();
     if !opts.command.is_empty() {
@@ -691,10 +744,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             tokio::select! {
                 r = source.readable() => { r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?; }
                 status = child_wait => {
-                    use std::os::unix::process::ExitStatusExt;
-                    let code = status.map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))).unwrap_or(1);
+                    let (code, how) = command_outcome(status);
                     end = TraceEnd::CommandExited(code);
-                    stopped_by = format!("command exited ({code})");
+                    stopped_by = how;
                     stop = true;
                 }
                 _ = sleep => { stop = true; stopped_by = "duration".into(); }
@@ -796,4 +848,37 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         return Err(TraceError::OutputsFailed(failures.join("; ")));
     }
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    use super::command_outcome;
+
+    #[test]
+    fn a_command_that_exits_passes_its_code_on() {
+        assert_eq!(
+            command_outcome(Some(ExitStatus::from_raw(3 << 8))),
+            (3, "command exited (3)".into())
+        );
+    }
+
+    #[test]
+    fn a_crashed_command_is_named_with_its_signal_and_a_shells_code() {
+        // wait(2) status: signal 11 with the core-dump bit (0x80).
+        assert_eq!(
+            command_outcome(Some(ExitStatus::from_raw(11 | 0x80))),
+            (139, "command killed by SIGSEGV (core dumped)".into())
+        );
+        assert_eq!(
+            command_outcome(Some(ExitStatus::from_raw(libc::SIGKILL))),
+            (137, "command killed by SIGKILL".into())
+        );
+        assert_eq!(
+            command_outcome(Some(ExitStatus::from_raw(40))),
+            (168, "command killed by signal 40".into())
+        );
+    }
 }

@@ -242,6 +242,12 @@ pub struct KernelFeatures {
     pub capabilities: Vec<String>,
     /// Privileges suffice to load programs.
     pub privileged: bool,
+    /// Capabilities tracing needs that this process lacks (empty with CAP_SYS_ADMIN, or with
+    /// both CAP_BPF and CAP_PERFMON).
+    pub missing_capabilities: Vec<String>,
+    /// The kernel lockdown mode in force (`none`, `integrity`, `confidentiality`), when
+    /// `/sys/kernel/security/lockdown` says.
+    pub lockdown: Option<String>,
     /// uprobes (perf uprobe PMU) present.
     pub uprobes: bool,
     /// kprobes present (perf kprobe PMU / CONFIG_KPROBES).
@@ -267,26 +273,76 @@ pub struct KernelFeatures {
     pub kallsyms_readable: bool,
 }
 
-fn capabilities() -> (Vec<String>, bool) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let eff = status
+/// What a process's effective capability set means for tracing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapabilityCheck {
+    /// The tracing-relevant capabilities present.
+    pub present: Vec<String>,
+    /// Those tracing needs that are missing (empty: enough).
+    pub missing: Vec<String>,
+}
+
+/// Reads the tracing-relevant capabilities from a `/proc/PID/status` text: loading and attaching
+/// needs CAP_SYS_ADMIN, or CAP_BPF together with CAP_PERFMON (kernel ≥ 5.8).
+pub fn capability_check(proc_status: &str) -> CapabilityCheck {
+    const SYS_ADMIN: u32 = 21;
+    const PERFMON: u32 = 38;
+    const BPF: u32 = 39;
+    let eff = proc_status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         .unwrap_or(0);
+    let has = |bit: u32| eff & (1u64 << bit) != 0;
     let named = [
-        (21, "CAP_SYS_ADMIN"),
-        (38, "CAP_PERFMON"),
-        (39, "CAP_BPF"),
+        (SYS_ADMIN, "CAP_SYS_ADMIN"),
+        (PERFMON, "CAP_PERFMON"),
+        (BPF, "CAP_BPF"),
         (24, "CAP_SYS_RESOURCE"),
     ];
-    let caps: Vec<String> = named
+    let present = named
         .iter()
-        .filter(|(bit, _)| eff & (1u64 << bit) != 0)
+        .filter(|(bit, _)| has(*bit))
         .map(|(_, n)| n.to_string())
         .collect();
-    let privileged = eff & (1 << 21) != 0 || (eff & (1 << 38) != 0 && eff & (1 << 39) != 0);
-    (caps, privileged)
+    let missing = if has(SYS_ADMIN) {
+        Vec::new()
+    } else {
+        [(BPF, "CAP_BPF"), (PERFMON, "CAP_PERFMON")]
+            .iter()
+            .filter(|(bit, _)| !has(*bit))
+            .map(|(_, n)| n.to_string())
+            .collect()
+    };
+    CapabilityCheck { present, missing }
+}
+
+/// The lockdown mode in force from `/sys/kernel/security/lockdown` text
+/// (`none [integrity] confidentiality` → `integrity`).
+pub fn lockdown_mode(text: &str) -> Option<String> {
+    let start = text.find('[')?;
+    let end = start + text[start..].find(']')?;
+    Some(text[start + 1..end].to_string())
+}
+
+/// What stops `trace` from running for a process with `capabilities` under `lockdown`: one line
+/// per missing thing, each saying what to do (empty: nothing stops it).
+pub fn trace_blockers(root: bool, missing: &[String], lockdown: Option<&str>) -> Vec<String> {
+    let mut blockers = Vec::new();
+    if !missing.is_empty() {
+        let missing = missing.join(", ");
+        blockers.push(if root {
+            format!("running as root but without {missing} (loading eBPF needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN; a container runtime, capsh or setpriv dropped them): give them back, e.g. a privileged container as in deploy/daemonset.yaml")
+        } else {
+            format!("not root and missing {missing} (loading eBPF needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN): run as root, e.g. `sudo nodeip-trace trace`")
+        });
+    }
+    if lockdown == Some("confidentiality") {
+        blockers.push(
+            "the kernel is locked down (lockdown=confidentiality): it refuses eBPF reads of kernel memory and tracefs, so no probe can run; tracing needs a kernel booted without lockdown=confidentiality (on Secure Boot machines, with lockdown relaxed to integrity)".into(),
+        );
+    }
+    blockers
 }
 
 fn kernel_release() -> String {
@@ -530,7 +586,12 @@ impl KernelFeatures {
             ),
         };
         let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
-        let (capabilities, privileged) = capabilities();
+        let caps =
+            capability_check(&std::fs::read_to_string("/proc/self/status").unwrap_or_default());
+        let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown")
+            .ok()
+            .and_then(|t| lockdown_mode(&t));
+        let privileged = caps.missing.is_empty() && lockdown.as_deref() != Some("confidentiality");
         let uprobes = Path::new("/sys/bus/event_source/devices/uprobe").exists();
         let kprobes = Path::new("/sys/bus/event_source/devices/kprobe").exists()
             || tracefs_root
@@ -605,8 +666,10 @@ impl KernelFeatures {
             btf,
             tracefs: tracefs_text,
             root: unsafe { libc::geteuid() } == 0,
-            capabilities,
+            capabilities: caps.present,
             privileged,
+            missing_capabilities: caps.missing,
+            lockdown,
             uprobes,
             kprobes,
             fentry,
@@ -655,6 +718,30 @@ impl KernelFeatures {
         plan_handlers(&self.functions, preference, self.support())
     }
 
+    /// What stops `trace` here (privileges, lockdown), each line saying what to do.
+    pub fn trace_blockers(&self) -> Vec<String> {
+        trace_blockers(
+            self.root,
+            &self.missing_capabilities,
+            self.lockdown.as_deref(),
+        )
+    }
+
+    /// What works only in part here and why (trace still runs): shown at the start of a trace.
+    pub fn degradations(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.btf {
+            notes.push("no kernel BTF (/sys/kernel/btf/vmlinux): events carry no network namespace, exec records no parent, kernel handler probes see no request, no socket-layer capture, no fentry; everything else works".to_string());
+        }
+        if !self.uprobes {
+            notes.push(
+                "no uprobes (CONFIG_UPROBE_EVENTS): getaddrinfo calls are not traced; netlink and route lookups are"
+                    .to_string(),
+            );
+        }
+        notes
+    }
+
     /// Whether the tool can trace anything at all here.
     pub fn can_trace(&self) -> bool {
         self.privileged && self.hooks.iter().any(|h| h.available)
@@ -683,10 +770,22 @@ impl KernelFeatures {
             } else {
                 self.capabilities.join(",")
             },
-            if self.privileged {
-                "can load eBPF"
+            if self.missing_capabilities.is_empty() {
+                "can load eBPF".to_string()
             } else {
-                "CANNOT load eBPF: run as root"
+                format!(
+                    "CANNOT load eBPF: missing {}",
+                    self.missing_capabilities.join(", ")
+                )
+            }
+        ));
+        s.push_str(&format!(
+            "lockdown     {}\n",
+            match self.lockdown.as_deref() {
+                None => "not reported (no /sys/kernel/security/lockdown)",
+                Some("confidentiality") =>
+                    "confidentiality → eBPF may not read kernel memory: CANNOT trace",
+                Some(mode) => mode,
             }
         ));
         s.push_str(&format!("uprobes      {}\n", yes(self.uprobes)));
@@ -754,6 +853,82 @@ impl KernelFeatures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn status(cap_eff: &str) -> String {
+        format!("Name:\tnodeip-trace\nCapInh:\t0000000000000000\nCapEff:\t{cap_eff}\n")
+    }
+
+    #[test]
+    fn root_has_every_capability_tracing_needs() {
+        let check = capability_check(&status("000001ffffffffff"));
+        assert!(check.missing.is_empty());
+        assert_eq!(
+            check.present,
+            [
+                "CAP_SYS_ADMIN",
+                "CAP_PERFMON",
+                "CAP_BPF",
+                "CAP_SYS_RESOURCE"
+            ]
+        );
+    }
+
+    #[test]
+    fn bpf_and_perfmon_are_enough_without_sys_admin() {
+        // bits 38 and 39
+        let check = capability_check(&status("000000c000000000"));
+        assert!(check.missing.is_empty(), "{check:?}");
+    }
+
+    #[test]
+    fn each_missing_capability_is_named() {
+        assert_eq!(
+            capability_check(&status("0000008000000000")).missing,
+            ["CAP_PERFMON"]
+        );
+        assert_eq!(
+            capability_check(&status("0000000000000000")).missing,
+            ["CAP_BPF", "CAP_PERFMON"]
+        );
+        assert_eq!(
+            capability_check("no CapEff line").missing,
+            ["CAP_BPF", "CAP_PERFMON"]
+        );
+    }
+
+    #[test]
+    fn lockdown_mode_is_the_bracketed_word() {
+        assert_eq!(
+            lockdown_mode("[none] integrity confidentiality\n").as_deref(),
+            Some("none")
+        );
+        assert_eq!(
+            lockdown_mode("none integrity [confidentiality]\n").as_deref(),
+            Some("confidentiality")
+        );
+        assert_eq!(lockdown_mode(""), None);
+        assert_eq!(lockdown_mode("[unterminated"), None);
+    }
+
+    #[test]
+    fn trace_blockers_name_what_is_missing_and_what_to_do() {
+        assert!(trace_blockers(true, &[], Some("integrity")).is_empty());
+        let missing = ["CAP_BPF".to_string(), "CAP_PERFMON".to_string()];
+        let b = trace_blockers(false, &missing, None);
+        assert_eq!(b.len(), 1);
+        assert!(
+            b[0].starts_with("not root and missing CAP_BPF, CAP_PERFMON"),
+            "{b:?}"
+        );
+        assert!(b[0].contains("sudo nodeip-trace trace"), "{b:?}");
+        let b = trace_blockers(true, &missing[1..], Some("confidentiality"));
+        assert_eq!(b.len(), 2);
+        assert!(
+            b[0].starts_with("running as root but without CAP_PERFMON"),
+            "{b:?}"
+        );
+        assert!(b[1].contains("lockdown=confidentiality"), "{b:?}");
+    }
 
     /// fentry (or why not) and kprobes, with kallsyms readable.
     fn support(fentry: bool, fentry_reason: &str, kprobes: bool) -> ModeSupport<'_> {

@@ -142,8 +142,9 @@ impl LiveTracer {
         features: &KernelFeatures,
         libcs: &[LibcTarget],
     ) -> Result<Self, ProbeError> {
-        if !features.privileged {
-            return Err(ProbeError::NotPrivileged);
+        let blockers = features.trace_blockers();
+        if !blockers.is_empty() {
+            return Err(ProbeError::CannotTrace { blockers });
         }
         if config.netlink {
             if let Some(reason) = features.preference_unavailable(config.hooks) {

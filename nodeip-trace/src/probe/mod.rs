@@ -50,9 +50,12 @@ pub enum ProbeError {
         /// aya's error.
         source: Box<aya::maps::MapError>,
     },
-    /// Not privileged.
-    #[error("tracing needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE): run as root, e.g. `sudo nodeip-trace …`")]
-    NotPrivileged,
+    /// Tracing cannot run for this process or on this kernel (privileges, lockdown).
+    #[error("cannot trace here: {}. What still works: `nodeip-trace doctor` (what this kernel and process offer), and with no privileges at all `nodeip-trace analyze FILE`, `replay FILE` and `explain --from FILE`", .blockers.join("; "))]
+    CannotTrace {
+        /// What is missing, each saying what to do.
+        blockers: Vec<String>,
+    },
     /// `trace --hooks MODE` asked for a mode this kernel does not have.
     #[error("--hooks {mode}: {reason}; use `--hooks auto` (the best this kernel offers) and see `nodeip-trace doctor`")]
     HookModeUnavailable {
