@@ -46,17 +46,22 @@ const QUICK: Sizes = Sizes {
 };
 
 /// A namespace pair made for the run (veth between them; nothing leaves), deleted on drop.
-struct BenchNetns {
-    name: String,
+pub(crate) struct BenchNetns {
+    /// The namespace the loads run in.
+    pub(crate) name: String,
     peer: String,
 }
 
 impl BenchNetns {
-    fn new() -> anyhow::Result<Self> {
+    /// Makes the pair, `10.77.0.1/16` on the first one's veth.
+    pub(crate) fn new() -> anyhow::Result<Self> {
         let name = format!("nitbench-{}", std::process::id());
         let peer = format!("{name}p");
         for n in [&name, &peer] {
-            let _ = Command::new("ip").args(["netns", "delete", n]).status();
+            let _ = Command::new("ip")
+                .args(["netns", "delete", n])
+                .stderr(Stdio::null())
+                .status();
             run(Command::new("ip").args(["netns", "add", n]))?;
             run(Command::new("ip").args(["-n", n, "link", "set", "lo", "up"]))?;
         }
@@ -89,14 +94,15 @@ impl Drop for BenchNetns {
 }
 
 /// Resources a process used: peak RSS and PSS (sampled before it stopped), CPU time (`wait4`).
-struct Usage {
+pub(crate) struct Usage {
     max_rss_kib: u64,
     pss_kib: u64,
-    cpu: Duration,
+    /// User + system CPU time.
+    pub(crate) cpu: Duration,
 }
 
 /// Waits for `pid` and returns its exit status and resource usage.
-fn wait_usage(pid: u32) -> anyhow::Result<(i32, Usage)> {
+pub(crate) fn wait_usage(pid: u32) -> anyhow::Result<(i32, Usage)> {
     let mut status = 0;
     // SAFETY: rusage is plain data filled by the kernel; pid is our child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -119,7 +125,7 @@ fn wait_usage(pid: u32) -> anyhow::Result<(i32, Usage)> {
 /// process's own peak (reset at exec; `wait4`'s `ru_maxrss` is not: a child inherits the
 /// harness's peak across fork). `Pss` counts the ring buffer's pages once although userspace
 /// maps them twice (RSS counts them twice).
-fn proc_kib(pid: u32, file: &str, field: &str) -> u64 {
+pub(crate) fn proc_kib(pid: u32, file: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/{file}"))
         .unwrap_or_default()
         .lines()
@@ -244,7 +250,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 /// "N events, M lost" from the tracer's last stderr line.
-fn summary_of(stderr: &str) -> (u64, u64) {
+pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
     let line = stderr
         .lines()
         .rev()
@@ -300,11 +306,8 @@ fn big_pcap(path: &Path, mb: u64) -> anyhow::Result<u64> {
     Ok(written)
 }
 
-/// Runs the benchmarks and appends the results to BENCHMARKS.md.
-pub fn bench(quick: bool) -> anyhow::Result<()> {
-    let started = Instant::now();
-    crate::setup::setup()?;
-    let sizes = if quick { QUICK } else { FULL };
+/// Builds the tool and `load_gen` for release; their paths.
+pub(crate) fn build_release() -> anyhow::Result<(PathBuf, PathBuf)> {
     run(cargo().args(["build", "--release", "-p", "nodeip-trace", "--bins"]))?;
     run(cargo().args([
         "build",
@@ -315,8 +318,18 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         "load_gen",
     ]))?;
     let root = workspace_root();
-    let tool = root.join("target/release/nodeip-trace");
-    let gen = root.join("target/release/load_gen");
+    Ok((
+        root.join("target/release/nodeip-trace"),
+        root.join("target/release/load_gen"),
+    ))
+}
+
+/// Runs the benchmarks and appends the results to BENCHMARKS.md.
+pub fn bench(quick: bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    crate::setup::setup()?;
+    let sizes = if quick { QUICK } else { FULL };
+    let (tool, gen) = build_release()?;
     let dir = std::env::temp_dir().join(format!("nitbench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let ns = BenchNetns::new()?;
@@ -588,15 +601,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
 
     let report = render(&rows, &commands, quick, &tool, started.elapsed())?;
     print!("{report}");
-    let path = root.join("BENCHMARKS.md");
-    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        "# Benchmarks\n\nAppended by `cargo xtask bench` (each section is one run; ratios are \
-         traced ÷ untraced measured side by side in that run, so the machine's noise mostly \
-         cancels).\n"
-            .into()
-    });
-    text.push_str(&report);
-    std::fs::write(&path, text)?;
+    let path = append_report(&report)?;
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "bench: appended to {} ({:.0} s)",
@@ -606,14 +611,9 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The report section: machine, kernel, hook mode, the table, the commands.
-fn render(
-    rows: &[Row],
-    commands: &[String],
-    quick: bool,
-    tool: &Path,
-    took: Duration,
-) -> anyhow::Result<String> {
+/// A BENCHMARKS.md section's heading (`## DATE — `cargo xtask TASK``) and its machine line:
+/// CPUs, RAM, kernel, how netlink is captured here, how long the run took.
+pub(crate) fn section_heading(task: &str, tool: &Path, took: Duration) -> anyhow::Result<String> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -648,11 +648,7 @@ fn render(
     .trim()
     .to_string();
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "\n## {date} — `cargo xtask bench{}`\n",
-        if quick { " --quick" } else { "" }
-    );
+    let _ = writeln!(s, "\n## {date} — `cargo xtask {task}`\n");
     let _ = writeln!(
         s,
         "Machine: {cpus} × {model}, {} MiB RAM; kernel {}; netlink capture: {}; getaddrinfo: uprobes; run took {:.0} s.\n",
@@ -661,6 +657,32 @@ fn render(
         doctor["capture_plan"]["reason"].as_str().unwrap_or("?"),
         took.as_secs_f64()
     );
+    Ok(s)
+}
+
+/// Appends `report` to BENCHMARKS.md (made with its preamble if missing); its path.
+pub(crate) fn append_report(report: &str) -> anyhow::Result<PathBuf> {
+    let path = workspace_root().join("BENCHMARKS.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Benchmarks\n\nAppended by `cargo xtask bench` (each section is one run; ratios are \
+         traced ÷ untraced measured side by side in that run, so the machine's noise mostly \
+         cancels).\n"
+            .into()
+    });
+    text.push_str(report);
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// The report section: machine, kernel, hook mode, the table, the commands.
+fn render(
+    rows: &[Row],
+    commands: &[String],
+    quick: bool,
+    tool: &Path,
+    took: Duration,
+) -> anyhow::Result<String> {
+    let mut s = section_heading(if quick { "bench --quick" } else { "bench" }, tool, took)?;
     let _ = writeln!(s, "| measurement | result | ratio | target | met |");
     let _ = writeln!(s, "|---|---|---|---|---|");
     for r in rows {

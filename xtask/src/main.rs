@@ -1,10 +1,12 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
 //! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on a stock Debian
-//! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md). Run as
+//! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md), `soak` (hours-long
+//! behaviour in minutes: memory, fds, loss under continuous load). Run as
 //! `cargo xtask <task>`.
 mod bench;
 mod demo;
 mod setup;
+mod soak;
 mod vm;
 
 use std::path::PathBuf;
@@ -47,6 +49,14 @@ enum Task {
         /// Smaller sizes, one round each (under 2 minutes).
         #[arg(long)]
         quick: bool,
+    },
+    /// Trace the whole node under continuous mixed load (getaddrinfo, netlink loops, ip -batch,
+    /// dumps, getent) for a while; check RSS stays flat, no fd leaks, every call is an event or
+    /// counted lost, outputs complete; append the figures to BENCHMARKS.md. Not part of `test`.
+    Soak {
+        /// How long the load runs.
+        #[arg(long, default_value_t = 10.0)]
+        minutes: f64,
     },
     /// Regenerate golden files and the malformed-input corpus in `tests/malformed/` (only when
     /// an output change is intended); every golden test compares through
@@ -147,6 +157,7 @@ fn main() -> anyhow::Result<()> {
             only,
         }),
         Task::Bench { quick } => bench::bench(quick),
+        Task::Soak { minutes } => soak::soak(minutes),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
             .env("BLESS", "1")),
