@@ -188,8 +188,11 @@ pub mod counter {
     /// Route lookups left out because the thread was not deciding anything we explain (not
     /// inside getaddrinfo, connect() or a netlink request: per-packet lookups). Filtered, not lost.
     pub const ROUTE_LOOKUPS_FILTERED: u32 = 13;
+    /// netlink sends/receives seen by the sock tracepoints inside a call whose buffers the
+    /// capture cannot find (sendmmsg/recvmmsg, io_uring, a kernel thread): not captured.
+    pub const NETLINK_CALL_UNSUPPORTED: u32 = 14;
     /// Number of counters.
-    pub const COUNT: u32 = 14;
+    pub const COUNT: u32 = 15;
 }
 
 /// Which syscall produced a netlink chunk.
@@ -395,6 +398,9 @@ pub struct ExecRecord {
     pub ppid: u32,
     /// Padding, always 0.
     pub _pad: u32,
+    /// The parent's `comm` (`current->real_parent->comm`), NUL-terminated; empty when the
+    /// offsets are unknown: names the parent even when it exits before userspace reads /proc.
+    pub parent_comm: [u8; 16],
     /// The executed file name, NUL-terminated.
     pub filename: [u8; EXEC_FILENAME_LEN],
 }
@@ -507,7 +513,7 @@ const _: () = assert!(
 const _: () = assert!(core::mem::size_of::<NetlinkChunkHeader>() == 48 + 8 + 32);
 const _: () = assert!(core::mem::size_of::<TracepointRecord>() == 48 + TRACEPOINT_RAW_LEN);
 const _: () = assert!(core::mem::size_of::<ExtackRecord>() == 48 + EXTACK_LEN);
-const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + 8 + EXEC_FILENAME_LEN);
+const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + 8 + 16 + EXEC_FILENAME_LEN);
 const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);

@@ -55,7 +55,7 @@ fn emit(pid_tgid: u64, ret: i64, buf: u64) {
             }
         }
     }
-    entry.submit(0);
+    entry.submit(crate::submit_flags());
 }
 
 /// `syscalls:sys_enter_openat`: is a getaddrinfo call opening `/etc/gai.conf`?

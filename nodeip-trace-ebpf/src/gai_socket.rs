@@ -86,6 +86,6 @@ pub fn gai_socket_exit(ctx: TracePointContext) -> u32 {
             (*rec).sockaddr_len = SOCKADDR_LEN as u32;
         }
     }
-    entry.submit(0);
+    entry.submit(crate::submit_flags());
     0
 }

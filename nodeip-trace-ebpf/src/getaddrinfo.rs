@@ -52,7 +52,7 @@ pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
     // lookups) under it while it runs.
     if let Some(mut e) = EVENTS.reserve::<EventHeader>(0) {
         e.write(header(KIND_GETADDRINFO_ENTRY, pid_tgid));
-        e.submit(0);
+        e.submit(crate::submit_flags());
     } else {
         count(counter::GAI_RINGBUF_FULL, 1);
     }
@@ -156,6 +156,6 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         (*rec).count = n;
         (*rec).flags = flags;
     }
-    entry.submit(0);
+    entry.submit(crate::submit_flags());
     0
 }

@@ -136,7 +136,10 @@ fn handler_exit(ret: u64) {
     unsafe {
         (*rec).ret = ret;
         (*rec).header.ts_ns = bpf_ktime_get_ns();
-        if EVENTS.output::<KernelHandlerRecord>(&*rec, 0).is_err() {
+        if EVENTS
+            .output::<KernelHandlerRecord>(&*rec, crate::submit_flags())
+            .is_err()
+        {
             count(counter::HANDLER_RINGBUF_FULL, 1);
         }
     }

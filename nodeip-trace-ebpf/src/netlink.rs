@@ -1,4 +1,6 @@
-//! Netlink traffic of every process from syscall tracepoints (no kprobes, no nlmon needed).
+//! Netlink traffic of every process from tracepoints (no kprobes, no nlmon needed): on kernels
+//! with `sock:sock_{send,recv}_length` (>= 6.3) those alone ([`sock_capture`]); otherwise the
+//! syscall tracepoints, as follows.
 //!
 //! `socket(AF_NETLINK)` results and a start-up scan by userspace fill `NETLINK_FDS`; a send/recv
 //! on a known fd is remembered at syscall entry, confirmed as AF_NETLINK by
@@ -138,7 +140,7 @@ fn sock_length(ctx: &TracePointContext) -> u32 {
             count(counter::NETLINK_UNKNOWN_SOCKET, 1);
             if let Some(mut e) = EVENTS.reserve::<nodeip_trace_common::EventHeader>(0) {
                 e.write(header(KIND_UNKNOWN_NETLINK_SOCKET, pid_tgid));
-                e.submit(0);
+                e.submit(crate::submit_flags());
             } else {
                 count(counter::OTHER_RINGBUF_FULL, 1);
             }
@@ -183,6 +185,18 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
     if receiving && ret <= 0 {
         return 0;
     }
+    capture_call(ctx, pid_tgid, &inflight, ret)
+}
+
+/// Copies the buffers of a finished netlink call (`ret`: what it returned) as chunk records:
+/// the header, then the chunk programs by tail call.
+#[inline(always)]
+fn capture_call(
+    ctx: &TracePointContext,
+    pid_tgid: u64,
+    inflight: &NetlinkInflight,
+    ret: i64,
+) -> u32 {
     let (Some(scratch), Some(state)) = (SCRATCH.get_ptr_mut(0), CHUNK_STATE.get_ptr_mut(0)) else {
         return 0;
     };
@@ -246,7 +260,7 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
         count(counter::NETLINK_BYTES_CUT, total - st.captured);
     }
     let closed = EVENTS
-        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
+        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], crate::submit_flags())
         .is_ok();
     // Data lost is a lost call; a lost closing record alone is not (userspace still has every
     // byte and closes the call at shutdown, flagged as cut).
@@ -319,7 +333,10 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
             (*hdr).total_len = 0;
         }
         if EVENTS
-            .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
+            .output::<[u8]>(
+                &scratch[..NETLINK_CHUNK_HEADER_LEN + out_len],
+                crate::submit_flags(),
+            )
             .is_err()
         {
             st.dropped = 1;
@@ -338,6 +355,103 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
     // Tail-call limit reached: the rest of the call is not captured.
     finish_call(st, scratch, hdr);
     0
+}
+
+/// The current task's user registers as its syscall entry saved them (number in `orig_rax`,
+/// arguments in `rdi`, `rsi`, `rdx`, …), via `bpf_task_pt_regs` (kernel >= 5.15, needs BTF).
+#[inline(always)]
+pub fn syscall_regs() -> Option<aya_ebpf::bindings::pt_regs> {
+    unsafe {
+        let task = aya_ebpf::helpers::generated::bpf_get_current_task_btf();
+        let regs = aya_ebpf::helpers::generated::bpf_task_pt_regs(task);
+        aya_ebpf::helpers::bpf_probe_read_kernel(regs as *const aya_ebpf::bindings::pt_regs).ok()
+    }
+}
+
+/// Whether the current thread is inside a send syscall (`sendmsg`, `sendto`, `write`): with no
+/// destination port in a route lookup, that is a netlink request being answered (a route get, a
+/// gateway check of a new route), since datagrams that are routed have one.
+#[inline(always)]
+pub fn in_send_syscall() -> bool {
+    syscall_regs().is_some_and(|r| matches!(r.orig_rax, nr::SENDMSG | nr::SENDTO | nr::WRITE))
+}
+
+/// x86-64 syscall numbers of the calls a netlink buffer can move through.
+mod nr {
+    pub const READ: u64 = 0;
+    pub const WRITE: u64 = 1;
+    pub const SENDTO: u64 = 44;
+    pub const RECVFROM: u64 = 45;
+    pub const SENDMSG: u64 = 46;
+    pub const RECVMSG: u64 = 47;
+}
+
+/// `sock:sock_send_length` / `sock_recv_length` as the whole capture (kernel >= 6.3): the
+/// tracepoint fires in `sock_sendmsg`/`sock_recvmsg` after the data moved, with the socket's
+/// family and protocol, so non-netlink sockets cost one comparison and no syscall tracepoint is
+/// needed; the buffers come from the syscall's own arguments in the task's user registers
+/// (`bpf_task_pt_regs`, kernel >= 5.15). Calls whose buffers cannot be found that way
+/// (sendmmsg/recvmmsg, io_uring) are counted, not captured.
+#[inline(always)]
+fn sock_capture(ctx: &TracePointContext, receiving: bool) -> u32 {
+    let family: u16 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    if family as u64 != AF_NETLINK {
+        return 0;
+    }
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    let protocol = unsafe { ctx.read_at::<u16>(18) }.unwrap_or(0) as u32;
+    if !protocol_selected(protocol) {
+        count(counter::NETLINK_FAMILY_FILTERED, 1);
+        return 0;
+    }
+    let ret = unsafe { ctx.read_at::<i32>(20) }.unwrap_or(-1) as i64;
+    let flags = unsafe { ctx.read_at::<i32>(24) }.unwrap_or(0) as u64;
+    if receiving && flags & MSG_PEEK != 0 {
+        count(counter::NETLINK_PEEK_SKIPPED, 1);
+        return 0;
+    }
+    if receiving && ret <= 0 {
+        return 0;
+    }
+    let Some(regs) = syscall_regs() else {
+        count(counter::NETLINK_CALL_UNSUPPORTED, 1);
+        return 0;
+    };
+    let call = match (regs.orig_rax, receiving) {
+        (nr::SENDMSG, false) => syscall::SENDMSG,
+        (nr::SENDTO | nr::WRITE, false) => syscall::SENDTO,
+        (nr::RECVMSG, true) => syscall::RECVMSG,
+        (nr::RECVFROM | nr::READ, true) => syscall::RECVFROM,
+        _ => {
+            count(counter::NETLINK_CALL_UNSUPPORTED, 1);
+            return 0;
+        }
+    };
+    let inflight = NetlinkInflight {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        buf: regs.rsi,
+        size: regs.rdx,
+        fd: regs.rdi as i32,
+        syscall: call,
+        protocol,
+        confirmed: 1,
+    };
+    capture_call(ctx, pid_tgid, &inflight, ret)
+}
+
+/// `sock:sock_send_length`, capturing (see [`sock_capture`]).
+#[tracepoint]
+pub fn sock_send_capture(ctx: TracePointContext) -> u32 {
+    sock_capture(&ctx, false)
+}
+
+/// `sock:sock_recv_length`, capturing (see [`sock_capture`]).
+#[tracepoint]
+pub fn sock_recv_capture(ctx: TracePointContext) -> u32 {
+    sock_capture(&ctx, true)
 }
 
 /// `sendto` entry.

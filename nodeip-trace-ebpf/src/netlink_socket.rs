@@ -163,7 +163,10 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
                 chunk_flags::SOCKET_LAYER | if ok { 0 } else { chunk_flags::READ_FAILED };
         }
         if EVENTS
-            .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN + out_len], 0)
+            .output::<[u8]>(
+                &scratch[..NETLINK_CHUNK_HEADER_LEN + out_len],
+                crate::submit_flags(),
+            )
             .is_err()
         {
             dropped = true;
@@ -184,7 +187,7 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
         count(counter::NETLINK_BYTES_CUT, (total - captured) as u64);
     }
     let closed = EVENTS
-        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], 0)
+        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], crate::submit_flags())
         .is_ok();
     // Data lost is a lost call; a lost closing record alone is not (see netlink.rs).
     if dropped {

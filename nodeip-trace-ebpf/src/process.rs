@@ -22,12 +22,13 @@ static FOLLOW_FORKS: Global<u32> = Global::new(0);
 /// Offsets of `task_struct.real_parent` and `task_struct.tgid` (from the kernel's BTF; 0 when
 /// unknown).
 #[unsafe(no_mangle)]
-static PARENT_OFFSETS: Global<[u32; 2]> = Global::new([0; 2]);
+static PARENT_OFFSETS: Global<[u32; 3]> = Global::new([0; 3]);
 
-/// `current->real_parent->tgid`, or 0.
+/// `current->real_parent->tgid` (0 when unknown), and its `comm` copied into `comm` (left as
+/// is when unknown).
 #[inline(always)]
-fn parent_tgid() -> u32 {
-    let [parent_off, tgid_off] = PARENT_OFFSETS.load();
+fn parent_of_current(comm: &mut [u8; 16]) -> u32 {
+    let [parent_off, tgid_off, comm_off] = PARENT_OFFSETS.load();
     if parent_off == 0 {
         return 0;
     }
@@ -40,6 +41,11 @@ fn parent_tgid() -> u32 {
         };
         if parent.is_null() {
             return 0;
+        }
+        if comm_off != 0 {
+            if let Ok(c) = bpf_probe_read_kernel(parent.add(comm_off as usize) as *const [u8; 16]) {
+                *comm = c;
+            }
         }
         bpf_probe_read_kernel(parent.add(tgid_off as usize) as *const i32).unwrap_or(0) as u32
     }
@@ -82,14 +88,17 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     let rec = entry.as_mut_ptr();
     unsafe {
         (*rec).header = header(KIND_EXEC, pid_tgid);
-        (*rec).ppid = parent_tgid();
         (*rec)._pad = 0;
+        (*rec).parent_comm = [0; 16];
+        (*rec).ppid = parent_of_current(&mut (*rec).parent_comm);
         (*rec).filename[0] = 0;
         let src = (ctx.as_ptr() as *const u8).wrapping_add((loc & 0xffff) as usize);
         if bpf_probe_read_kernel_str_bytes(src, &mut (*rec).filename).is_err() {
             (*rec).filename[0] = 0;
         }
     }
-    entry.submit(0);
+    // Woken at once, not at the reader's next poll: userspace reads the new process's facts
+    // (exe, parents, cgroup) from /proc, and a short-lived one is gone within milliseconds.
+    entry.submit(crate::WAKE_NOW);
     0
 }

@@ -7,7 +7,7 @@ use aya_ebpf::{
     helpers::{bpf_probe_read_kernel_buf, bpf_probe_read_kernel_str_bytes},
     macros::tracepoint,
     programs::TracePointContext,
-    EbpfContext,
+    EbpfContext, Global,
 };
 use nodeip_trace_common::{
     counter, ExtackRecord, TracepointRecord, KIND_EXTACK, KIND_FIB4_LOOKUP, KIND_FIB6_LOOKUP,
@@ -31,10 +31,32 @@ fn in_decision(pid_tgid: u64) -> bool {
     }
 }
 
+/// Offsets of `dport` in the `fib_table_lookup` and `fib6_table_lookup` records, from their
+/// format files (0: unknown).
+#[unsafe(no_mangle)]
+static ROUTE_DPORT_OFFSETS: Global<[u32; 2]> = Global::new([0; 2]);
+
+/// A lookup for no destination port made inside a send syscall: the kernel answering a netlink
+/// request in the sender's call (a route get, a gateway check of a new route). Needed where the
+/// sock tracepoints capture netlink (no syscall entry marks the request: they fire after it was
+/// answered); UDP's per-packet lookups carry their destination port and leave at the first test.
+#[inline(always)]
+fn netlink_request_lookup(ctx: &TracePointContext, kind: u32) -> bool {
+    let offsets = ROUTE_DPORT_OFFSETS.load();
+    let offset = if kind == KIND_FIB4_LOOKUP {
+        offsets[0]
+    } else {
+        offsets[1]
+    };
+    offset != 0
+        && unsafe { ctx.read_at::<u16>(offset as usize) } == Ok(0)
+        && crate::netlink::in_send_syscall()
+}
+
 #[inline(always)]
 fn copy_raw(ctx: &TracePointContext, kind: u32) -> u32 {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
-    if !in_decision(pid_tgid) {
+    if !in_decision(pid_tgid) && !netlink_request_lookup(ctx, kind) {
         count(counter::ROUTE_LOOKUPS_FILTERED, 1);
         return 0;
     }
@@ -53,7 +75,7 @@ fn copy_raw(ctx: &TracePointContext, kind: u32) -> u32 {
             (*rec).raw = [0; nodeip_trace_common::TRACEPOINT_RAW_LEN];
         }
     }
-    entry.submit(0);
+    entry.submit(crate::submit_flags());
     0
 }
 
@@ -90,6 +112,6 @@ pub fn netlink_extack(ctx: TracePointContext) -> u32 {
             (*rec).msg[0] = 0;
         }
     }
-    entry.submit(0);
+    entry.submit(crate::submit_flags());
     0
 }

@@ -360,33 +360,42 @@ impl ProbeInventory {
     }
 
     /// Panics unless every program, link and map the tracer held is gone from the kernel
-    /// (`bpftool prog/link/map show`) and tracefs has no uprobe/kprobe event of it (aya names
+    /// (`bpftool prog/link/map show`, within 10 s: freeing waits for RCU) and tracefs has no uprobe/kprobe event of it (aya names
     /// its tracefs events `aya_<pid>_…`). Call after the tracer exited.
     pub fn assert_released(&self, what: &str) {
         assert!(
             !self.programs.is_empty(),
             "{what}: the tracer held no eBPF programs"
         );
+        // The kernel frees programs after an RCU grace period (tasks-trace RCU for uprobe
+        // programs) and their maps after them: give it a few seconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         for (kind, held) in [
             ("prog", &self.programs),
             ("link", &self.links),
             ("map", &self.maps),
         ] {
-            let out = run_ok(Command::new("bpftool").args([kind, "show", "--json"]));
-            let listed: Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("bpftool {kind} show --json: {e}"));
-            let left: Vec<u64> = listed
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p["id"].as_u64())
-                .filter(|id| held.contains(&(*id as u32)))
-                .collect();
-            assert!(
-                left.is_empty(),
-                "{what}: {kind} ids {left:?} of tracer {} are still loaded",
-                self.pid
-            );
+            loop {
+                let out = run_ok(Command::new("bpftool").args([kind, "show", "--json"]));
+                let listed: Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("bpftool {kind} show --json: {e}"));
+                let left: Vec<u64> = listed
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["id"].as_u64())
+                    .filter(|id| held.contains(&(*id as u32)))
+                    .collect();
+                if left.is_empty() {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{what}: {kind} ids {left:?} of tracer {} are still loaded 10 s after it exited",
+                    self.pid
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
         }
         let prefix = format!("aya_{}_", self.pid);
         for events in ["uprobe_events", "kprobe_events"] {

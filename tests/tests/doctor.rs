@@ -91,7 +91,7 @@ fn doctor_reports_hooks_with_reasons() {
         assert!(ipvs["mode"].is_null(), "{ipvs}");
         let reason = ipvs["reason"].as_str().unwrap();
         if expected.is_empty() {
-            assert!(reason.contains("syscall tracepoints"), "{ipvs}");
+            assert!(reason.contains("captured by the tracepoints"), "{ipvs}");
         } else {
             assert!(reason.contains("not in this kernel"), "{ipvs}");
         }

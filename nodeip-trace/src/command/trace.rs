@@ -258,7 +258,7 @@ pub enum TraceEnd {
 }
 
 /// Counters that mean events were lost (not merely filtered).
-const LOSS_COUNTERS: [(u32, &str); 11] = [
+const LOSS_COUNTERS: [(u32, &str); 12] = [
     (counter::GAI_RINGBUF_FULL, "getaddrinfo_ringbuf_full"),
     (counter::GAI_INFLIGHT_FULL, "getaddrinfo_inflight_map_full"),
     (counter::GAI_RESULTS_CUT, "getaddrinfo_results_cut"),
@@ -269,6 +269,10 @@ const LOSS_COUNTERS: [(u32, &str); 11] = [
         "netlink_calls_on_unknown_socket",
     ),
     (counter::NETLINK_INFLIGHT_FULL, "netlink_inflight_map_full"),
+    (
+        counter::NETLINK_CALL_UNSUPPORTED,
+        "netlink_calls_unsupported_syscall",
+    ),
     (counter::ROUTE_RINGBUF_FULL, "route_lookups_ringbuf_full"),
     (counter::OTHER_RINGBUF_FULL, "other_records_ringbuf_full"),
     (
@@ -527,6 +531,11 @@ fn pcap_writer(
     })
 }
 
+/// How often the ring buffer is read without a wake-up from the kernel side, which wakes the
+/// reader only when it is an eighth full ([`crate::probe::loader::wakeup_bytes`]): the most a
+/// record waits on a quiet node.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
 /// Runs a trace.
 pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     for pid in &opts.config.pids {
@@ -726,6 +735,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut rescanned: HashMap<u32, Instant> = HashMap::new();
     let mut netns_cache = NetnsCache::default();
     let mut end = TraceEnd::Stopped;
+    let mut poll = tokio::time::interval(POLL_INTERVAL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result: Result<(), TraceError> = async {
         loop {
             let child_wait = async {
@@ -743,6 +754,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             let mut stop = false;
             tokio::select! {
                 r = source.readable() => { r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?; }
+                _ = poll.tick() => {}
                 status = child_wait => {
                     let (code, how) = command_outcome(status);
                     end = TraceEnd::CommandExited(code);

@@ -72,9 +72,9 @@ pub trait ProcessDirectory {
     /// The attribution of `pid`, whose kernel records carry cgroup id `cgroup_id` (0: unknown).
     fn attribute(&mut self, pid: u32, cgroup_id: u64)
         -> Option<std::sync::Arc<ProcessAttribution>>;
-    /// `pid` (child of `ppid`, 0 when unknown) exec'd `filename`: what was known about it is
-    /// read again.
-    fn exec(&mut self, pid: u32, ppid: u32, filename: &str);
+    /// `pid` (child of `ppid` named `parent_comm`; 0 and empty when unknown) exec'd `filename`:
+    /// what was known about it is read again.
+    fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str);
 }
 
 /// Processes whose namespace is remembered at most; beyond, the memory starts over.
@@ -403,7 +403,12 @@ impl Pipeline {
             KernelRecord::Exec(r) => {
                 let pid = (r.header.pid_tgid >> 32) as u32;
                 if let Some(processes) = self.processes.as_mut() {
-                    processes.exec(pid, r.ppid, &c_string(&r.filename));
+                    processes.exec(
+                        pid,
+                        r.ppid,
+                        &c_string(&r.parent_comm),
+                        &c_string(&r.filename),
+                    );
                 }
                 self.namespaces.netns_by_pid.remove(&pid);
                 self.gai_conf_read.remove(&pid);

@@ -43,12 +43,12 @@ pub const TRACEPOINTS: [(&str, &str, &str); 25] = [
     (
         "sock",
         "sock_send_length",
-        "confirm a socket is AF_NETLINK (kernel >= 6.3)",
+        "netlink requests with only netlink sockets paying (kernel >= 6.3; else: confirm a socket is AF_NETLINK)",
     ),
     (
         "sock",
         "sock_recv_length",
-        "confirm a socket is AF_NETLINK (kernel >= 6.3)",
+        "netlink replies with only netlink sockets paying (kernel >= 6.3; else: confirm a socket is AF_NETLINK)",
     ),
     (
         "fib",
@@ -325,6 +325,22 @@ pub fn lockdown_mode(text: &str) -> Option<String> {
     Some(text[start + 1..end].to_string())
 }
 
+/// What works only in part without kernel BTF or without uprobes (a trace still runs), each
+/// line saying what is lost and what still works.
+pub fn degradations(btf: bool, uprobes: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !btf {
+        notes.push("no kernel BTF (/sys/kernel/btf/vmlinux): events carry no network namespace, exec records no parent, kernel handler probes see no request, netlink is captured by the syscall tracepoints (the socket-layer and sock-tracepoint captures need BTF), no fentry; everything else works".to_string());
+    }
+    if !uprobes {
+        notes.push(
+            "no uprobes (CONFIG_UPROBE_EVENTS): getaddrinfo calls are not traced; netlink and route lookups are"
+                .to_string(),
+        );
+    }
+    notes
+}
+
 /// What stops `trace` from running for a process with `capabilities` under `lockdown`: one line
 /// per missing thing, each saying what to do (empty: nothing stops it).
 pub fn trace_blockers(root: bool, missing: &[String], lockdown: Option<&str>) -> Vec<String> {
@@ -422,6 +438,19 @@ struct ModeSupport<'a> {
     kprobes: bool,
     /// `/proc/kallsyms` could not be read (so no function is known to exist).
     no_kallsyms: bool,
+    /// `sock:sock_send_length` and `sock_recv_length` exist (kernel >= 6.3): the tracepoint
+    /// capture needs no syscall tracepoints.
+    sock_tracepoints: bool,
+}
+
+/// How the tracepoint capture of netlink is named (doctor, the start-up line, the header):
+/// with the sock tracepoints alone, or with the syscall tracepoints.
+pub fn tracepoint_capture_name(sock_tracepoints: bool) -> &'static str {
+    if sock_tracepoints {
+        "sock tracepoints (sock_send_length/sock_recv_length: only netlink sockets are copied, no syscall tracepoint for netlink)"
+    } else {
+        "syscall tracepoints"
+    }
 }
 
 impl ModeSupport<'_> {
@@ -477,7 +506,7 @@ impl ModeSupport<'_> {
 }
 
 /// The netlink capture under `preference`: at the socket layer with the first mode that can
-/// probe all of [`CAPTURE_FUNCTIONS`], else at the syscall tracepoints (`mode: None`).
+/// probe all of [`CAPTURE_FUNCTIONS`], else at the tracepoints (`mode: None`).
 fn plan_capture(
     functions: &[KernelFunction],
     preference: HookPreference,
@@ -508,13 +537,14 @@ fn plan_capture(
         why.dedup();
         refusals.push(format!("{mode}: {}", why.join(", ")));
     }
+    let capture = tracepoint_capture_name(support.sock_tracepoints);
     HandlerPlan {
         function: "netlink capture".into(),
         mode: None,
         reason: if modes.is_empty() {
-            "syscall tracepoints (--hooks tracepoint)".into()
+            format!("{capture} (--hooks tracepoint)")
         } else {
-            format!("syscall tracepoints, because {}", refusals.join("; "))
+            format!("{capture}, because {}", refusals.join("; "))
         },
     }
 }
@@ -554,7 +584,7 @@ fn plan_handlers(
                     "--hooks tracepoint: syscall tracepoints only".into()
                 } else {
                     format!(
-                        "not probed ({}); its traffic is still captured by the syscall tracepoints",
+                        "not probed ({}); its traffic is still captured by the tracepoints",
                         refusals.join("; ")
                     )
                 },
@@ -644,11 +674,17 @@ impl KernelFeatures {
                 },
             });
         }
+        let sock_tracepoints = ["sock_send_length", "sock_recv_length"].iter().all(|name| {
+            hooks
+                .iter()
+                .any(|h| h.available && h.target == format!("sock:{name}"))
+        });
         let support = ModeSupport {
             fentry,
             fentry_reason: &fentry_reason,
             kprobes,
             no_kallsyms: kallsyms.is_empty(),
+            sock_tracepoints,
         };
         let names: Vec<&str> = KERNEL_FUNCTIONS
             .iter()
@@ -705,6 +741,7 @@ impl KernelFeatures {
             fentry_reason: &self.fentry_reason,
             kprobes: self.kprobes,
             no_kallsyms: !self.kallsyms_readable,
+            sock_tracepoints: self.sock_tracepoints(),
         }
     }
 
@@ -729,22 +766,19 @@ impl KernelFeatures {
 
     /// What works only in part here and why (trace still runs): shown at the start of a trace.
     pub fn degradations(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        if !self.btf {
-            notes.push("no kernel BTF (/sys/kernel/btf/vmlinux): events carry no network namespace, exec records no parent, kernel handler probes see no request, no socket-layer capture, no fentry; everything else works".to_string());
-        }
-        if !self.uprobes {
-            notes.push(
-                "no uprobes (CONFIG_UPROBE_EVENTS): getaddrinfo calls are not traced; netlink and route lookups are"
-                    .to_string(),
-            );
-        }
-        notes
+        degradations(self.btf, self.uprobes)
     }
 
     /// Whether the tool can trace anything at all here.
     pub fn can_trace(&self) -> bool {
         self.privileged && self.hooks.iter().any(|h| h.available)
+    }
+
+    /// Whether `sock:sock_send_length` and `sock_recv_length` exist (the capture can do without
+    /// syscall tracepoints).
+    pub fn sock_tracepoints(&self) -> bool {
+        self.tracepoint_available("sock", "sock_send_length")
+            && self.tracepoint_available("sock", "sock_recv_length")
     }
 
     /// Whether a tracepoint is available.
@@ -911,6 +945,19 @@ mod tests {
     }
 
     #[test]
+    fn missing_btf_or_uprobes_degrade_with_a_reason_each() {
+        assert!(degradations(true, true).is_empty());
+        let notes = degradations(false, false);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("no kernel BTF"), "{notes:?}");
+        assert!(notes[0].ends_with("everything else works"), "{notes:?}");
+        assert!(
+            notes[1].contains("getaddrinfo calls are not traced"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
     fn trace_blockers_name_what_is_missing_and_what_to_do() {
         assert!(trace_blockers(true, &[], Some("integrity")).is_empty());
         let missing = ["CAP_BPF".to_string(), "CAP_PERFMON".to_string()];
@@ -937,7 +984,26 @@ mod tests {
             fentry_reason,
             kprobes,
             no_kallsyms: false,
+            sock_tracepoints: false,
         }
+    }
+
+    #[test]
+    fn the_tracepoint_capture_is_named_after_the_tracepoints_it_uses() {
+        let with_sock = ModeSupport {
+            sock_tracepoints: true,
+            ..support(false, "refused", false)
+        };
+        let plan = plan_capture(&[], HookPreference::Tracepoint, with_sock);
+        assert!(plan.mode.is_none());
+        assert!(
+            plan.reason
+                .starts_with("sock tracepoints (sock_send_length/sock_recv_length"),
+            "{}",
+            plan.reason
+        );
+        let plan = plan_capture(&[], HookPreference::Tracepoint, support(false, "", false));
+        assert_eq!(plan.reason, "syscall tracepoints (--hooks tracepoint)");
     }
 
     #[test]
@@ -981,7 +1047,7 @@ mod tests {
             plan[2].reason
         );
         assert!(
-            plan[2].reason.contains("syscall tracepoints"),
+            plan[2].reason.contains("captured by the tracepoints"),
             "{}",
             plan[2].reason
         );

@@ -187,10 +187,11 @@ impl KernelTypes {
     }
 
     /// Offsets of `task_struct.real_parent` and `task_struct.tgid` (a process's parent at exec).
-    pub fn parent_offsets(&self) -> Option<[u32; 2]> {
+    pub fn parent_offsets(&self) -> Option<[u32; 3]> {
         Some([
             self.member_offset("task_struct", "real_parent")?,
             self.member_offset("task_struct", "tgid")?,
+            self.member_offset("task_struct", "comm")?,
         ])
     }
 

@@ -10,7 +10,7 @@ use aya::Btf;
 use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
 
-use super::features::{HandlerPlan, HookPreference, KernelFeatures};
+use super::features::{tracepoint_capture_name, HandlerPlan, HookPreference, KernelFeatures};
 use super::libc_locator::LibcTarget;
 use super::netlink_sockets::NetlinkSocket;
 use super::ProbeError;
@@ -107,12 +107,21 @@ fn raise_memlock() {
 
 /// Offset of `child_pid` in `sched:sched_process_fork`, from its format file.
 fn fork_child_pid_offset(tracefs: Option<&Path>) -> u32 {
+    tracepoint_field_offset(tracefs, "sched", "sched_process_fork", "child_pid").unwrap_or(20)
+}
+
+/// Where `field` is in the records of tracepoint `category:name`, from its format file.
+fn tracepoint_field_offset(
+    tracefs: Option<&Path>,
+    category: &str,
+    name: &str,
+    field: &str,
+) -> Option<u32> {
     tracefs
-        .and_then(|r| super::tracefs::event_format(r, "sched", "sched_process_fork"))
+        .and_then(|r| super::tracefs::event_format(r, category, name))
         .map(|f| crate::decode::tracepoint_format::TracepointLayout::parse(&f))
-        .and_then(|l| l.field("child_pid"))
+        .and_then(|l| l.field(field))
         .map(|(off, _)| off as u32)
-        .unwrap_or(20)
 }
 
 /// Turns aya's map error into ours, naming the map.
@@ -133,6 +142,13 @@ fn attach_error<'a>(
         target: target.into(),
         source: Box::new(source),
     }
+}
+
+/// How full the ring buffer gets before the kernel side wakes the reader (an eighth of it); below
+/// that, records wait for the reader's next poll ([`crate::command::trace::POLL_INTERVAL`]), so a
+/// steady trickle of records does not cost the traced CPUs an inter-processor interrupt each.
+pub fn wakeup_bytes(ring_buffer_bytes: u32) -> u64 {
+    u64::from(ring_buffer_bytes / 8).max(4096)
 }
 
 impl LiveTracer {
@@ -167,6 +183,12 @@ impl LiveTracer {
         let self_tgid: u32 = std::process::id();
         let confirm: u32 = features.tracepoint_available("sock", "sock_send_length") as u32;
         let fork_off = fork_child_pid_offset(tracefs.as_deref());
+        let route_dport_offsets: [u32; 2] = [
+            tracepoint_field_offset(tracefs.as_deref(), "fib", "fib_table_lookup", "dport")
+                .unwrap_or(0),
+            tracepoint_field_offset(tracefs.as_deref(), "fib6", "fib6_table_lookup", "dport")
+                .unwrap_or(0),
+        ];
         let types = crate::probe::kernel_btf::KernelTypes::running();
         let netns_offsets: [u32; 3] = types
             .as_ref()
@@ -189,12 +211,18 @@ impl LiveTracer {
             .override_global("NETLINK_PROTOCOLS", &config.netlink_protocols, true)
             .override_global("CONFIRM_WITH_SOCK_TP", &confirm, true)
             .override_global("FORK_CHILD_PID_OFFSET", &fork_off, true)
+            .override_global("ROUTE_DPORT_OFFSETS", &route_dport_offsets, true)
             .override_global("FOLLOW_FORKS", &follow, true)
             .override_global("NETNS_OFFSETS", &netns_offsets, true)
             .override_global("HANDLER_OFFSETS", &handler_offsets, true)
             .override_global("HANDLER_OFFSETS_KNOWN", &handler_known, true)
             .override_global("PARENT_OFFSETS", &parent_offsets, true)
             .override_global("SOCKET_OFFSETS", &socket_offsets.unwrap_or_default(), true)
+            .override_global(
+                "WAKEUP_BYTES",
+                &wakeup_bytes(config.ring_buffer_bytes),
+                true,
+            )
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;
@@ -245,6 +273,7 @@ impl LiveTracer {
         } else {
             false
         };
+        let sock_capture = config.netlink && !socket_layer && self.attach_sock_capture(features);
         if config.netlink && !socket_layer {
             let status = self.install_chunk_program().map_err(|e| e.to_string());
             self.hooks.push(AttachedHook {
@@ -258,7 +287,7 @@ impl LiveTracer {
             ("process_fork", "sched", "sched_process_fork"),
             ("process_exec", "sched", "sched_process_exec"),
         ];
-        if config.netlink && !socket_layer {
+        if config.netlink && !socket_layer && !sock_capture {
             tps.extend([
                 ("socket_enter", "syscalls", "sys_enter_socket"),
                 ("socket_exit", "syscalls", "sys_exit_socket"),
@@ -454,6 +483,43 @@ impl LiveTracer {
             format!("syscall tracepoints, because {}", tried.join("; "))
         };
         None
+    }
+
+    /// Captures netlink with `sock:sock_{send,recv}_length` alone where the kernel has them (no
+    /// syscall tracepoint for netlink: other sockets pay one comparison); true when both are
+    /// attached. Otherwise neither stays attached, the syscall tracepoints capture, and
+    /// `netlink_capture` says why.
+    fn attach_sock_capture(&mut self, features: &KernelFeatures) -> bool {
+        const PROGRAMS: [(&str, &str); 2] = [
+            ("sock_send_capture", "sock_send_length"),
+            ("sock_recv_capture", "sock_recv_length"),
+        ];
+        let syscall_name = tracepoint_capture_name(false);
+        if !features.sock_tracepoints() {
+            return false;
+        }
+        for (program, name) in PROGRAMS {
+            if let Err(e) = self.attach_tracepoint(program, "sock", name) {
+                for (attached, _) in PROGRAMS {
+                    if let Ok(p) = Self::program::<TracePoint>(&mut self.ebpf, attached, "sock") {
+                        let _ = p.unload();
+                    }
+                }
+                let why = format!("sock tracepoints refused: {e}");
+                self.netlink_capture = match self.netlink_capture.split_once(", because ") {
+                    Some((_, because)) => format!("{syscall_name}, because {because}; {why}"),
+                    None => format!("{syscall_name}, because {why}"),
+                };
+                return false;
+            }
+            self.hooks.push(AttachedHook {
+                program: program.into(),
+                mode: "tracepoint".into(),
+                target: format!("sock:{name}"),
+                status: Ok(()),
+            });
+        }
+        true
     }
 
     /// Loads and attaches one fentry/fexit/kprobe/kretprobe program to kernel `function`.

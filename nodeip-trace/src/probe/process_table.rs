@@ -152,6 +152,13 @@ impl Default for ProcProcessDirectory {
 }
 
 impl ProcProcessDirectory {
+    /// `/proc/PID/comm`, when the process is still there.
+    fn comm_of(&self, pid: u32) -> Option<String> {
+        std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm"))
+            .ok()
+            .map(|c| c.trim_end().to_string())
+    }
+
     fn read_facts(&self, pid: u32, exe_hint: Option<&str>) -> ProcessFacts {
         let dir = self.proc_root.join(pid.to_string());
         let exe = std::fs::read_link(dir.join("exe"))
@@ -167,10 +174,7 @@ impl ProcProcessDirectory {
             let Some(ppid) = ppid_from_stat(&stat).filter(|p| *p != 0) else {
                 break;
             };
-            let comm = std::fs::read_to_string(self.proc_root.join(ppid.to_string()).join("comm"))
-                .unwrap_or_default()
-                .trim_end()
-                .to_string();
+            let comm = self.comm_of(ppid).unwrap_or_default();
             ancestors.push(Ancestor { pid: ppid, comm });
             current = ppid;
         }
@@ -286,17 +290,16 @@ impl ProcessDirectory for ProcProcessDirectory {
         Some(made)
     }
 
-    fn exec(&mut self, pid: u32, ppid: u32, filename: &str) {
+    fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str) {
         self.made.retain(|(p, _), _| *p != pid);
         let mut facts = self.read_facts(pid, Some(filename));
         if facts.ancestors.is_empty() && ppid != 0 {
             // Gone already: the kernel said who the parent is, and the parent (a shell, a
             // daemon) usually lives on to tell the rest.
             let parent = self.read_facts(ppid, None);
-            let comm = std::fs::read_to_string(self.proc_root.join(ppid.to_string()).join("comm"))
-                .unwrap_or_default()
-                .trim_end()
-                .to_string();
+            let comm = self
+                .comm_of(ppid)
+                .unwrap_or_else(|| parent_comm.to_string());
             facts.ancestors.push(Ancestor { pid: ppid, comm });
             facts
                 .ancestors
