@@ -191,3 +191,50 @@ fn a_full_disk_closes_that_output_and_keeps_it_valid() {
     assert_eq!(stdout.last().unwrap()["kind"], "summary", "{stderr}");
     assert!(stdout.len() > kept.len());
 }
+
+/// The JSON stream's reader goes away (`trace … | head -c 300`): with a recording as well, the
+/// trace goes on to the command's end, the recording is complete and the exit status (2) and
+/// stderr name the closed pipe; with stdout alone it ends quietly (exit 0, as `grep | head`
+/// does) and leaves nothing loaded.
+#[test]
+fn a_closed_output_pipe_ends_that_output_only() {
+    require_root();
+    let scratch = ScratchDir::new("closedpipe");
+    let workload =
+        "sleep 1; for i in $(seq 1 200); do ip route get 127.0.0.$((i % 250 + 1)) >/dev/null; done";
+    for with_recording in [true, false] {
+        let (rec, ready) = (scratch.file("pipe.jsonl"), scratch.file("pipe.ready"));
+        let _ = std::fs::remove_file(&ready);
+        let mut cmd = Command::new(tool());
+        cmd.args(["trace", "--format", "json", "--ready-file", &ready]);
+        if with_recording {
+            cmd.args(["-o", &rec]);
+        }
+        let mut child = cmd
+            .args(["--", "sh", "-c", workload])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_ready(&ready, "closed pipe");
+        let held = ProbeInventory::of_process(child.id());
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 300];
+        std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if with_recording {
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            assert!(stderr.contains("Broken pipe"), "{stderr}");
+            let events = json_lines(std::fs::read(&rec).unwrap().as_slice());
+            let summary = events.last().unwrap();
+            assert_eq!(summary["kind"], "summary", "{stderr}");
+            assert_eq!(summary["stopped_by"], "command exited (0)");
+            assert_eq!(summary["events"]["route_lookup"], 200, "{summary}");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+        }
+        held.assert_released("closed pipe");
+    }
+}
