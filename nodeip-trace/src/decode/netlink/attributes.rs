@@ -105,13 +105,21 @@ pub(crate) fn c_string(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Lower-case hex, no separators.
+/// Lower-case hex digits, by value.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `byte` as two lower-case hex digits.
+fn push_hex_byte(out: &mut String, byte: u8) {
+    out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+    out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+}
+
+/// Lower-case hex, no separators. A table lookup per nibble: `format!("{:02x}")` per byte was
+/// a third of `analyze`'s time on captures full of raw attributes.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{b:02x}");
+    for &b in bytes {
+        push_hex_byte(&mut out, b);
     }
     out
 }
@@ -129,11 +137,14 @@ pub(crate) fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
 
 /// A link-layer address as `aa:bb:cc:...`.
 pub(crate) fn link_layer_address(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for (i, &b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push(':');
+        }
+        push_hex_byte(&mut out, b);
+    }
+    out
 }
 
 /// Names of the bits set in `bits`, from `table` (first match wins, so a multi-bit entry listed
@@ -280,6 +291,14 @@ mod tests {
             items[..],
             [Err(DecodeError::BadAttribute { len: 40, .. })]
         ));
+    }
+
+    #[test]
+    fn hex_and_link_layer_addresses() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+        assert_eq!(hex(&[]), "");
+        assert_eq!(link_layer_address(&[0x02, 0xab, 0x10]), "02:ab:10");
+        assert_eq!(link_layer_address(&[]), "");
     }
 
     #[test]
