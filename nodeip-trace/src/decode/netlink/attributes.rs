@@ -150,9 +150,14 @@ pub(crate) fn link_layer_address(bytes: &[u8]) -> String {
 /// Names of the bits set in `bits`, from `table` (first match wins, so a multi-bit entry listed
 /// first hides its parts); bits not in the table are given in hex.
 pub(crate) fn bit_names(bits: u32, table: &[(u32, &str)]) -> Vec<String> {
+    bit_names_in(bits, &[table])
+}
+
+/// [`bit_names`] over several tables read as one, in order (no table is built per call).
+pub(crate) fn bit_names_in(bits: u32, tables: &[&[(u32, &str)]]) -> Vec<String> {
     let mut names = Vec::new();
     let mut left = bits;
-    for &(bit, name) in table {
+    for &(bit, name) in tables.iter().copied().flatten() {
         if bit != 0 && left & bit == bit {
             names.push(name.to_string());
             left &= !bit;

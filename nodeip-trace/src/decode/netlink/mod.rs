@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use attributes::RawAttribute;
-use attributes::{align4, bit_names, collect_attributes, hex, read_u16, read_u32};
+use attributes::{align4, bit_names_in, collect_attributes, hex, read_u16, read_u32};
 pub use errno::{errno_name, errno_text};
 pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody, GENL_ID_CTRL};
 pub use ipvs::{ipvs_command, IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
@@ -379,8 +379,7 @@ fn flag_names(flags: u16, meaning: FlagMeaning) -> Vec<String> {
         FlagMeaning::Ack => ACK_FLAGS,
         FlagMeaning::Unknown => &[],
     };
-    let table: Vec<(u32, &str)> = COMMON_FLAGS.iter().chain(specific).copied().collect();
-    bit_names(u32::from(flags), &table)
+    bit_names_in(u32::from(flags), &[COMMON_FLAGS, specific])
 }
 
 /// The flag meaning from a type name: the verb after its prefix (`RTM_GETROUTE`,

@@ -16,7 +16,9 @@ use netlink_packet_route::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::attributes::{bit_names, collect_attributes, hex, link_layer_address, RawAttribute};
+use super::attributes::{
+    bit_names, bit_names_in, collect_attributes, hex, link_layer_address, RawAttribute,
+};
 use super::{address_family_name, DecodeError, MessageBody, NetlinkDecoder, RawBody};
 
 /// `RTM_*` message names, by type number.
@@ -546,8 +548,7 @@ fn route_flag_names(flags: u32) -> Vec<String> {
     } else {
         ROUTE_UPPER_FLAGS
     };
-    let table: Vec<(u32, &str)> = ROUTE_FLAGS.iter().chain(upper).copied().collect();
-    bit_names(flags, &table)
+    bit_names_in(flags, &[ROUTE_FLAGS, upper])
 }
 
 /// `NUD_*` neighbour states.
