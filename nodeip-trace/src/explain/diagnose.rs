@@ -251,7 +251,7 @@ impl Diagnoser {
         let mut facts = ConversationFacts::default();
         add_facts(&mut facts, &c.request);
         let mut found = Vec::new();
-        match (&c.request.body, c.request.header.type_name.as_str()) {
+        match (&c.request.body, c.request.header.type_name.as_ref()) {
             (MessageBody::Address(_), "RTM_NEWADDR") => {
                 for a in &facts.addresses {
                     let Some(addr) = address_of(&a.address) else {

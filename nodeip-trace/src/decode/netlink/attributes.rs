@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-use super::DecodeError;
+use super::{DecodeError, Name};
 
 /// Attribute header length (`struct nlattr`).
 const NLA_HEADER_LEN: usize = 4;
@@ -149,22 +149,22 @@ pub(crate) fn link_layer_address(bytes: &[u8]) -> String {
 
 /// Names of the bits set in `bits`, from `table` (first match wins, so a multi-bit entry listed
 /// first hides its parts); bits not in the table are given in hex.
-pub(crate) fn bit_names(bits: u32, table: &[(u32, &str)]) -> Vec<String> {
+pub(crate) fn bit_names(bits: u32, table: &[(u32, &'static str)]) -> Vec<Name> {
     bit_names_in(bits, &[table])
 }
 
 /// [`bit_names`] over several tables read as one, in order (no table is built per call).
-pub(crate) fn bit_names_in(bits: u32, tables: &[&[(u32, &str)]]) -> Vec<String> {
+pub(crate) fn bit_names_in(bits: u32, tables: &[&[(u32, &'static str)]]) -> Vec<Name> {
     let mut names = Vec::new();
     let mut left = bits;
     for &(bit, name) in tables.iter().copied().flatten() {
         if bit != 0 && left & bit == bit {
-            names.push(name.to_string());
+            names.push(Name::Borrowed(name));
             left &= !bit;
         }
     }
     if left != 0 {
-        names.push(format!("{left:#x}"));
+        names.push(Name::Owned(format!("{left:#x}")));
     }
     names
 }

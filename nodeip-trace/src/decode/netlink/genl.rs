@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attributes::{bit_names, collect_attributes, hex, Attribute, RawAttribute};
-use super::{ipvs, DecodeError, MessageBody, NetlinkDecoder};
+use super::{ipvs, DecodeError, MessageBody, Name, NetlinkDecoder};
 
 /// `GENL_ID_CTRL`: the fixed family id of nlctrl.
 pub const GENL_ID_CTRL: u16 = 0x10;
@@ -52,14 +52,15 @@ const OP_FLAGS: &[(u32, &str)] = &[
 ];
 
 /// An nlctrl command name (`CTRL_CMD_GETFAMILY`).
-fn ctrl_command_name(cmd: u8) -> String {
-    CTRL_COMMANDS
-        .get(usize::from(cmd))
-        .map_or_else(|| format!("CTRL_CMD_{cmd}"), |name| name.to_string())
+fn ctrl_command_name(cmd: u8) -> Name {
+    CTRL_COMMANDS.get(usize::from(cmd)).map_or_else(
+        || Name::Owned(format!("CTRL_CMD_{cmd}")),
+        |name| Name::Borrowed(name),
+    )
 }
 
 /// A command name within a family, when the family is one this module knows.
-fn command_name(family: Option<&str>, cmd: u8) -> Option<String> {
+fn command_name(family: Option<&str>, cmd: u8) -> Option<Name> {
     match family {
         Some(NLCTRL_NAME) => Some(ctrl_command_name(cmd)),
         Some(ipvs::IPVS_GENL_NAME) => Some(ipvs::command_name(cmd)),
@@ -69,18 +70,16 @@ fn command_name(family: Option<&str>, cmd: u8) -> Option<String> {
 
 /// The `type` of a genl message: `nlctrl CTRL_CMD_GETFAMILY`, `IPVS_CMD_NEW_SERVICE`,
 /// `nl80211 cmd 5`, `genl family 0x25 cmd 5`; without a command, just the family.
-pub(crate) fn message_type_name(
-    decoder: &NetlinkDecoder,
-    family_id: u16,
-    cmd: Option<u8>,
-) -> String {
+pub(crate) fn message_type_name(decoder: &NetlinkDecoder, family_id: u16, cmd: Option<u8>) -> Name {
     let family = decoder.family_name(family_id);
     let family_label = family.map_or_else(|| format!("genl family {family_id:#x}"), str::to_string);
     match (family, cmd) {
-        (_, None) => family_label,
-        (Some(NLCTRL_NAME), Some(cmd)) => format!("{NLCTRL_NAME} {}", ctrl_command_name(cmd)),
+        (_, None) => family_label.into(),
+        (Some(NLCTRL_NAME), Some(cmd)) => {
+            format!("{NLCTRL_NAME} {}", ctrl_command_name(cmd)).into()
+        }
         (family, Some(cmd)) => {
-            command_name(family, cmd).unwrap_or_else(|| format!("{family_label} cmd {cmd}"))
+            command_name(family, cmd).unwrap_or_else(|| format!("{family_label} cmd {cmd}").into())
         }
     }
 }
@@ -109,9 +108,9 @@ pub struct GenlOperation {
     pub id: u32,
     /// Command name, when the family is one this decoder knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     /// `GENL_*` flag names (`ADMIN_PERM`, `CMD_CAP_DO`, ...).
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
 }
 
 /// One multicast group of a family (`CTRL_ATTR_MCAST_GROUPS`).
@@ -127,7 +126,7 @@ pub struct McastGroup {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NlctrlBody {
     /// Command name (`CTRL_CMD_NEWFAMILY`).
-    pub cmd: String,
+    pub cmd: Name,
     /// Command number.
     pub cmd_id: u8,
     /// genl header version.
@@ -169,7 +168,7 @@ pub(crate) fn decode(
     if payload.len() < GENL_HDRLEN {
         errors.push(DecodeError::Body {
             offset,
-            message_type: message_type_name(decoder, family_id, None),
+            message_type: message_type_name(decoder, family_id, None).into_owned(),
             reason: format!(
                 "{} bytes, the genl header needs {GENL_HDRLEN}",
                 payload.len()
