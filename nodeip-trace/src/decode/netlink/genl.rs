@@ -3,7 +3,7 @@
 //! decoder dynamic family ids such as IPVS's. IPVS bodies are handed to `ipvs`.
 use serde::{Deserialize, Serialize};
 
-use super::attributes::{bit_names, collect_attributes, hex, Attribute, RawAttribute};
+use super::attributes::{bit_names, collect_attributes, Attribute, Hex, RawAttribute};
 use super::{ipvs, DecodeError, MessageBody, Name, NetlinkDecoder};
 
 /// `GENL_ID_CTRL`: the fixed family id of nlctrl.
@@ -98,7 +98,7 @@ pub struct GenlBody {
     /// genl family version.
     pub version: u8,
     /// The payload after the genl header, hex.
-    pub hex: String,
+    pub hex: Hex,
 }
 
 /// One operation a family supports (`CTRL_ATTR_OPS`).
@@ -174,7 +174,9 @@ pub(crate) fn decode(
                 payload.len()
             ),
         });
-        return MessageBody::Raw(super::RawBody { hex: hex(payload) });
+        return MessageBody::Raw(super::RawBody {
+            hex: Hex::from(payload),
+        });
     }
     let (cmd, version) = (payload[0], payload[1]);
     let attributes = &payload[GENL_HDRLEN..];
@@ -201,7 +203,7 @@ pub(crate) fn decode(
             family_id,
             cmd,
             version,
-            hex: hex(attributes),
+            hex: Hex::from(attributes),
         })),
     }
 }

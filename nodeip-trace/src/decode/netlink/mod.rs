@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use attributes::RawAttribute;
-use attributes::{align4, bit_names_in, collect_attributes, hex, read_u16, read_u32};
+use attributes::{align4, bit_names_in, collect_attributes, read_u16, read_u32};
+pub use attributes::{Hex, RawAttribute};
 pub use errno::{errno_name, errno_text};
 pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody, GENL_ID_CTRL};
 pub use ipvs::{ipvs_command, IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
@@ -326,7 +326,7 @@ pub struct RedactedBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawBody {
     /// The body in hex.
-    pub hex: String,
+    pub hex: Hex,
 }
 
 /// The result of decoding one buffer: every message that could be decoded, and what could not.
@@ -713,7 +713,9 @@ fn decode_done(
 
 /// A body kept as hex.
 fn raw_body(payload: &[u8]) -> MessageBody {
-    MessageBody::Raw(RawBody { hex: hex(payload) })
+    MessageBody::Raw(RawBody {
+        hex: Hex::from(payload),
+    })
 }
 
 /// `struct nlmsghdr` as read from the buffer (host byte order).

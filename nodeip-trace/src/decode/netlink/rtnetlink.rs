@@ -17,7 +17,7 @@ use netlink_packet_route::{
 use serde::{Deserialize, Serialize};
 
 use super::attributes::{
-    bit_names, bit_names_in, collect_attributes, hex, link_layer_address, RawAttribute,
+    bit_names, bit_names_in, collect_attributes, hex, link_layer_address, Hex, RawAttribute,
 };
 use super::{address_family_name, DecodeError, MessageBody, Name, NetlinkDecoder, RawBody};
 
@@ -165,7 +165,11 @@ pub(crate) fn decode(
     offset: usize,
     errors: &mut Vec<DecodeError>,
 ) -> MessageBody {
-    let raw = || MessageBody::Raw(RawBody { hex: hex(payload) });
+    let raw = || {
+        MessageBody::Raw(RawBody {
+            hex: Hex::from(payload),
+        })
+    };
     let Some(kind) = ObjectKind::of(type_id) else {
         return raw();
     };
