@@ -54,8 +54,17 @@ impl WallClock {
 
 /// RFC 3339 UTC rendering of nanoseconds since the epoch.
 pub fn rfc3339_from_epoch_ns(epoch_ns: i128) -> String {
-    let secs = epoch_ns.div_euclid(1_000_000_000) as i64;
-    let nanos = epoch_ns.rem_euclid(1_000_000_000) as u32;
+    // 64-bit division when the time fits (years 1678 to 2262): i128 division is a library call.
+    let (secs, nanos) = match i64::try_from(epoch_ns) {
+        Ok(ns) => (
+            ns.div_euclid(1_000_000_000),
+            ns.rem_euclid(1_000_000_000) as u32,
+        ),
+        Err(_) => (
+            epoch_ns.div_euclid(1_000_000_000) as i64,
+            epoch_ns.rem_euclid(1_000_000_000) as u32,
+        ),
+    };
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);

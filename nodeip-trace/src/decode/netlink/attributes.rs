@@ -328,14 +328,26 @@ pub(crate) fn collect_attributes<'a>(
     base_offset: usize,
     errors: &mut Vec<DecodeError>,
 ) -> Vec<Attribute<'a>> {
-    let mut attributes = Vec::new();
-    for item in AttributeWalker::new(buf, base_offset) {
-        match item {
-            Ok(attribute) => attributes.push(attribute),
-            Err(error) => errors.push(error),
+    walk_attributes(buf, base_offset, errors).collect()
+}
+
+/// [`collect_attributes`] as an iterator, for a decoder that looks at each attribute once (no
+/// list is built per message).
+pub(crate) fn walk_attributes<'a, 'e>(
+    buf: &'a [u8],
+    base_offset: usize,
+    errors: &'e mut Vec<DecodeError>,
+) -> impl Iterator<Item = Attribute<'a>> + 'e
+where
+    'a: 'e,
+{
+    AttributeWalker::new(buf, base_offset).filter_map(|item| match item {
+        Ok(attribute) => Some(attribute),
+        Err(error) => {
+            errors.push(error);
+            None
         }
-    }
-    attributes
+    })
 }
 
 #[cfg(test)]

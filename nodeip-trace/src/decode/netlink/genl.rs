@@ -3,7 +3,9 @@
 //! decoder dynamic family ids such as IPVS's. IPVS bodies are handed to `ipvs`.
 use serde::{Deserialize, Serialize};
 
-use super::attributes::{bit_names, collect_attributes, Attribute, Hex, RawAttribute};
+use super::attributes::{
+    bit_names, collect_attributes, walk_attributes, Attribute, Hex, RawAttribute,
+};
 use super::{ipvs, DecodeError, MessageBody, Name, NetlinkDecoder};
 
 /// `GENL_ID_CTRL`: the fixed family id of nlctrl.
@@ -231,7 +233,7 @@ fn decode_nlctrl(
     // Ops and groups are arrays: a nested attribute per entry, each holding attributes.
     let mut ops: Vec<Attribute> = Vec::new();
     let mut groups: Vec<Attribute> = Vec::new();
-    for attribute in collect_attributes(attributes, offset, errors) {
+    for attribute in walk_attributes(attributes, offset, errors) {
         match attribute.kind {
             CTRL_ATTR_FAMILY_ID => body.family_id = attribute.u16(),
             CTRL_ATTR_FAMILY_NAME => body.family_name = Some(attribute.string()),
@@ -251,7 +253,7 @@ fn decode_nlctrl(
                 name: None,
                 flags: Vec::new(),
             };
-            for field in collect_attributes(entry.value, entry.value_offset(), errors) {
+            for field in walk_attributes(entry.value, entry.value_offset(), errors) {
                 match field.kind {
                     CTRL_ATTR_OP_ID => op.id = field.u32().unwrap_or(0),
                     CTRL_ATTR_OP_FLAGS => op.flags = bit_names(field.u32().unwrap_or(0), OP_FLAGS),
@@ -270,7 +272,7 @@ fn decode_nlctrl(
                 name: String::new(),
                 id: 0,
             };
-            for field in collect_attributes(entry.value, entry.value_offset(), errors) {
+            for field in walk_attributes(entry.value, entry.value_offset(), errors) {
                 match field.kind {
                     CTRL_ATTR_MCAST_GRP_NAME => group.name = field.string(),
                     CTRL_ATTR_MCAST_GRP_ID => group.id = field.u32().unwrap_or(0),

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use attributes::{align4, bit_names_in, collect_attributes, read_u16, read_u32};
+use attributes::{align4, bit_names_in, read_u16, read_u32, walk_attributes};
 pub use attributes::{Hex, RawAttribute};
 pub use errno::{errno_name, errno_text};
 pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody, GENL_ID_CTRL};
@@ -674,7 +674,7 @@ impl NetlinkDecoder {
             };
             let tlv_start = 4 + echoed_len;
             let tlvs = payload.get(tlv_start..).unwrap_or(&[]);
-            for attribute in collect_attributes(tlvs, offset + tlv_start, errors) {
+            for attribute in walk_attributes(tlvs, offset + tlv_start, errors) {
                 match attribute.kind {
                     NLMSGERR_ATTR_MSG => body.extack_msg = Some(attribute.string()),
                     NLMSGERR_ATTR_OFFS => body.extack_offset = attribute.u32(),
@@ -702,7 +702,7 @@ fn decode_done(
         extack_msg: None,
     };
     if flags & NLM_F_ACK_TLVS != 0 && payload.len() > 4 {
-        for attribute in collect_attributes(&payload[4..], offset + 4, errors) {
+        for attribute in walk_attributes(&payload[4..], offset + 4, errors) {
             if attribute.kind == NLMSGERR_ATTR_MSG {
                 body.extack_msg = Some(attribute.string());
             }

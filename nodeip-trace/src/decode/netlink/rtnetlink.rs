@@ -17,7 +17,7 @@ use netlink_packet_route::{
 use serde::{Deserialize, Serialize};
 
 use super::attributes::{
-    bit_names, bit_names_in, collect_attributes, hex, link_layer_address, Hex, RawAttribute,
+    bit_names, bit_names_in, hex, link_layer_address, walk_attributes, Hex, RawAttribute,
 };
 use super::{address_family_name, DecodeError, MessageBody, Name, NetlinkDecoder, RawBody};
 
@@ -203,7 +203,7 @@ pub(crate) fn decode(
         }
     };
     let mut other_attributes = Vec::new();
-    for attribute in collect_attributes(&payload[header_len..], offset + header_len, errors) {
+    for attribute in walk_attributes(&payload[header_len..], offset + header_len, errors) {
         if !kind.shown_attributes().contains(&attribute.kind) {
             other_attributes.push(attribute.to_raw());
         }
