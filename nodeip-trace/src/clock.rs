@@ -89,7 +89,8 @@ pub fn rfc3339_from_epoch_ns(epoch_ns: i128) -> String {
     out[19] = b'.';
     put_digits(&mut out[20..29], nanos);
     out[29] = b'Z';
-    out.iter().map(|&b| char::from(b)).collect()
+    // ASCII only: one copy, no per-character push.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Writes the low decimal digits of `value` into `out`, zero-padded to its length.
