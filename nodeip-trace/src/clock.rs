@@ -54,17 +54,51 @@ impl WallClock {
 
 /// RFC 3339 UTC rendering of nanoseconds since the epoch.
 pub fn rfc3339_from_epoch_ns(epoch_ns: i128) -> String {
-    let secs = epoch_ns.div_euclid(1_000_000_000) as i64;
-    let nanos = epoch_ns.rem_euclid(1_000_000_000) as u32;
+    // 64-bit division when the time fits (years 1678 to 2262): i128 division is a library call.
+    let (secs, nanos) = match i64::try_from(epoch_ns) {
+        Ok(ns) => (
+            ns.div_euclid(1_000_000_000),
+            ns.rem_euclid(1_000_000_000) as u32,
+        ),
+        Err(_) => (
+            epoch_ns.div_euclid(1_000_000_000) as i64,
+            epoch_ns.rem_euclid(1_000_000_000) as u32,
+        ),
+    };
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60
-    )
+    let (hour, minute, second) = (sod / 3600, (sod % 3600) / 60, sod % 60);
+    let year = match u32::try_from(y) {
+        Ok(year) if year < 10_000 => year,
+        _ => return format!("{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:{second:02}.{nanos:09}Z"),
+    };
+    // Every event carries one: digits by hand, `format!` was 7% of `analyze`.
+    let mut out = [0u8; 30];
+    put_digits(&mut out[0..4], year);
+    out[4] = b'-';
+    put_digits(&mut out[5..7], m);
+    out[7] = b'-';
+    put_digits(&mut out[8..10], d);
+    out[10] = b'T';
+    put_digits(&mut out[11..13], hour as u32);
+    out[13] = b':';
+    put_digits(&mut out[14..16], minute as u32);
+    out[16] = b':';
+    put_digits(&mut out[17..19], second as u32);
+    out[19] = b'.';
+    put_digits(&mut out[20..29], nanos);
+    out[29] = b'Z';
+    // ASCII only: one copy, no per-character push.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Writes the low decimal digits of `value` into `out`, zero-padded to its length.
+fn put_digits(out: &mut [u8], mut value: u32) {
+    for digit in out.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
@@ -93,6 +127,20 @@ mod tests {
             rfc3339_from_epoch_ns(1_795_267_625_500_000_000),
             "2026-11-21T13:27:05.500000000Z"
         );
+    }
+
+    #[test]
+    fn renders_dates_outside_four_digit_years_like_format() {
+        // Year 10000 and a year before 0: the slow path, `{:04}` as before.
+        assert_eq!(
+            rfc3339_from_epoch_ns(253_402_300_800_000_000_000),
+            "10000-01-01T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            rfc3339_from_epoch_ns(-62_198_755_200_000_000_000),
+            "-001-01-01T00:00:00.000000000Z"
+        );
+        assert_eq!(rfc3339_from_epoch_ns(-1), "1969-12-31T23:59:59.999999999Z");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! [`SCHEMA_VERSION`] on any incompatible change.
 use serde::{Deserialize, Serialize};
 
-use crate::decode::netlink::{IpvsCommand, NetlinkMessage};
+use crate::decode::netlink::{IpvsCommand, Name, NetlinkMessage};
 use crate::frame::Direction;
 
 /// Version of the JSON-lines schema (see docs/events.md).
@@ -175,7 +175,7 @@ pub struct NetlinkEvent {
     /// `send` (process → kernel) or `recv`.
     pub direction: Direction,
     /// Netlink protocol name (`NETLINK_ROUTE`, `NETLINK_GENERIC`, ...).
-    pub protocol: String,
+    pub protocol: Name,
     /// Netlink protocol number.
     pub protocol_id: u16,
     /// The socket's port id, when known (the `pid` in the messages the kernel sends to it).
@@ -201,7 +201,7 @@ pub struct NetlinkEvent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetlinkConversation {
     /// Netlink protocol name.
-    pub protocol: String,
+    pub protocol: Name,
     /// Netlink protocol number.
     pub protocol_id: u16,
     /// The requesting socket's port id (from the replies), when known.
@@ -216,7 +216,7 @@ pub struct NetlinkConversation {
     /// Reply messages, not counting `NLMSG_DONE` and ACK/error messages.
     pub replies: u32,
     /// Reply messages by type name.
-    pub reply_types: std::collections::BTreeMap<String, u32>,
+    pub reply_types: std::collections::BTreeMap<Name, u32>,
     /// Receive buffers the replies came in.
     pub reply_buffers: u32,
     /// Bytes of those buffers.
@@ -256,9 +256,9 @@ pub struct ConversationError {
     /// Negative errno as the kernel sent it.
     pub code: i32,
     /// Errno name (`ENOENT`).
-    pub errno: String,
+    pub errno: Name,
     /// `strerror` text.
-    pub text: String,
+    pub text: Name,
     /// Extended-ack message, when the kernel gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extack: Option<String>,
@@ -311,10 +311,10 @@ pub struct AddressFact {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteFact {
     /// Table name.
-    pub table: String,
+    pub table: Name,
     /// Route type (`local`, `unicast`, ...).
     #[serde(rename = "type")]
-    pub route_type: String,
+    pub route_type: Name,
     /// `dst/len`, or `default`.
     pub dst: String,
     /// Output interface.
@@ -360,10 +360,10 @@ pub struct RouteLookup {
     /// Source in the flow key (`0.0.0.0`/`::` when the kernel was asked to choose one).
     pub src: String,
     /// Table id name (`local`, `main`, or the number).
-    pub table: String,
+    pub table: Name,
     /// Route type when the tracepoint reports it (IPv6), else null.
     #[serde(rename = "type")]
-    pub route_type: Option<String>,
+    pub route_type: Option<Name>,
     /// Output interface name chosen (`dev`), or empty.
     pub oif: String,
     /// Gateway, when any.

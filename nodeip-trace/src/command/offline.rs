@@ -84,8 +84,12 @@ pub enum OfflineError {
     Sink(#[from] SinkError),
 }
 
+/// Output buffer of analyze/replay: JSON lines run to several KiB, and the default 8 KiB
+/// buffer made about one `write` per 4 KiB.
+const STDOUT_BUFFER: usize = 256 << 10;
+
 fn stdout_sink(format: OfflineFormat) -> Box<dyn EventSink> {
-    let out = std::io::BufWriter::new(std::io::stdout());
+    let out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout());
     match format {
         OfflineFormat::Text => Box::new(TextTimelineSink::new(out, "stdout", false)),
         OfflineFormat::Json => Box::new(JsonLinesSink::new(out, "stdout", false)),

@@ -9,7 +9,7 @@
 //! stays one small event. Requests never answered are returned by [`ConversationTracker::drain`].
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::decode::netlink::{MessageBody, NetlinkMessage};
+use crate::decode::netlink::{MessageBody, Name, NetlinkMessage};
 use crate::event::{
     AddressFact, ConversationError, ConversationFacts, ConversationOutcome, FamilyFact, LinkFact,
     NetlinkConversation, RouteFact,
@@ -342,7 +342,7 @@ impl ConversationTracker {
                             c.error = Some(ConversationError {
                                 code,
                                 errno: d.errno.clone().unwrap_or_default(),
-                                text: String::new(),
+                                text: Name::Borrowed(""),
                                 extack: d.extack_msg.clone(),
                             });
                         }

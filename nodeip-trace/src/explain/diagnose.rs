@@ -16,7 +16,7 @@
 //!   node was answered from the local table with `dev lo`.
 //!
 //! Local addresses are learned from the address dumps and address changes in the same trace.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
@@ -33,11 +33,18 @@ struct ProcessView {
     comm: String,
     /// Its last IPVS service creation (where an end-of-trace diagnosis is placed).
     last_service: Option<Event>,
-    /// The local-table routes it read (`type local`), with the time of the dump.
+    /// The local-table routes it read (`type local`), with the first dump that showed each:
+    /// a route seen again (the same destination, source and device) is not kept twice, so a
+    /// process that dumps the table over and over does not grow this.
     local_routes: Vec<(String, RouteFact)>,
+    /// Destination, source and device of each route in `local_routes`.
+    local_route_keys: HashSet<LocalRouteKey>,
     /// IPVS service addresses it created, with the times.
     services: BTreeMap<IpAddr, String>,
 }
+
+/// What `secondary_skipped` reads of a local route: destination, source, device.
+type LocalRouteKey = (String, Option<String>, Option<String>);
 
 /// Watches a timeline and emits diagnoses.
 #[derive(Default)]
@@ -94,7 +101,10 @@ impl Diagnoser {
                     view.comm = e.comm.clone();
                     for r in &c.facts.routes {
                         if r.table == "local" && r.route_type == "local" {
-                            view.local_routes.push((reference(e), r.clone()));
+                            let key = (r.dst.clone(), r.src.clone(), r.dev.clone());
+                            if view.local_route_keys.insert(key) {
+                                view.local_routes.push((reference(e), r.clone()));
+                            }
                         }
                     }
                 }
@@ -251,7 +261,7 @@ impl Diagnoser {
         let mut facts = ConversationFacts::default();
         add_facts(&mut facts, &c.request);
         let mut found = Vec::new();
-        match (&c.request.body, c.request.header.type_name.as_str()) {
+        match (&c.request.body, c.request.header.type_name.as_ref()) {
             (MessageBody::Address(_), "RTM_NEWADDR") => {
                 for a in &facts.addresses {
                     let Some(addr) = address_of(&a.address) else {

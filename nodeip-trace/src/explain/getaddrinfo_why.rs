@@ -111,7 +111,7 @@ impl In6ai {
             match &m.body {
                 MessageBody::Address(a) if m.header.type_name == "RTM_NEWADDR" => {
                     view.seen_dump = true;
-                    let text = match a.family.as_str() {
+                    let text = match a.family.as_ref() {
                         "inet" => a.local.as_ref().or(a.address.as_ref()),
                         _ => a.address.as_ref().or(a.local.as_ref()),
                     };

@@ -229,8 +229,8 @@ impl NodeSnapshot {
         };
         if let Some(r) = best(true) {
             return Some(RouteAnswer {
-                table: r.table.clone(),
-                route_type: r.route_type.clone(),
+                table: r.table.to_string(),
+                route_type: r.route_type.to_string(),
                 dev: "lo".into(),
                 src: r.src.as_deref().and_then(|s| s.parse().ok()).or(Some(dst)),
             });
@@ -243,8 +243,8 @@ impl NodeSnapshot {
             .and_then(|s| s.parse().ok())
             .or_else(|| self.primary_on(&dev, dst));
         Some(RouteAnswer {
-            table: r.table.clone(),
-            route_type: r.route_type.clone(),
+            table: r.table.to_string(),
+            route_type: r.route_type.to_string(),
             dev,
             src,
         })

@@ -231,9 +231,9 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
                 format!(
                     "{t}{dump} {}",
                     if dump.is_empty() {
-                        dst
+                        dst.as_str()
                     } else {
-                        r.family.clone()
+                        &r.family
                     }
                 )
             } else {

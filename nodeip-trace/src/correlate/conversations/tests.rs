@@ -165,7 +165,7 @@ fn an_error_reply_carries_errno_and_extack() {
     let c = &r.completed[0].conversation;
     assert_eq!(c.outcome, ConversationOutcome::Error);
     let e = c.error.as_ref().unwrap();
-    assert_eq!((e.code, e.errno.as_str()), (-22, "EINVAL"));
+    assert_eq!((e.code, e.errno.as_ref()), (-22, "EINVAL"));
     assert_eq!(e.extack.as_deref(), Some("Invalid prefix"));
 }
 
@@ -178,7 +178,7 @@ fn a_plain_request_ends_with_its_reply_and_an_acked_one_with_the_ack() {
     assert_eq!(c.outcome, ConversationOutcome::Reply);
     let route = &c.facts.routes[0];
     assert_eq!(
-        (route.table.as_str(), route.route_type.as_str()),
+        (route.table.as_ref(), route.route_type.as_ref()),
         ("local", "local")
     );
     assert_eq!(

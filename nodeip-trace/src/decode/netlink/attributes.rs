@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-use super::DecodeError;
+use super::{DecodeError, Name};
 
 /// Attribute header length (`struct nlattr`).
 const NLA_HEADER_LEN: usize = 4;
@@ -47,7 +47,7 @@ impl<'a> Attribute<'a> {
         RawAttribute {
             attr_type: self.kind,
             nested: self.raw_kind & NLA_F_NESTED != 0,
-            hex: hex(self.value),
+            hex: Hex::from(self.value),
         }
     }
 
@@ -105,13 +105,21 @@ pub(crate) fn c_string(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Lower-case hex, no separators.
+/// Lower-case hex digits, by value.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `byte` as two lower-case hex digits.
+fn push_hex_byte(out: &mut String, byte: u8) {
+    out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+    out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+}
+
+/// Lower-case hex, no separators. A table lookup per nibble: `format!("{:02x}")` per byte was
+/// a third of `analyze`'s time on captures full of raw attributes.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{b:02x}");
+    for &b in bytes {
+        push_hex_byte(&mut out, b);
     }
     out
 }
@@ -129,28 +137,121 @@ pub(crate) fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
 
 /// A link-layer address as `aa:bb:cc:...`.
 pub(crate) fn link_layer_address(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for (i, &b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push(':');
+        }
+        push_hex_byte(&mut out, b);
+    }
+    out
 }
 
 /// Names of the bits set in `bits`, from `table` (first match wins, so a multi-bit entry listed
 /// first hides its parts); bits not in the table are given in hex.
-pub(crate) fn bit_names(bits: u32, table: &[(u32, &str)]) -> Vec<String> {
+pub(crate) fn bit_names(bits: u32, table: &[(u32, &'static str)]) -> Vec<Name> {
+    bit_names_in(bits, &[table])
+}
+
+/// [`bit_names`] over several tables read as one, in order (no table is built per call).
+pub(crate) fn bit_names_in(bits: u32, tables: &[&[(u32, &'static str)]]) -> Vec<Name> {
     let mut names = Vec::new();
     let mut left = bits;
-    for &(bit, name) in table {
+    for &(bit, name) in tables.iter().copied().flatten() {
         if bit != 0 && left & bit == bit {
-            names.push(name.to_string());
+            names.push(Name::Borrowed(name));
             left &= !bit;
         }
     }
     if left != 0 {
-        names.push(format!("{left:#x}"));
+        names.push(Name::Owned(format!("{left:#x}")));
     }
     names
+}
+
+/// Bytes shown as lower-case hex (raw attributes and bodies). Kept as bytes and turned into
+/// text only when serialized: the text timeline never shows them, and hex-encoding every raw
+/// attribute at decode time was a tenth of `analyze --format text`. Serializes as the hex
+/// string; a string read back that is not canonical lower-case hex is kept as it was, so a
+/// replayed recording is written back unchanged.
+#[derive(Clone, Debug, Eq)]
+pub enum Hex {
+    /// The bytes (what the decoder makes).
+    Bytes(Vec<u8>),
+    /// Text read from a recording that is not lower-case hex of whole bytes.
+    Text(String),
+}
+
+impl From<&[u8]> for Hex {
+    fn from(bytes: &[u8]) -> Self {
+        Hex::Bytes(bytes.to_vec())
+    }
+}
+
+impl std::fmt::Display for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hex::Text(text) => f.write_str(text),
+            Hex::Bytes(bytes) => {
+                // A stack buffer per 32 bytes: no allocation, few writes.
+                let mut buf = [0u8; 64];
+                for chunk in bytes.chunks(32) {
+                    for (i, &b) in chunk.iter().enumerate() {
+                        buf[2 * i] = HEX_DIGITS[usize::from(b >> 4)];
+                        buf[2 * i + 1] = HEX_DIGITS[usize::from(b & 0xf)];
+                    }
+                    let text = std::str::from_utf8(&buf[..2 * chunk.len()])
+                        .map_err(|_| std::fmt::Error)?;
+                    f.write_str(text)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl PartialEq for Hex {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Hex::Bytes(a), Hex::Bytes(b)) => a == b,
+            (Hex::Text(a), Hex::Text(b)) => a == b,
+            _ => self.to_string() == other.to_string(),
+        }
+    }
+}
+
+impl PartialEq<&str> for Hex {
+    fn eq(&self, other: &&str) -> bool {
+        match self {
+            Hex::Text(text) => text == other,
+            Hex::Bytes(bytes) => parse_hex(other).is_some_and(|b| b == *bytes),
+        }
+    }
+}
+
+impl Serialize for Hex {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Hex {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(parse_hex(&text).map_or(Hex::Text(text), Hex::Bytes))
+    }
+}
+
+/// The bytes of canonical lower-case hex (what [`Hex`] writes), else `None`.
+fn parse_hex(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| HEX_DIGITS.iter().position(|&d| d == c);
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| Some((digit(pair[0])? << 4 | digit(pair[1])?) as u8))
+        .collect()
 }
 
 /// An attribute this decoder does not interpret, kept as type number + hex.
@@ -163,7 +264,7 @@ pub struct RawAttribute {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nested: bool,
     /// The value in hex.
-    pub hex: String,
+    pub hex: Hex,
 }
 
 /// Iterator over the attributes of one buffer region; ends at the first malformed attribute,
@@ -227,14 +328,26 @@ pub(crate) fn collect_attributes<'a>(
     base_offset: usize,
     errors: &mut Vec<DecodeError>,
 ) -> Vec<Attribute<'a>> {
-    let mut attributes = Vec::new();
-    for item in AttributeWalker::new(buf, base_offset) {
-        match item {
-            Ok(attribute) => attributes.push(attribute),
-            Err(error) => errors.push(error),
+    walk_attributes(buf, base_offset, errors).collect()
+}
+
+/// [`collect_attributes`] as an iterator, for a decoder that looks at each attribute once (no
+/// list is built per message).
+pub(crate) fn walk_attributes<'a, 'e>(
+    buf: &'a [u8],
+    base_offset: usize,
+    errors: &'e mut Vec<DecodeError>,
+) -> impl Iterator<Item = Attribute<'a>> + 'e
+where
+    'a: 'e,
+{
+    AttributeWalker::new(buf, base_offset).filter_map(|item| match item {
+        Ok(attribute) => Some(attribute),
+        Err(error) => {
+            errors.push(error);
+            None
         }
-    }
-    attributes
+    })
 }
 
 #[cfg(test)]
@@ -280,6 +393,31 @@ mod tests {
             items[..],
             [Err(DecodeError::BadAttribute { len: 40, .. })]
         ));
+    }
+
+    #[test]
+    fn hex_and_link_layer_addresses() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+        assert_eq!(hex(&[]), "");
+        assert_eq!(link_layer_address(&[0x02, 0xab, 0x10]), "02:ab:10");
+        assert_eq!(link_layer_address(&[]), "");
+    }
+
+    #[test]
+    fn hex_values_serialize_as_text_and_read_back() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let value = Hex::from(&bytes[..]);
+        let json = serde_json::to_string(&value).unwrap();
+        assert_eq!(json, format!("\"{}\"", hex(&bytes)));
+        let back: Hex = serde_json::from_str(&json).unwrap();
+        assert!(matches!(&back, Hex::Bytes(b) if *b == bytes));
+        // Not what the decoder writes: kept as text, written back unchanged.
+        for odd in ["\"ABCD\"", "\"abc\"", "\"zz\"", "\"\""] {
+            let back: Hex = serde_json::from_str(odd).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), odd);
+        }
+        assert_eq!(Hex::from(&[0xde, 0xad][..]), "dead");
+        assert_eq!(Hex::Text("dead".into()), Hex::from(&[0xde, 0xad][..]));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! A fixed table rather than `strerror(3)`, so output does not depend on the libc or locale of
 //! the machine that reads a capture.
+use super::Name;
 
 /// `(errno, name, text)` for every Linux errno, plus the kernel-internal `ENOTSUPP` (524) that
 /// netlink replies can leak.
@@ -179,11 +180,11 @@ pub fn errno_name(errno: i32) -> &'static str {
 }
 
 /// The glibc `strerror` text of an errno (`No such device`); the sign is ignored.
-pub fn errno_text(errno: i32) -> String {
+pub fn errno_text(errno: i32) -> Name {
     match (errno, lookup(errno)) {
-        (0, _) => "Success".to_string(),
-        (_, Some((_, _, text))) => text.to_string(),
-        (_, None) => format!("Unknown error {}", errno.unsigned_abs()),
+        (0, _) => "Success".into(),
+        (_, Some((_, _, text))) => Name::Borrowed(text),
+        (_, None) => format!("Unknown error {}", errno.unsigned_abs()).into(),
     }
 }
 

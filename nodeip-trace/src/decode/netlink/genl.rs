@@ -3,8 +3,10 @@
 //! decoder dynamic family ids such as IPVS's. IPVS bodies are handed to `ipvs`.
 use serde::{Deserialize, Serialize};
 
-use super::attributes::{bit_names, collect_attributes, hex, Attribute, RawAttribute};
-use super::{ipvs, DecodeError, MessageBody, NetlinkDecoder};
+use super::attributes::{
+    bit_names, collect_attributes, walk_attributes, Attribute, Hex, RawAttribute,
+};
+use super::{ipvs, DecodeError, MessageBody, Name, NetlinkDecoder};
 
 /// `GENL_ID_CTRL`: the fixed family id of nlctrl.
 pub const GENL_ID_CTRL: u16 = 0x10;
@@ -52,14 +54,15 @@ const OP_FLAGS: &[(u32, &str)] = &[
 ];
 
 /// An nlctrl command name (`CTRL_CMD_GETFAMILY`).
-fn ctrl_command_name(cmd: u8) -> String {
-    CTRL_COMMANDS
-        .get(usize::from(cmd))
-        .map_or_else(|| format!("CTRL_CMD_{cmd}"), |name| name.to_string())
+fn ctrl_command_name(cmd: u8) -> Name {
+    CTRL_COMMANDS.get(usize::from(cmd)).map_or_else(
+        || Name::Owned(format!("CTRL_CMD_{cmd}")),
+        |name| Name::Borrowed(name),
+    )
 }
 
 /// A command name within a family, when the family is one this module knows.
-fn command_name(family: Option<&str>, cmd: u8) -> Option<String> {
+fn command_name(family: Option<&str>, cmd: u8) -> Option<Name> {
     match family {
         Some(NLCTRL_NAME) => Some(ctrl_command_name(cmd)),
         Some(ipvs::IPVS_GENL_NAME) => Some(ipvs::command_name(cmd)),
@@ -69,18 +72,16 @@ fn command_name(family: Option<&str>, cmd: u8) -> Option<String> {
 
 /// The `type` of a genl message: `nlctrl CTRL_CMD_GETFAMILY`, `IPVS_CMD_NEW_SERVICE`,
 /// `nl80211 cmd 5`, `genl family 0x25 cmd 5`; without a command, just the family.
-pub(crate) fn message_type_name(
-    decoder: &NetlinkDecoder,
-    family_id: u16,
-    cmd: Option<u8>,
-) -> String {
+pub(crate) fn message_type_name(decoder: &NetlinkDecoder, family_id: u16, cmd: Option<u8>) -> Name {
     let family = decoder.family_name(family_id);
     let family_label = family.map_or_else(|| format!("genl family {family_id:#x}"), str::to_string);
     match (family, cmd) {
-        (_, None) => family_label,
-        (Some(NLCTRL_NAME), Some(cmd)) => format!("{NLCTRL_NAME} {}", ctrl_command_name(cmd)),
+        (_, None) => family_label.into(),
+        (Some(NLCTRL_NAME), Some(cmd)) => {
+            format!("{NLCTRL_NAME} {}", ctrl_command_name(cmd)).into()
+        }
         (family, Some(cmd)) => {
-            command_name(family, cmd).unwrap_or_else(|| format!("{family_label} cmd {cmd}"))
+            command_name(family, cmd).unwrap_or_else(|| format!("{family_label} cmd {cmd}").into())
         }
     }
 }
@@ -99,7 +100,7 @@ pub struct GenlBody {
     /// genl family version.
     pub version: u8,
     /// The payload after the genl header, hex.
-    pub hex: String,
+    pub hex: Hex,
 }
 
 /// One operation a family supports (`CTRL_ATTR_OPS`).
@@ -109,9 +110,9 @@ pub struct GenlOperation {
     pub id: u32,
     /// Command name, when the family is one this decoder knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     /// `GENL_*` flag names (`ADMIN_PERM`, `CMD_CAP_DO`, ...).
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
 }
 
 /// One multicast group of a family (`CTRL_ATTR_MCAST_GROUPS`).
@@ -127,7 +128,7 @@ pub struct McastGroup {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NlctrlBody {
     /// Command name (`CTRL_CMD_NEWFAMILY`).
-    pub cmd: String,
+    pub cmd: Name,
     /// Command number.
     pub cmd_id: u8,
     /// genl header version.
@@ -169,13 +170,15 @@ pub(crate) fn decode(
     if payload.len() < GENL_HDRLEN {
         errors.push(DecodeError::Body {
             offset,
-            message_type: message_type_name(decoder, family_id, None),
+            message_type: message_type_name(decoder, family_id, None).into_owned(),
             reason: format!(
                 "{} bytes, the genl header needs {GENL_HDRLEN}",
                 payload.len()
             ),
         });
-        return MessageBody::Raw(super::RawBody { hex: hex(payload) });
+        return MessageBody::Raw(super::RawBody {
+            hex: Hex::from(payload),
+        });
     }
     let (cmd, version) = (payload[0], payload[1]);
     let attributes = &payload[GENL_HDRLEN..];
@@ -202,7 +205,7 @@ pub(crate) fn decode(
             family_id,
             cmd,
             version,
-            hex: hex(attributes),
+            hex: Hex::from(attributes),
         })),
     }
 }
@@ -230,7 +233,7 @@ fn decode_nlctrl(
     // Ops and groups are arrays: a nested attribute per entry, each holding attributes.
     let mut ops: Vec<Attribute> = Vec::new();
     let mut groups: Vec<Attribute> = Vec::new();
-    for attribute in collect_attributes(attributes, offset, errors) {
+    for attribute in walk_attributes(attributes, offset, errors) {
         match attribute.kind {
             CTRL_ATTR_FAMILY_ID => body.family_id = attribute.u16(),
             CTRL_ATTR_FAMILY_NAME => body.family_name = Some(attribute.string()),
@@ -250,7 +253,7 @@ fn decode_nlctrl(
                 name: None,
                 flags: Vec::new(),
             };
-            for field in collect_attributes(entry.value, entry.value_offset(), errors) {
+            for field in walk_attributes(entry.value, entry.value_offset(), errors) {
                 match field.kind {
                     CTRL_ATTR_OP_ID => op.id = field.u32().unwrap_or(0),
                     CTRL_ATTR_OP_FLAGS => op.flags = bit_names(field.u32().unwrap_or(0), OP_FLAGS),
@@ -269,7 +272,7 @@ fn decode_nlctrl(
                 name: String::new(),
                 id: 0,
             };
-            for field in collect_attributes(entry.value, entry.value_offset(), errors) {
+            for field in walk_attributes(entry.value, entry.value_offset(), errors) {
                 match field.kind {
                     CTRL_ATTR_MCAST_GRP_NAME => group.name = field.string(),
                     CTRL_ATTR_MCAST_GRP_ID => group.id = field.u32().unwrap_or(0),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::attributes::{
     bit_names, collect_attributes, ip_from_bytes, read_u32, Attribute, RawAttribute,
 };
+use super::Name;
 use super::{address_family_name, DecodeError, MessageBody, NetlinkMessage};
 
 /// `IPVS_GENL_NAME`: the family name nlctrl resolves to a dynamic id.
@@ -106,10 +107,11 @@ const SERVICE_FLAGS: &[(u32, &str)] = &[
 const IP_VS_CONN_F_FWD_MASK: u32 = 0x7;
 
 /// An IPVS command name (`IPVS_CMD_NEW_SERVICE`).
-pub(crate) fn command_name(cmd: u8) -> String {
-    COMMANDS
-        .get(usize::from(cmd))
-        .map_or_else(|| format!("IPVS_CMD_{cmd}"), |name| name.to_string())
+pub(crate) fn command_name(cmd: u8) -> Name {
+    COMMANDS.get(usize::from(cmd)).map_or_else(
+        || Name::Owned(format!("IPVS_CMD_{cmd}")),
+        |name| Name::Borrowed(name),
+    )
 }
 
 /// A decoded IPVS message: a command and whatever service, destination, daemon, timeouts or
@@ -118,7 +120,7 @@ pub(crate) fn command_name(cmd: u8) -> String {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IpvsCommand {
     /// Command name (`IPVS_CMD_NEW_SERVICE`). Dump replies use the NEW names.
-    pub cmd: String,
+    pub cmd: Name,
     /// Command number.
     pub cmd_id: u8,
     /// genl header version (1).
@@ -154,7 +156,7 @@ pub struct IpvsCommand {
 pub struct IpvsService {
     /// Address family (`inet`, `inet6`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub af: Option<String>,
+    pub af: Option<Name>,
     /// `TCP`, `UDP`, `SCTP`, or the IP protocol number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
@@ -172,7 +174,7 @@ pub struct IpvsService {
     pub scheduler: Option<String>,
     /// `IP_VS_SVC_F_*` flag names set (`persistent`, `hashed`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flags: Option<Vec<String>>,
+    pub flags: Option<Vec<Name>>,
     /// Which flags the command changes (`struct ip_vs_flags.mask`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags_mask: Option<u32>,
@@ -198,7 +200,7 @@ pub struct IpvsService {
 pub struct IpvsDest {
     /// Address family (`IPVS_DEST_ATTR_ADDR_FAMILY`, else the service's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub af: Option<String>,
+    pub af: Option<Name>,
     /// Real server address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
@@ -382,7 +384,7 @@ fn decode_service(nest: Attribute, errors: &mut Vec<DecodeError>) -> IpvsService
 
 fn decode_dest(
     nest: Attribute,
-    service_af: Option<String>,
+    service_af: Option<Name>,
     errors: &mut Vec<DecodeError>,
 ) -> IpvsDest {
     let mut dest = IpvsDest::default();

@@ -15,17 +15,23 @@ mod rtnetlink;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use attributes::RawAttribute;
-use attributes::{align4, bit_names, collect_attributes, hex, read_u16, read_u32};
+use attributes::{align4, bit_names_in, read_u16, read_u32, walk_attributes};
+pub use attributes::{Hex, RawAttribute};
 pub use errno::{errno_name, errno_text};
 pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody, GENL_ID_CTRL};
 pub use ipvs::{ipvs_command, IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
 pub use rtnetlink::{route_type_name, table_name};
 pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
+
+/// A name that is usually one of the decoder's tables (`RTM_GETROUTE`, `REQUEST`, `inet`),
+/// borrowed from them instead of allocated per message; computed names (`RTM_250`) are owned.
+/// Serializes as a plain string.
+pub type Name = Cow<'static, str>;
 
 /// `NETLINK_ROUTE`: rtnetlink (links, addresses, routes, neighbours, rules).
 pub const NETLINK_ROUTE: u16 = 0;
@@ -101,13 +107,13 @@ const PROTOCOL_NAMES: &[(u16, &str)] = &[
 ];
 
 /// The name of a netlink protocol (`NETLINK_ROUTE`), or `NETLINK_<n>` when unknown.
-pub fn protocol_name(protocol: u16) -> String {
+pub fn protocol_name(protocol: u16) -> Name {
     PROTOCOL_NAMES
         .iter()
         .find(|(number, _)| *number == protocol)
         .map_or_else(
-            || format!("NETLINK_{protocol}"),
-            |(_, name)| name.to_string(),
+            || Name::Owned(format!("NETLINK_{protocol}")),
+            |(_, name)| Name::Borrowed(name),
         )
 }
 
@@ -132,7 +138,7 @@ pub fn protocol_from_name(name: &str) -> Option<u16> {
 }
 
 /// An address family name as iproute2 prints it (`inet`, `inet6`), else the number.
-pub(crate) fn address_family_name(family: u16) -> String {
+pub(crate) fn address_family_name(family: u16) -> Name {
     match family {
         0 => "unspec".into(),
         1 => "unix".into(),
@@ -144,7 +150,7 @@ pub(crate) fn address_family_name(family: u16) -> String {
         28 => "mpls".into(),
         128 => "ipmr".into(),
         129 => "ip6mr".into(),
-        other => other.to_string(),
+        other => other.to_string().into(),
     }
 }
 
@@ -211,12 +217,12 @@ pub struct MessageHeader {
     /// Type name: `RTM_GETROUTE`, `NLMSG_ERROR`, `nlctrl CTRL_CMD_GETFAMILY`,
     /// `IPVS_CMD_NEW_SERVICE`, ...
     #[serde(rename = "type")]
-    pub type_name: String,
+    pub type_name: Name,
     /// `nlmsg_type` as sent (a genl family id for generic netlink).
     pub type_id: u16,
     /// Names of the `NLM_F_*` flags set (`REQUEST`, `DUMP`, `ACK`, `MULTI`, ...); the bits from
     /// 0x100 up are read as GET, NEW, DELETE or ACK flags depending on the message.
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
     /// `nlmsg_flags` as sent.
     pub flags_raw: u16,
     /// `nlmsg_seq`.
@@ -278,9 +284,9 @@ pub struct ErrorBody {
     /// The error as the kernel sends it: 0 or a negative errno.
     pub error: i32,
     /// `ACK` for 0, else the errno name (`ENODEV`).
-    pub errno: String,
+    pub errno: Name,
     /// The `strerror` text (`No such device`).
-    pub text: String,
+    pub text: Name,
     /// The echoed request header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<MessageHeader>,
@@ -303,7 +309,7 @@ pub struct DoneBody {
     pub status: Option<i32>,
     /// The errno name when the status is non-zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errno: Option<String>,
+    pub errno: Option<Name>,
     /// Extended ack message, when the kernel added one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extack_msg: Option<String>,
@@ -320,7 +326,7 @@ pub struct RedactedBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawBody {
     /// The body in hex.
-    pub hex: String,
+    pub hex: Hex,
 }
 
 /// The result of decoding one buffer: every message that could be decoded, and what could not.
@@ -371,7 +377,7 @@ const DELETE_FLAGS: &[(u32, &str)] = &[(0x100, "NONREC"), (0x200, "BULK")];
 const ACK_FLAGS: &[(u32, &str)] = &[(0x100, "CAPPED"), (0x200, "ACK_TLVS")];
 
 /// Names of `nlmsg_flags`, reading the high bits as `meaning` says.
-fn flag_names(flags: u16, meaning: FlagMeaning) -> Vec<String> {
+fn flag_names(flags: u16, meaning: FlagMeaning) -> Vec<Name> {
     let specific: &[(u32, &str)] = match meaning {
         FlagMeaning::Get => GET_FLAGS,
         FlagMeaning::New => NEW_FLAGS,
@@ -379,8 +385,7 @@ fn flag_names(flags: u16, meaning: FlagMeaning) -> Vec<String> {
         FlagMeaning::Ack => ACK_FLAGS,
         FlagMeaning::Unknown => &[],
     };
-    let table: Vec<(u32, &str)> = COMMON_FLAGS.iter().chain(specific).copied().collect();
-    bit_names(u32::from(flags), &table)
+    bit_names_in(u32::from(flags), &[COMMON_FLAGS, specific])
 }
 
 /// The flag meaning from a type name: the verb after its prefix (`RTM_GETROUTE`,
@@ -598,13 +603,13 @@ impl NetlinkDecoder {
         }
     }
 
-    fn type_name(&self, protocol: u16, type_id: u16, payload: &[u8]) -> String {
+    fn type_name(&self, protocol: u16, type_id: u16, payload: &[u8]) -> Name {
         match type_id {
             NLMSG_NOOP => return "NLMSG_NOOP".into(),
             NLMSG_ERROR => return "NLMSG_ERROR".into(),
             NLMSG_DONE => return "NLMSG_DONE".into(),
             NLMSG_OVERRUN => return "NLMSG_OVERRUN".into(),
-            type_id if type_id < NLMSG_MIN_TYPE => return format!("NLMSG_{type_id}"),
+            type_id if type_id < NLMSG_MIN_TYPE => return format!("NLMSG_{type_id}").into(),
             _ => {}
         }
         match protocol {
@@ -615,8 +620,9 @@ impl NetlinkDecoder {
                 .map_or_else(
                     || format!("XFRM_MSG_{type_id}"),
                     |name| format!("XFRM_MSG_{name}"),
-                ),
-            _ => format!("{} type {type_id}", protocol_name(protocol)),
+                )
+                .into(),
+            _ => format!("{} type {type_id}", protocol_name(protocol)).into(),
         }
     }
 
@@ -653,7 +659,7 @@ impl NetlinkDecoder {
             errno: if error == 0 {
                 "ACK".into()
             } else {
-                errno_name(error).into()
+                Name::Borrowed(errno_name(error))
             },
             text: errno_text(error),
             request,
@@ -668,7 +674,7 @@ impl NetlinkDecoder {
             };
             let tlv_start = 4 + echoed_len;
             let tlvs = payload.get(tlv_start..).unwrap_or(&[]);
-            for attribute in collect_attributes(tlvs, offset + tlv_start, errors) {
+            for attribute in walk_attributes(tlvs, offset + tlv_start, errors) {
                 match attribute.kind {
                     NLMSGERR_ATTR_MSG => body.extack_msg = Some(attribute.string()),
                     NLMSGERR_ATTR_OFFS => body.extack_offset = attribute.u32(),
@@ -692,11 +698,11 @@ fn decode_done(
         status,
         errno: status
             .filter(|&s| s != 0)
-            .map(|s| errno_name(s).to_string()),
+            .map(|s| Name::Borrowed(errno_name(s))),
         extack_msg: None,
     };
     if flags & NLM_F_ACK_TLVS != 0 && payload.len() > 4 {
-        for attribute in collect_attributes(&payload[4..], offset + 4, errors) {
+        for attribute in walk_attributes(&payload[4..], offset + 4, errors) {
             if attribute.kind == NLMSGERR_ATTR_MSG {
                 body.extack_msg = Some(attribute.string());
             }
@@ -707,7 +713,9 @@ fn decode_done(
 
 /// A body kept as hex.
 fn raw_body(payload: &[u8]) -> MessageBody {
-    MessageBody::Raw(RawBody { hex: hex(payload) })
+    MessageBody::Raw(RawBody {
+        hex: Hex::from(payload),
+    })
 }
 
 /// `struct nlmsghdr` as read from the buffer (host byte order).

@@ -16,8 +16,10 @@ use netlink_packet_route::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::attributes::{bit_names, collect_attributes, hex, link_layer_address, RawAttribute};
-use super::{address_family_name, DecodeError, MessageBody, NetlinkDecoder, RawBody};
+use super::attributes::{
+    bit_names, bit_names_in, hex, link_layer_address, walk_attributes, Hex, RawAttribute,
+};
+use super::{address_family_name, DecodeError, MessageBody, Name, NetlinkDecoder, RawBody};
 
 /// `RTM_*` message names, by type number.
 const MESSAGE_NAMES: &[(u16, &str)] = &[
@@ -95,11 +97,14 @@ const MESSAGE_NAMES: &[(u16, &str)] = &[
 ];
 
 /// An rtnetlink message name (`RTM_GETROUTE`), or `RTM_<n>`.
-pub(crate) fn message_type_name(type_id: u16) -> String {
+pub(crate) fn message_type_name(type_id: u16) -> Name {
     MESSAGE_NAMES
         .iter()
         .find(|(number, _)| *number == type_id)
-        .map_or_else(|| format!("RTM_{type_id}"), |(_, name)| name.to_string())
+        .map_or_else(
+            || Name::Owned(format!("RTM_{type_id}")),
+            |(_, name)| Name::Borrowed(name),
+        )
 }
 
 /// The object families decoded here, with their fixed header length and the attribute types
@@ -160,7 +165,11 @@ pub(crate) fn decode(
     offset: usize,
     errors: &mut Vec<DecodeError>,
 ) -> MessageBody {
-    let raw = || MessageBody::Raw(RawBody { hex: hex(payload) });
+    let raw = || {
+        MessageBody::Raw(RawBody {
+            hex: Hex::from(payload),
+        })
+    };
     let Some(kind) = ObjectKind::of(type_id) else {
         return raw();
     };
@@ -194,7 +203,7 @@ pub(crate) fn decode(
         }
     };
     let mut other_attributes = Vec::new();
-    for attribute in collect_attributes(&payload[header_len..], offset + header_len, errors) {
+    for attribute in walk_attributes(&payload[header_len..], offset + header_len, errors) {
         if !kind.shown_attributes().contains(&attribute.kind) {
             other_attributes.push(attribute.to_raw());
         }
@@ -240,7 +249,7 @@ const RTM_NEWLINK: u16 = 16;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkBody {
     /// Address family (`unspec` for most link messages).
-    pub family: String,
+    pub family: Name,
     /// Interface index (0 in dump requests).
     pub index: u32,
     /// `IFLA_IFNAME`.
@@ -253,7 +262,7 @@ pub struct LinkBody {
     /// `ARPHRD_*` link type (1 = ether, 772 = loopback).
     pub link_type: u16,
     /// `IFF_*` names (`UP`, `LOWER_UP`, ...).
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
     /// `ifi_flags` as sent.
     pub flags_raw: u32,
     /// `IFLA_MTU`.
@@ -276,7 +285,7 @@ pub struct LinkBody {
     pub link: Option<u32>,
     /// `IFLA_OPERSTATE` (`UP`, `DOWN`, `UNKNOWN`, `LOWERLAYERDOWN`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operstate: Option<String>,
+    pub operstate: Option<Name>,
     /// Tunnel local address (ipip/sit/ip6tnl, gre, vxlan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tunnel_local: Option<String>,
@@ -292,11 +301,11 @@ pub struct LinkBody {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddressBody {
     /// `inet` or `inet6`.
-    pub family: String,
+    pub family: Name,
     /// Prefix length.
     pub prefix_len: u8,
     /// Scope (`global`, `link`, `host`, ...).
-    pub scope: String,
+    pub scope: Name,
     /// Interface index.
     pub index: u32,
     /// Interface name, when known.
@@ -307,7 +316,7 @@ pub struct AddressBody {
     pub label: Option<String>,
     /// `IFA_F_*` names (`secondary`, `permanent`, `noprefixroute`, ...), from `IFA_FLAGS` when
     /// present, else the header.
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
     /// The flags as a number.
     pub flags_raw: u32,
     /// `IFA_F_SECONDARY`: a secondary address of its prefix (never chosen as source when a
@@ -334,19 +343,19 @@ pub struct AddressBody {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteBody {
     /// `inet` or `inet6`.
-    pub family: String,
+    pub family: Name,
     /// Table name (`local`, `main`, `default`, `unspec`) or number; `RTA_TABLE` wins over the
     /// header's 8-bit field.
-    pub table: String,
+    pub table: Name,
     /// Table id.
     pub table_id: u32,
     /// Route type (`unicast`, `local`, `broadcast`, `unreachable`, ...).
     #[serde(rename = "type")]
-    pub route_type: String,
+    pub route_type: Name,
     /// Who installed it (`kernel`, `boot`, `static`, `dhcp`, ...).
-    pub protocol: String,
+    pub protocol: Name,
     /// Scope (`global`, `link`, `host`, ...).
-    pub scope: String,
+    pub scope: Name,
     /// TOS.
     pub tos: u8,
     /// `RTA_DST` (absent for a default route).
@@ -385,7 +394,7 @@ pub struct RouteBody {
     pub mark: Option<u32>,
     /// `RTM_F_*` and `RTNH_F_*` names (`CLONED`, `LOOKUP_TABLE`, `FIB_MATCH`, `LINKDOWN`, ...);
     /// in IPv4 lookup answers (`CLONED`) also the route cache's `RTCF_*` (`RTCF_LOCAL`).
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
     /// `rtm_flags` as sent.
     pub flags_raw: u32,
     /// Attributes not shown above (multipath, metrics, cacheinfo, ...), raw.
@@ -397,21 +406,21 @@ pub struct RouteBody {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeighbourBody {
     /// `inet`, `inet6` or `bridge`.
-    pub family: String,
+    pub family: Name,
     /// Interface index.
     pub ifindex: u32,
     /// Interface name, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ifname: Option<String>,
     /// `NUD_*` names (`REACHABLE`, `STALE`, `PERMANENT`, ...; `NONE` for 0).
-    pub state: Vec<String>,
+    pub state: Vec<Name>,
     /// `ndm_state` as sent.
     pub state_raw: u16,
     /// `NTF_*` names.
-    pub flags: Vec<String>,
+    pub flags: Vec<Name>,
     /// Route type of the entry (`unicast`, `local`, ...).
     #[serde(rename = "type")]
-    pub neighbour_type: String,
+    pub neighbour_type: Name,
     /// `NDA_DST`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst: Option<String>,
@@ -427,13 +436,13 @@ pub struct NeighbourBody {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleBody {
     /// `inet` or `inet6`.
-    pub family: String,
+    pub family: Name,
     /// Table name or number (`FRA_TABLE` wins over the header's 8-bit field).
-    pub table: String,
+    pub table: Name,
     /// Table id.
     pub table_id: u32,
     /// `to_table`, `goto`, `nop`, `blackhole`, `unreachable`, `prohibit`.
-    pub action: String,
+    pub action: Name,
     /// `FRA_PRIORITY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u32>,
@@ -540,14 +549,13 @@ const ROUTE_CACHE_FLAGS: &[(u32, &str)] = &[
 ];
 
 /// Names of `rtm_flags`, reading the upper bits as `RTCF_*` in lookup answers.
-fn route_flag_names(flags: u32) -> Vec<String> {
+fn route_flag_names(flags: u32) -> Vec<Name> {
     let upper = if flags & RTM_F_CLONED != 0 {
         ROUTE_CACHE_FLAGS
     } else {
         ROUTE_UPPER_FLAGS
     };
-    let table: Vec<(u32, &str)> = ROUTE_FLAGS.iter().chain(upper).copied().collect();
-    bit_names(flags, &table)
+    bit_names_in(flags, &[ROUTE_FLAGS, upper])
 }
 
 /// `NUD_*` neighbour states.
@@ -575,18 +583,18 @@ const NEIGHBOUR_FLAGS: &[(u32, &str)] = &[
 ];
 
 /// A routing table name as iproute2 prints it.
-pub fn table_name(table: u32) -> String {
+pub fn table_name(table: u32) -> Name {
     match table {
         0 => "unspec".into(),
         253 => "default".into(),
         254 => "main".into(),
         255 => "local".into(),
-        other => other.to_string(),
+        other => other.to_string().into(),
     }
 }
 
 /// An `RTN_*` route type name.
-pub fn route_type_name(kind: u8) -> String {
+pub fn route_type_name(kind: u8) -> Name {
     const NAMES: &[&str] = &[
         "unspec",
         "unicast",
@@ -603,11 +611,11 @@ pub fn route_type_name(kind: u8) -> String {
     ];
     NAMES
         .get(usize::from(kind))
-        .map_or_else(|| kind.to_string(), |name| name.to_string())
+        .map_or_else(|| kind.to_string().into(), |name| Name::Borrowed(name))
 }
 
 /// An `RTPROT_*` name as in `/etc/iproute2/rt_protos`.
-fn route_protocol_name(protocol: u8) -> String {
+fn route_protocol_name(protocol: u8) -> Name {
     match protocol {
         0 => "unspec",
         1 => "redirect",
@@ -632,26 +640,26 @@ fn route_protocol_name(protocol: u8) -> String {
         188 => "ospf",
         189 => "rip",
         192 => "eigrp",
-        other => return other.to_string(),
+        other => return other.to_string().into(),
     }
-    .to_string()
+    .into()
 }
 
 /// An `RT_SCOPE_*` name as iproute2 prints it.
-pub(crate) fn scope_name(scope: u8) -> String {
+pub(crate) fn scope_name(scope: u8) -> Name {
     match scope {
         0 => "global",
         200 => "site",
         253 => "link",
         254 => "host",
         255 => "nowhere",
-        other => return other.to_string(),
+        other => return other.to_string().into(),
     }
-    .to_string()
+    .into()
 }
 
 /// An `FR_ACT_*` rule action name.
-fn rule_action_name(action: u8) -> String {
+fn rule_action_name(action: u8) -> Name {
     match action {
         0 => "unspec",
         1 => "to_table",
@@ -660,9 +668,9 @@ fn rule_action_name(action: u8) -> String {
         6 => "blackhole",
         7 => "unreachable",
         8 => "prohibit",
-        other => return other.to_string(),
+        other => return other.to_string().into(),
     }
-    .to_string()
+    .into()
 }
 
 fn route_address(address: &RouteAddress) -> String {
@@ -695,7 +703,7 @@ fn link_body(decoder: &NetlinkDecoder, message: LinkMessage, other: Vec<RawAttri
             LinkAttribute::Broadcast(bytes) => body.broadcast = Some(link_layer_address(&bytes)),
             LinkAttribute::Controller(index) => body.master = Some(index),
             LinkAttribute::Link(index) => body.link = Some(index),
-            LinkAttribute::OperState(state) => body.operstate = Some(state.to_string()),
+            LinkAttribute::OperState(state) => body.operstate = Some(state.to_string().into()),
             LinkAttribute::LinkInfo(infos) => {
                 for info in infos {
                     match info {
@@ -849,7 +857,7 @@ fn neighbour_body(
         ifindex: header.ifindex,
         ifname: decoder.interface_name(header.ifindex).map(str::to_string),
         state: if state == 0 {
-            vec!["NONE".to_string()]
+            vec![Name::Borrowed("NONE")]
         } else {
             bit_names(state.into(), NEIGHBOUR_STATES)
         },

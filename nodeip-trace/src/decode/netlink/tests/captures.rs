@@ -68,7 +68,9 @@ fn messages(decoded: &[(Frame, DecodedBuffer)]) -> impl Iterator<Item = &Netlink
 fn counts_by_type(decoded: &[(Frame, DecodedBuffer)]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for message in messages(decoded) {
-        *counts.entry(message.header.type_name.clone()).or_default() += 1;
+        *counts
+            .entry(message.header.type_name.to_string())
+            .or_default() += 1;
     }
     counts
 }
@@ -161,7 +163,7 @@ fn iproute2_capture_facts() {
             // The dump replies (MULTI), not the RTM_NEWADDR requests that added them.
             MessageBody::Address(address)
                 if message.header.type_name == "RTM_NEWADDR"
-                    && message.header.flags.contains(&"MULTI".to_string()) =>
+                    && message.header.flags.iter().any(|f| f == "MULTI") =>
             {
                 Some(address)
             }
@@ -175,7 +177,7 @@ fn iproute2_capture_facts() {
     assert_eq!(secondary.prefix_len, 24);
     assert_eq!(secondary.ifname.as_deref(), Some("veth0"));
     assert!(secondary.secondary);
-    assert!(secondary.flags.contains(&"secondary".to_string()));
+    assert!(secondary.flags.iter().any(|f| f == "secondary"));
     let primary = addresses
         .iter()
         .find(|a| a.local.as_deref() == Some("192.0.2.10"))
@@ -204,7 +206,7 @@ fn iproute2_capture_facts() {
     let answer = answers[0];
     assert_eq!(answer.route_type, "local");
     assert_eq!(answer.table, "main");
-    assert!(answer.flags.contains(&"RTCF_LOCAL".to_string()));
+    assert!(answer.flags.iter().any(|f| f == "RTCF_LOCAL"));
     assert_eq!(answer.prefsrc.as_deref(), Some("192.0.2.10"));
     assert_eq!(answer.oif_name.as_deref(), Some("lo"));
     let in_local_table = routes_to("192.0.2.20")
@@ -239,7 +241,7 @@ fn check_golden(fixture: &str) {
         .iter()
         .map(|(frame, buffer)| DecodedFrame {
             frame: frame.number,
-            protocol: crate::decode::netlink::protocol_name(frame.protocol),
+            protocol: crate::decode::netlink::protocol_name(frame.protocol).into_owned(),
             messages: &buffer.messages,
             errors: buffer.errors.iter().map(ToString::to_string).collect(),
         })

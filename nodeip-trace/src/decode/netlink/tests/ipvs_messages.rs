@@ -101,8 +101,13 @@ fn decode_one(bytes: &[u8]) -> (String, Vec<String>, IpvsCommand) {
     let message = &decoded.messages[0];
     let command = ipvs_command(message).expect("an IPVS message");
     (
-        message.header.type_name.clone(),
-        message.header.flags.clone(),
+        message.header.type_name.to_string(),
+        message
+            .header
+            .flags
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         command,
     )
 }
@@ -230,7 +235,7 @@ fn dump_reply_with_stats_and_unflagged_nests() {
     let service = command.service.unwrap();
     assert_eq!(service.fwmark, Some(7));
     assert_eq!(service.scheduler.as_deref(), Some("wlc"));
-    assert_eq!(service.flags, Some(vec!["persistent".to_string()]));
+    assert_eq!(service.flags, Some(vec!["persistent".into()]));
     assert_eq!(service.stats.unwrap()["conns"], 9);
     assert_eq!(service.other_attributes.len(), 1);
     assert_eq!(service.other_attributes[0].attr_type, 99);

@@ -127,7 +127,7 @@ fn address_dump_primary_and_secondary_with_unknown_attribute() {
     let types: Vec<_> = decoded
         .messages
         .iter()
-        .map(|m| m.header.type_name.as_str())
+        .map(|m| m.header.type_name.as_ref())
         .collect();
     assert_eq!(types, ["RTM_NEWADDR", "RTM_NEWADDR", "NLMSG_DONE"]);
     let addresses: Vec<_> = decoded
@@ -183,7 +183,7 @@ fn route_get_request_and_local_answer() {
     let MessageBody::Route(route) = &answer.body else {
         panic!("{:?}", answer.body);
     };
-    assert_eq!((route.table.as_str(), route.table_id), ("local", 255));
+    assert_eq!((route.table.as_ref(), route.table_id), ("local", 255));
     assert_eq!(route.route_type, "local");
     assert_eq!(route.scope, "host");
     assert_eq!(route.protocol, "kernel");
@@ -209,7 +209,7 @@ fn default_route_in_main_without_rta_table_and_short_dump_request() {
     };
     assert_eq!(route.table, "main");
     assert_eq!(
-        (route.protocol.as_str(), route.scope.as_str()),
+        (route.protocol.as_ref(), route.scope.as_ref()),
         ("static", "global")
     );
     assert_eq!(route.dst, None);
@@ -252,7 +252,7 @@ fn neighbour_and_rule() {
         panic!("{:?}", rule.body);
     };
     assert_eq!((rule.src.as_deref(), rule.src_len), (Some("10.0.0.0"), 8));
-    assert_eq!((rule.table.as_str(), rule.priority), ("100", Some(1000)));
+    assert_eq!((rule.table.as_ref(), rule.priority), ("100", Some(1000)));
     assert_eq!(rule.action, "to_table");
 }
 
@@ -289,7 +289,7 @@ fn error_with_extack_capped_and_uncapped() {
         let MessageBody::Error(error) = &reply.body else {
             panic!("{:?}", reply.body);
         };
-        assert_eq!((error.error, error.errno.as_str()), (-22, "EINVAL"));
+        assert_eq!((error.error, error.errno.as_ref()), (-22, "EINVAL"));
         assert_eq!(error.text, "Invalid argument");
         assert_eq!(
             error.extack_msg.as_deref(),
@@ -298,7 +298,7 @@ fn error_with_extack_capped_and_uncapped() {
         assert_eq!(error.extack_offset, Some(24));
         assert_eq!(error.extack_attributes.len(), 1);
         let echoed = error.request.as_ref().unwrap();
-        assert_eq!((echoed.type_name.as_str(), echoed.seq), ("RTM_NEWADDR", 8));
+        assert_eq!((echoed.type_name.as_ref(), echoed.seq), ("RTM_NEWADDR", 8));
     }
 
     // An ACK: error 0.
