@@ -34,28 +34,25 @@ use nodeip_trace_common::{
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(16 * 1024 * 1024, 0);
 
-/// Wake-up batching: when non-zero, records are submitted without waking the reader (which
-/// polls every few milliseconds) until at least this many bytes wait in `EVENTS`; then one forced
-/// wake-up. 0: the kernel's default (a wake-up whenever the reader has caught up), which costs
-/// the producing CPU an inter-processor interrupt per record on a quiet ring.
+/// Wake-up batching: 1 (userspace sets it) submits records without waking the reader, which
+/// polls every few milliseconds instead; 0: the kernel's default (a wake-up whenever the reader
+/// has caught up), which costs the producing CPU an inter-processor interrupt per record on a
+/// quiet ring. (Forcing a wake-up above a fill level was tried: under a backlog it woke the
+/// reader on every record and slowed the traced process several-fold.)
 #[unsafe(no_mangle)]
-static WAKEUP_BYTES: Global<u64> = Global::new(0);
+static BATCH_WAKEUPS: Global<u32> = Global::new(0);
 
 /// Submit flag for records the reader must see at once (`BPF_RB_FORCE_WAKEUP`).
 const WAKE_NOW: u64 = 2;
 
-/// The flags to submit a record to `EVENTS` with (see `WAKEUP_BYTES`).
+/// The flags to submit a record to `EVENTS` with (see `BATCH_WAKEUPS`).
 #[inline(always)]
 fn submit_flags() -> u64 {
     const BPF_RB_NO_WAKEUP: u64 = 1;
-    const BPF_RB_AVAIL_DATA: u64 = 0;
-    let threshold = WAKEUP_BYTES.load();
-    if threshold == 0 {
-        0
-    } else if EVENTS.query(BPF_RB_AVAIL_DATA) >= threshold {
-        WAKE_NOW
-    } else {
+    if BATCH_WAKEUPS.load() != 0 {
         BPF_RB_NO_WAKEUP
+    } else {
+        0
     }
 }
 

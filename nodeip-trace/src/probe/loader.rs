@@ -144,13 +144,6 @@ fn attach_error<'a>(
     }
 }
 
-/// How full the ring buffer gets before the kernel side wakes the reader (an eighth of it); below
-/// that, records wait for the reader's next poll ([`crate::command::trace::POLL_INTERVAL`]), so a
-/// steady trickle of records does not cost the traced CPUs an inter-processor interrupt each.
-pub fn wakeup_bytes(ring_buffer_bytes: u32) -> u64 {
-    u64::from(ring_buffer_bytes / 8).max(4096)
-}
-
 impl LiveTracer {
     /// Loads the programs with `config` and attaches what `features` says is available.
     pub fn start(
@@ -218,11 +211,7 @@ impl LiveTracer {
             .override_global("HANDLER_OFFSETS_KNOWN", &handler_known, true)
             .override_global("PARENT_OFFSETS", &parent_offsets, true)
             .override_global("SOCKET_OFFSETS", &socket_offsets.unwrap_or_default(), true)
-            .override_global(
-                "WAKEUP_BYTES",
-                &wakeup_bytes(config.ring_buffer_bytes),
-                true,
-            )
+            .override_global("BATCH_WAKEUPS", &1u32, true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;
