@@ -47,7 +47,11 @@ impl AllSinks {
             sinks: vec![
                 Box::new(TextTimelineSink::new(std::io::sink(), "text", false)),
                 Box::new(JsonLinesSink::new(std::io::sink(), "json", false)),
-                Box::new(FrameSinkAdapter::new(Box::new(pcap), "pcap", families.clone())),
+                Box::new(FrameSinkAdapter::new(
+                    Box::new(pcap),
+                    "pcap",
+                    families.clone(),
+                )),
                 Box::new(FrameSinkAdapter::new(
                     Box::new(pcapng),
                     "pcapng",
@@ -67,4 +71,3 @@ impl EventSink for AllSinks {
         self.sinks.iter_mut().try_for_each(|s| s.finish())
     }
 }
-

@@ -1,9 +1,10 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
 //! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on a stock Debian
-//! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md). Run as
-//! `cargo xtask <task>`.
+//! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md), `fuzz` (the
+//! libFuzzer targets in `fuzz/`, briefly). Run as `cargo xtask <task>`.
 mod bench;
 mod demo;
+mod fuzz;
 mod setup;
 mod vm;
 
@@ -52,6 +53,16 @@ enum Task {
     /// an output change is intended); every golden test compares through
     /// `tests/src/golden.rs`, which `BLESS=1` switches to writing.
     Bless,
+    /// Build the cargo-fuzz targets in `fuzz/` and run each briefly over its committed corpus;
+    /// fails on any crash, timeout or OOM (installs cargo-fuzz when missing; no nightly needed).
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = fuzz::DEFAULT_SECONDS)]
+        seconds: u64,
+        /// Run only this target (e.g. `netlink_route`).
+        #[arg(long, value_name = "NAME")]
+        target: Option<String>,
+    },
     /// Run the end-to-end tests on a stock Debian kernel under QEMU (kprobes, fentry, IPVS and
     /// nlmon exist there); the kernel package and the initramfs are cached in target/vm-cache.
     VmTest {
@@ -147,6 +158,7 @@ fn main() -> anyhow::Result<()> {
             only,
         }),
         Task::Bench { quick } => bench::bench(quick),
+        Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
             .env("BLESS", "1")),
