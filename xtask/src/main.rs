@@ -1,10 +1,11 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
 //! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on a stock Debian
 //! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md), `soak` (hours-long
-//! behaviour in minutes: memory, fds, loss under continuous load). Run as
-//! `cargo xtask <task>`.
+//! behaviour in minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets
+//! in `fuzz/`, briefly). Run as `cargo xtask <task>`.
 mod bench;
 mod demo;
+mod fuzz;
 mod setup;
 mod soak;
 mod vm;
@@ -26,12 +27,16 @@ struct Cli {
 enum Task {
     /// Install what building and testing need (apt packages, rust-src, bpf-linker); idempotent.
     Setup,
-    /// Bootstrap, then run every test (unit, end-to-end as root, clippy, fmt), then the VM lane
-    /// (`vm-test`: the end-to-end tests again on Debian's stock kernel). CI runs this.
+    /// Bootstrap, then run every test (unit, end-to-end as root, clippy, fmt), the fuzz targets
+    /// briefly (`fuzz`: 30 s each over their corpora), then the VM lane (`vm-test`: the
+    /// end-to-end tests again on Debian's stock kernel). CI runs this.
     Test {
         /// Skip `cargo xtask setup`.
         #[arg(long)]
         no_setup: bool,
+        /// Skip the fuzz targets (for quick local iterations; CI runs them).
+        #[arg(long)]
+        no_fuzz: bool,
         /// Skip the VM lane (for quick local iterations; CI runs it).
         #[arg(long)]
         no_vm: bool,
@@ -62,6 +67,16 @@ enum Task {
     /// an output change is intended); every golden test compares through
     /// `tests/src/golden.rs`, which `BLESS=1` switches to writing.
     Bless,
+    /// Build the cargo-fuzz targets in `fuzz/` and run each briefly over its committed corpus;
+    /// fails on any crash, timeout or OOM (installs cargo-fuzz when missing; no nightly needed).
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = fuzz::DEFAULT_SECONDS)]
+        seconds: u64,
+        /// Run only this target (e.g. `netlink_route`).
+        #[arg(long, value_name = "NAME")]
+        target: Option<String>,
+    },
     /// Run the end-to-end tests on a stock Debian kernel under QEMU (kprobes, fentry, IPVS and
     /// nlmon exist there); the kernel package and the initramfs are cached in target/vm-cache.
     VmTest {
@@ -123,14 +138,30 @@ fn test() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The fuzz targets, briefly each over their committed corpora (part of `test`).
+fn fuzz_briefly() -> anyhow::Result<()> {
+    fuzz::fuzz(fuzz::DEFAULT_SECONDS, None)?;
+    println!("xtask test: fuzz targets passed");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::setup(),
-        Task::Test { no_setup, no_vm } => {
+        Task::Test {
+            no_setup,
+            no_fuzz,
+            no_vm,
+        } => {
             if !no_setup {
                 setup::setup()?;
             }
             test()?;
+            if no_fuzz {
+                println!("xtask test: fuzz targets skipped (--no-fuzz)");
+            } else {
+                fuzz_briefly()?;
+            }
             if no_vm {
                 println!("xtask test: VM lane skipped (--no-vm)");
                 return Ok(());
@@ -158,6 +189,7 @@ fn main() -> anyhow::Result<()> {
         }),
         Task::Bench { quick } => bench::bench(quick),
         Task::Soak { minutes } => soak::soak(minutes),
+        Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
             .env("BLESS", "1")),

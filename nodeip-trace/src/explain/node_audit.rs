@@ -141,13 +141,14 @@ pub const REMEDY_NETWORK_ADDRESS: &str = "calico v3.22.1–v3.22.3 with IP_AUTOD
 /// What to do about seeds 002/004 (a secondary address without NodePort services).
 pub const REMEDY_SECONDARY_SKIPPED: &str = "set kube-proxy nodePortAddresses (a newer kube-proxy reads the address dump), or configure the VIP as a /32 so it is a primary";
 
-/// The network and broadcast addresses of an IPv4 `addr/len` (none for /31, /32 and IPv6).
+/// The network and broadcast addresses of an IPv4 `addr/len` (none for /31, /32 and IPv6; a /0
+/// spans 0.0.0.0 to 255.255.255.255).
 pub fn network_and_broadcast(addr: IpAddr, len: u8) -> Option<(IpAddr, IpAddr)> {
     let IpAddr::V4(a) = addr else { return None };
     if len >= 31 {
         return None;
     }
-    let mask = u32::MAX << (32 - u32::from(len));
+    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
     let net = u32::from(a) & mask;
     Some((IpAddr::V4(net.into()), IpAddr::V4((net | !mask).into())))
 }

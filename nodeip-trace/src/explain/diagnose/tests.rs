@@ -219,6 +219,21 @@ fn network_and_broadcast_addresses_in_use() {
     assert!(run(&[address_add("10.0.0.0", 32)]).is_empty());
 }
 
+/// Found by fuzzing `analyze` (fuzz target capture_analyze): an IPv4 address added with prefix
+/// length 0 overflowed the netmask shift in `network_and_broadcast` — a panic with overflow
+/// checks; without them the mask wrapped to all ones and the address was its own "network
+/// address".
+#[test]
+fn address_with_prefix_length_0_is_not_its_own_network_address() {
+    let addr: IpAddr = "192.0.2.30".parse().unwrap();
+    let everything = (
+        "0.0.0.0".parse().unwrap(),
+        "255.255.255.255".parse().unwrap(),
+    );
+    assert_eq!(network_and_broadcast(addr, 0), Some(everything));
+    assert!(run(&[address_add("192.0.2.30", 0)]).is_empty());
+}
+
 fn getaddrinfo(returned: &[&str], resolver: &[&str]) -> Event {
     let quoted = |v: &[&str]| {
         v.iter()
