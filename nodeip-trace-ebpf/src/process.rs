@@ -19,8 +19,8 @@ static FORK_CHILD_PID_OFFSET: Global<u32> = Global::new(20);
 /// 1 when the pid filter is on, so children of traced processes are added to it.
 #[unsafe(no_mangle)]
 static FOLLOW_FORKS: Global<u32> = Global::new(0);
-/// Offsets of `task_struct.real_parent` and `task_struct.tgid` (from the kernel's BTF; 0 when
-/// unknown).
+/// Offsets of `task_struct.real_parent`, `task_struct.tgid` and `task_struct.comm` (from the
+/// kernel's BTF; 0 when unknown).
 #[unsafe(no_mangle)]
 static PARENT_OFFSETS: Global<[u32; 3]> = Global::new([0; 3]);
 

@@ -765,7 +765,6 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 _ = sigint.recv() => { stop = true; stopped_by = "SIGINT".into(); }
                 _ = sigterm.recv() => { stop = true; stopped_by = "SIGTERM".into(); }
                 _ = sighup.recv() => { stop = true; stopped_by = "SIGHUP".into(); }
-                _ = tokio::time::sleep(Duration::from_millis(100)), if !libc_watcher.again.is_empty() => {}
             }
             libc_watcher.tick(&mut tracer);
             if stop {

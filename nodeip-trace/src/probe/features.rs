@@ -240,7 +240,7 @@ pub struct KernelFeatures {
     pub root: bool,
     /// Effective capabilities relevant to tracing.
     pub capabilities: Vec<String>,
-    /// Privileges suffice to load programs.
+    /// Privileges suffice to load programs ([`KernelFeatures::trace_blockers`] is empty).
     pub privileged: bool,
     /// Capabilities tracing needs that this process lacks (empty with CAP_SYS_ADMIN, or with
     /// both CAP_BPF and CAP_PERFMON).
@@ -443,6 +443,20 @@ struct ModeSupport<'a> {
     sock_tracepoints: bool,
 }
 
+/// Whether `hooks` lists tracepoint `category:name` as available.
+fn tracepoint_listed(hooks: &[HookAvailability], category: &str, name: &str) -> bool {
+    let target = format!("{category}:{name}");
+    hooks
+        .iter()
+        .any(|h| h.mode == "tracepoint" && h.target == target && h.available)
+}
+
+/// Whether `hooks` lists both `sock:sock_send_length` and `sock_recv_length` as available.
+fn sock_tracepoints_listed(hooks: &[HookAvailability]) -> bool {
+    tracepoint_listed(hooks, "sock", "sock_send_length")
+        && tracepoint_listed(hooks, "sock", "sock_recv_length")
+}
+
 /// How the tracepoint capture of netlink is named (doctor, the start-up line, the header):
 /// with the sock tracepoints alone, or with the syscall tracepoints.
 pub fn tracepoint_capture_name(sock_tracepoints: bool) -> &'static str {
@@ -621,7 +635,8 @@ impl KernelFeatures {
         let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown")
             .ok()
             .and_then(|t| lockdown_mode(&t));
-        let privileged = caps.missing.is_empty() && lockdown.as_deref() != Some("confidentiality");
+        let root = unsafe { libc::geteuid() } == 0;
+        let privileged = trace_blockers(root, &caps.missing, lockdown.as_deref()).is_empty();
         let uprobes = Path::new("/sys/bus/event_source/devices/uprobe").exists();
         let kprobes = Path::new("/sys/bus/event_source/devices/kprobe").exists()
             || tracefs_root
@@ -674,17 +689,12 @@ impl KernelFeatures {
                 },
             });
         }
-        let sock_tracepoints = ["sock_send_length", "sock_recv_length"].iter().all(|name| {
-            hooks
-                .iter()
-                .any(|h| h.available && h.target == format!("sock:{name}"))
-        });
         let support = ModeSupport {
             fentry,
             fentry_reason: &fentry_reason,
             kprobes,
             no_kallsyms: kallsyms.is_empty(),
-            sock_tracepoints,
+            sock_tracepoints: sock_tracepoints_listed(&hooks),
         };
         let names: Vec<&str> = KERNEL_FUNCTIONS
             .iter()
@@ -701,7 +711,7 @@ impl KernelFeatures {
             kernel: kernel_release(),
             btf,
             tracefs: tracefs_text,
-            root: unsafe { libc::geteuid() } == 0,
+            root,
             capabilities: caps.present,
             privileged,
             missing_capabilities: caps.missing,
@@ -777,16 +787,12 @@ impl KernelFeatures {
     /// Whether `sock:sock_send_length` and `sock_recv_length` exist (the capture can do without
     /// syscall tracepoints).
     pub fn sock_tracepoints(&self) -> bool {
-        self.tracepoint_available("sock", "sock_send_length")
-            && self.tracepoint_available("sock", "sock_recv_length")
+        sock_tracepoints_listed(&self.hooks)
     }
 
     /// Whether a tracepoint is available.
     pub fn tracepoint_available(&self, category: &str, name: &str) -> bool {
-        let target = format!("{category}:{name}");
-        self.hooks
-            .iter()
-            .any(|h| h.mode == "tracepoint" && h.target == target && h.available)
+        tracepoint_listed(&self.hooks, category, name)
     }
 
     /// The doctor report as text.
