@@ -32,6 +32,11 @@ pub const KIND_GAI_CONF: u32 = 10;
 /// IPVS command) ran, seen by fentry/fexit or kprobe/kretprobe.
 pub const KIND_KERNEL_HANDLER: u32 = 11;
 
+/// Kind tag of [`RouteLookupRecord`] from the `fib_table_lookup` raw tracepoint (IPv4).
+pub const KIND_ROUTE_LOOKUP4: u32 = 12;
+/// Kind tag of [`RouteLookupRecord`] from the `fib6_table_lookup` raw tracepoint (IPv6).
+pub const KIND_ROUTE_LOOKUP6: u32 = 13;
+
 /// Bytes of the request message a kernel handler was given that are copied.
 pub const HANDLER_REQUEST_LEN: usize = 512;
 
@@ -218,8 +223,46 @@ pub mod socket_offset {
     pub const SKB_DATA: usize = 2;
     /// `sk_buff.len`.
     pub const SKB_LEN: usize = 3;
+    /// `sock.__sk_common.skc_family` (a `u16`).
+    pub const SOCK_FAMILY: usize = 4;
     /// Number of offsets.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
+}
+
+/// Indexes into the `ROUTE_OFFSETS` load-time global: struct member offsets from the running
+/// kernel's BTF that the raw `fib_table_lookup`/`fib6_table_lookup` programs follow from the
+/// tracepoints' arguments (`flowi4`, `fib_nh_common`; `flowi6`, `fib6_result`, `fib6_table`).
+pub mod route_offset {
+    /// `flowi4.saddr`.
+    pub const FL4_SADDR: usize = 0;
+    /// `flowi4.daddr`.
+    pub const FL4_DADDR: usize = 1;
+    /// `flowi4.uli.ports.dport`.
+    pub const FL4_DPORT: usize = 2;
+    /// `flowi6.saddr`.
+    pub const FL6_SADDR: usize = 3;
+    /// `flowi6.daddr`.
+    pub const FL6_DADDR: usize = 4;
+    /// `flowi6.uli.ports.dport`.
+    pub const FL6_DPORT: usize = 5;
+    /// `fib_nh_common.nhc_dev`.
+    pub const NHC_DEV: usize = 6;
+    /// `fib_nh_common.nhc_gw_family`.
+    pub const NHC_GW_FAMILY: usize = 7;
+    /// `fib_nh_common.nhc_gw`.
+    pub const NHC_GW: usize = 8;
+    /// `net_device.name`.
+    pub const DEV_NAME: usize = 9;
+    /// `fib6_result.nh`.
+    pub const F6_RESULT_NH: usize = 10;
+    /// `fib6_result.fib6_type`.
+    pub const F6_RESULT_TYPE: usize = 11;
+    /// `fib6_nh.nh_common`.
+    pub const F6_NH_COMMON: usize = 12;
+    /// `fib6_table.tb6_id`.
+    pub const F6_TABLE_ID: usize = 13;
+    /// Number of offsets.
+    pub const COUNT: usize = 14;
 }
 
 /// Chunks per netlink datagram captured at the socket layer: with [`NETLINK_CHUNK_LEN`], 64 KiB
@@ -376,6 +419,44 @@ pub struct TracepointRecord {
     pub raw: [u8; TRACEPOINT_RAW_LEN],
 }
 
+/// A route lookup read from a raw tracepoint's arguments (`fib_table_lookup`: table id, flow,
+/// next hop, result; `fib6_table_lookup`: table, flow, result): the same facts the classic
+/// tracepoint's record holds, without the kernel filling that record for every routed packet.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RouteLookupRecord {
+    /// Common header.
+    pub header: EventHeader,
+    /// Table id.
+    pub table: u32,
+    /// IPv4: the lookup's result (0, or -errno). IPv6: 0 (the result follows from `route_type`).
+    pub err: i32,
+    /// IPv6: `fib6_result.fib6_type` (an `RTN_*` route type). IPv4: 0.
+    pub route_type: u8,
+    /// `nhc_gw_family` of the next hop (0: no gateway, 2: IPv4, 10: IPv6).
+    pub gw_family: u8,
+    /// `route_lookup_flags::*`.
+    pub flags: u16,
+    /// Padding.
+    pub _pad: u32,
+    /// Source in the flow key (4 or 16 bytes used).
+    pub src: [u8; 16],
+    /// Destination looked up (4 or 16 bytes used).
+    pub dst: [u8; 16],
+    /// Gateway (4 bytes for `gw_family` 2, 16 for 10).
+    pub gw: [u8; 16],
+    /// Output device name (NUL-terminated), empty when there is no next hop.
+    pub dev: [u8; 16],
+}
+
+/// Bits of [`RouteLookupRecord::flags`].
+pub mod route_lookup_flags {
+    /// The lookup had a next hop (its device and gateway were read).
+    pub const NEXTHOP: u16 = 1;
+    /// Some of the flow or next hop could not be read (fields left zero).
+    pub const UNREADABLE: u16 = 2;
+}
+
 /// A `netlink:netlink_extack` message (the kernel's error string for a netlink request).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -512,6 +593,7 @@ const _: () = assert!(
 );
 const _: () = assert!(core::mem::size_of::<NetlinkChunkHeader>() == 48 + 8 + 32);
 const _: () = assert!(core::mem::size_of::<TracepointRecord>() == 48 + TRACEPOINT_RAW_LEN);
+const _: () = assert!(core::mem::size_of::<RouteLookupRecord>() == 48 + 16 + 64);
 const _: () = assert!(core::mem::size_of::<ExtackRecord>() == 48 + EXTACK_LEN);
 const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + 8 + 16 + EXEC_FILENAME_LEN);
 const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);

@@ -46,7 +46,7 @@ fn enter(ctx: &TracePointContext, call: u32) -> u32 {
 pub fn gai_connect_enter(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if traced(pid_tgid) {
-        let _ = CONNECT_INFLIGHT.insert(pid_tgid, 1, 0);
+        let _ = crate::decision::begin(&CONNECT_INFLIGHT, pid_tgid, &1);
     }
     enter(&ctx, gai_socket_call::CONNECT)
 }
@@ -61,7 +61,7 @@ pub fn gai_getsockname_enter(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn gai_socket_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let _ = CONNECT_INFLIGHT.remove(pid_tgid);
+    crate::decision::end(&CONNECT_INFLIGHT, pid_tgid);
     let Some(inflight) = (unsafe { GAI_SOCKET_INFLIGHT.get(pid_tgid) }).copied() else {
         return 0;
     };

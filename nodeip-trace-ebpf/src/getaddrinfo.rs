@@ -44,7 +44,7 @@ pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
         hints: ctx.arg::<u64>(2).unwrap_or(0),
         res: ctx.arg::<u64>(3).unwrap_or(0),
     };
-    if GAI_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
+    if crate::decision::begin(&GAI_INFLIGHT, pid_tgid, &inflight).is_err() {
         count(counter::GAI_INFLIGHT_FULL, 1);
         return 0;
     }
@@ -66,7 +66,7 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
     let Some(inflight) = (unsafe { GAI_INFLIGHT.get(pid_tgid) }).copied() else {
         return 0;
     };
-    let _ = GAI_INFLIGHT.remove(pid_tgid);
+    crate::decision::end(&GAI_INFLIGHT, pid_tgid);
     let _ = GAI_CONF_STATE.remove(pid_tgid);
     let Some(mut entry) = EVENTS.reserve::<GetaddrinfoRecord>(0) else {
         count(counter::GAI_RINGBUF_FULL, 1);

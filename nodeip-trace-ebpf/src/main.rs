@@ -5,7 +5,10 @@
 //! record they could not deliver in `COUNTERS`. Decoding happens in userspace.
 #![no_std]
 #![no_main]
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
+mod decision;
 mod filter;
 mod gai_conf;
 mod gai_socket;
@@ -143,6 +146,11 @@ static CHUNK_STATE: PerCpuArray<ChunkState> = PerCpuArray::with_max_entries(1, 0
 /// Slot 0 holds `netlink_chunk` (installed by userspace), which tail-calls itself per chunk.
 #[map]
 static CHUNK_PROGRAMS: ProgramArray = ProgramArray::with_max_entries(1, 0);
+
+/// The same for the raw tracepoint capture: slot 0 holds `netlink_chunk_raw` (a tail call stays
+/// within one program type, so each type has its own array).
+#[map]
+static RAW_CHUNK_PROGRAMS: ProgramArray = ProgramArray::with_max_entries(1, 0);
 
 /// Adds `n` to counter `index`.
 #[inline(always)]

@@ -9,19 +9,23 @@
 //!
 //! Minimum kernel: 5.8 (ring buffer); 6.3 for the sock tracepoints used to confirm sockets.
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf},
-    macros::tracepoint,
-    programs::TracePointContext,
-    Global,
+    helpers::{
+        bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user, bpf_probe_read_user_buf,
+    },
+    macros::{raw_tracepoint, tracepoint},
+    maps::ProgramArray,
+    programs::{RawTracePointContext, TracePointContext},
+    EbpfContext, Global,
 };
 use nodeip_trace_common::{
-    chunk_flags, counter, syscall, NetlinkChunkHeader, NetlinkInflight, KIND_NETLINK_CHUNK,
-    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN, NETLINK_MAX_IOV,
+    chunk_flags, counter, socket_offset, syscall, NetlinkChunkHeader, NetlinkInflight,
+    KIND_NETLINK_CHUNK, KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    NETLINK_MAX_IOV,
 };
 
 use crate::{
     count, filter::traced, header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS, NETLINK_FDS,
-    NETLINK_INFLIGHT, SCRATCH, SOCKET_INFLIGHT,
+    NETLINK_INFLIGHT, RAW_CHUNK_PROGRAMS, SCRATCH, SOCKET_INFLIGHT,
 };
 
 /// Bit N set = capture netlink protocol N (NETLINK_ROUTE = 0, NETLINK_GENERIC = 16).
@@ -111,7 +115,7 @@ fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
             1
         },
     };
-    if NETLINK_INFLIGHT.insert(pid_tgid, inflight, 0).is_err() {
+    if crate::decision::begin(&NETLINK_INFLIGHT, pid_tgid, &inflight).is_err() {
         count(counter::NETLINK_INFLIGHT_FULL, 1);
     }
     0
@@ -172,7 +176,7 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
     let Some(inflight) = (unsafe { NETLINK_INFLIGHT.get(pid_tgid) }).copied() else {
         return 0;
     };
-    let _ = NETLINK_INFLIGHT.remove(pid_tgid);
+    crate::decision::end(&NETLINK_INFLIGHT, pid_tgid);
     let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
     if inflight.confirmed == 0 {
         // The fd is no longer a netlink socket (closed and reused): forget it.
@@ -185,14 +189,15 @@ fn io_exit(ctx: &TracePointContext) -> u32 {
     if receiving && ret <= 0 {
         return 0;
     }
-    capture_call(ctx, pid_tgid, &inflight, ret)
+    capture_call(ctx, &CHUNK_PROGRAMS, pid_tgid, &inflight, ret)
 }
 
 /// Copies the buffers of a finished netlink call (`ret`: what it returned) as chunk records:
-/// the header, then the chunk programs by tail call.
+/// the header, then the chunk programs (`programs`, of the caller's program type) by tail call.
 #[inline(always)]
-fn capture_call(
-    ctx: &TracePointContext,
+fn capture_call<C: EbpfContext>(
+    ctx: &C,
+    programs: &ProgramArray,
     pid_tgid: u64,
     inflight: &NetlinkInflight,
     ret: i64,
@@ -235,7 +240,7 @@ fn capture_call(
     }
     // Bytes the call moved; a failed send still shows the request it tried to send.
     st.total = if ret >= 0 { ret as u64 } else { u64::MAX };
-    unsafe { CHUNK_PROGRAMS.tail_call(ctx, 0) };
+    unsafe { programs.tail_call(ctx, 0) };
     // The tail call failed (not installed): close the call with nothing captured.
     finish_call(st, unsafe { &mut (*scratch).bytes }, hdr);
     0
@@ -276,6 +281,18 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
 /// call limit (33) bounds a call at 32 chunks; beyond that the call is flagged CUT.
 #[tracepoint]
 pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
+    chunk_step(&ctx, &CHUNK_PROGRAMS)
+}
+
+/// [`netlink_chunk`] for the raw tracepoint capture.
+#[raw_tracepoint]
+pub fn netlink_chunk_raw(ctx: RawTracePointContext) -> i32 {
+    chunk_step(&ctx, &RAW_CHUNK_PROGRAMS) as i32
+}
+
+/// One step of [`netlink_chunk`]: the next chunk, then a tail call through `programs`.
+#[inline(always)]
+fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
     let (Some(scratch), Some(state)) = (SCRATCH.get_ptr_mut(0), CHUNK_STATE.get_ptr_mut(0)) else {
         return 0;
     };
@@ -351,7 +368,7 @@ pub fn netlink_chunk(ctx: TracePointContext) -> u32 {
             st.iov_offset = 0;
         }
     }
-    unsafe { CHUNK_PROGRAMS.tail_call(&ctx, 0) };
+    unsafe { programs.tail_call(ctx, 0) };
     // Tail-call limit reached: the rest of the call is not captured.
     finish_call(st, scratch, hdr);
     0
@@ -392,23 +409,27 @@ mod nr {
 /// needed; the buffers come from the syscall's own arguments in the task's user registers
 /// (`bpf_task_pt_regs`, kernel >= 5.15). Calls whose buffers cannot be found that way
 /// (sendmmsg/recvmmsg, io_uring) are counted, not captured.
+///
+/// Taken at the raw tracepoints where the BTF gave the socket offsets (no tracepoint record is
+/// filled for every socket send and receive on the node), else at the classic ones.
 #[inline(always)]
-fn sock_capture(ctx: &TracePointContext, receiving: bool) -> u32 {
-    let family: u16 = unsafe { ctx.read_at(16) }.unwrap_or(0);
-    if family as u64 != AF_NETLINK {
-        return 0;
-    }
+fn sock_capture<C: EbpfContext>(
+    ctx: &C,
+    programs: &ProgramArray,
+    receiving: bool,
+    read_protocol: impl Fn() -> u32,
+    ret: i64,
+    flags: u64,
+) -> u32 {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
     if !traced(pid_tgid) {
         return 0;
     }
-    let protocol = unsafe { ctx.read_at::<u16>(18) }.unwrap_or(0) as u32;
+    let protocol = read_protocol();
     if !protocol_selected(protocol) {
         count(counter::NETLINK_FAMILY_FILTERED, 1);
         return 0;
     }
-    let ret = unsafe { ctx.read_at::<i32>(20) }.unwrap_or(-1) as i64;
-    let flags = unsafe { ctx.read_at::<i32>(24) }.unwrap_or(0) as u64;
     if receiving && flags & MSG_PEEK != 0 {
         count(counter::NETLINK_PEEK_SKIPPED, 1);
         return 0;
@@ -439,19 +460,63 @@ fn sock_capture(ctx: &TracePointContext, receiving: bool) -> u32 {
         protocol,
         confirmed: 1,
     };
-    capture_call(ctx, pid_tgid, &inflight, ret)
+    capture_call(ctx, programs, pid_tgid, &inflight, ret)
+}
+
+/// [`sock_capture`] from a classic `sock:sock_{send,recv}_length` record.
+#[inline(always)]
+fn sock_capture_tracepoint(ctx: &TracePointContext, receiving: bool) -> u32 {
+    let family: u16 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    if family as u64 != AF_NETLINK {
+        return 0;
+    }
+    let ret = unsafe { ctx.read_at::<i32>(20) }.unwrap_or(-1) as i64;
+    let flags = unsafe { ctx.read_at::<i32>(24) }.unwrap_or(0) as u64;
+    let protocol = || unsafe { ctx.read_at::<u16>(18) }.unwrap_or(0) as u32;
+    sock_capture(ctx, &CHUNK_PROGRAMS, receiving, protocol, ret, flags)
+}
+
+/// [`sock_capture`] from the raw tracepoint's arguments `(struct sock *sk, int ret, int flags)`.
+#[inline(always)]
+fn sock_capture_raw(ctx: &RawTracePointContext, receiving: bool) -> i32 {
+    let sk: *const u8 = ctx.arg(0);
+    let at = |index| sk.wrapping_add(crate::netlink_socket::offset(index));
+    let family = unsafe { bpf_probe_read_kernel(at(socket_offset::SOCK_FAMILY) as *const u16) };
+    if family.map(u64::from) != Ok(AF_NETLINK) {
+        return 0;
+    }
+    let ret = ctx.arg::<u64>(1) as i32 as i64;
+    let flags = ctx.arg::<u64>(2) as i32 as u64;
+    let protocol = || {
+        unsafe { bpf_probe_read_kernel(at(socket_offset::SOCK_PROTOCOL) as *const u16) }
+            .map(u32::from)
+            .unwrap_or(0)
+    };
+    sock_capture(ctx, &RAW_CHUNK_PROGRAMS, receiving, protocol, ret, flags) as i32
 }
 
 /// `sock:sock_send_length`, capturing (see [`sock_capture`]).
 #[tracepoint]
 pub fn sock_send_capture(ctx: TracePointContext) -> u32 {
-    sock_capture(&ctx, false)
+    sock_capture_tracepoint(&ctx, false)
 }
 
 /// `sock:sock_recv_length`, capturing (see [`sock_capture`]).
 #[tracepoint]
 pub fn sock_recv_capture(ctx: TracePointContext) -> u32 {
-    sock_capture(&ctx, true)
+    sock_capture_tracepoint(&ctx, true)
+}
+
+/// Raw `sock_send_length`, capturing (see [`sock_capture`]).
+#[raw_tracepoint(tracepoint = "sock_send_length")]
+pub fn sock_send_capture_raw(ctx: RawTracePointContext) -> i32 {
+    sock_capture_raw(&ctx, false)
+}
+
+/// Raw `sock_recv_length`, capturing (see [`sock_capture`]).
+#[raw_tracepoint(tracepoint = "sock_recv_length")]
+pub fn sock_recv_capture_raw(ctx: RawTracePointContext) -> i32 {
+    sock_capture_raw(&ctx, true)
 }
 
 /// `sendto` entry.

@@ -26,12 +26,13 @@ use crate::{
 /// Member offsets indexed by `socket_offset::*` (from the kernel's BTF; userspace attaches these
 /// programs only when it found all of them).
 #[unsafe(no_mangle)]
-static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> = Global::new([0; socket_offset::COUNT]);
+pub(crate) static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> =
+    Global::new([0; socket_offset::COUNT]);
 
 const MSG_PEEK: u64 = 2;
 
 #[inline(always)]
-fn offset(index: usize) -> usize {
+pub(crate) fn offset(index: usize) -> usize {
     SOCKET_OFFSETS.load().get(index).copied().unwrap_or(0) as usize
 }
 
@@ -66,7 +67,7 @@ fn call_enter(sock: u64, direction: u32, flags: u64) {
         protocol: protocol as u32,
         direction,
     };
-    if NETLINK_SOCKET_CALLS.insert(pid_tgid, call, 0).is_err() {
+    if crate::decision::begin(&NETLINK_SOCKET_CALLS, pid_tgid, &call).is_err() {
         count(counter::NETLINK_INFLIGHT_FULL, 1);
     }
 }
@@ -96,7 +97,7 @@ fn received(skb: u64) {
     if call.direction != syscall::RECVMSG {
         return;
     }
-    let _ = NETLINK_SOCKET_CALLS.remove(pid_tgid);
+    crate::decision::end(&NETLINK_SOCKET_CALLS, pid_tgid);
     if skb != 0 {
         copy_datagram(pid_tgid, &call, skb);
     }
@@ -105,7 +106,10 @@ fn received(skb: u64) {
 /// `netlink_sendmsg`/`netlink_recvmsg` return: forget the call (nothing was sent or taken).
 #[inline(always)]
 fn call_exit() {
-    let _ = NETLINK_SOCKET_CALLS.remove(aya_ebpf::helpers::bpf_get_current_pid_tgid());
+    crate::decision::end(
+        &NETLINK_SOCKET_CALLS,
+        aya_ebpf::helpers::bpf_get_current_pid_tgid(),
+    );
 }
 
 /// Copies `skb->data[..skb->len]` out as chunk records and a closing record.

@@ -204,8 +204,9 @@ struct TraceArgs {
     /// auto: per function, fentry/fexit where the kernel allows it, else kprobe/kretprobe, else
     /// none. fentry / kprobe: only that mode; an error when the kernel has none of it.
     /// tracepoint: no kernel handler probes. Whatever is chosen, netlink traffic itself is
-    /// captured at the syscall tracepoints; the handler probes add the namespace the kernel
-    /// answered in, the request as the kernel parsed it and the handler's own result.
+    /// captured (with fentry/kprobe at the netlink socket functions, else at the sock or
+    /// syscall tracepoints); the handler probes add the namespace the kernel answered in, the
+    /// request as the kernel parsed it and the handler's own result.
     /// `nodeip-trace doctor` shows what auto picks here, and why.
     #[arg(long, value_enum, default_value_t = Hooks::Auto, verbatim_doc_comment)]
     hooks: Hooks,

@@ -379,14 +379,16 @@ impl Pipeline {
                 }
             }
             KernelRecord::Fib4Lookup(r) | KernelRecord::Fib6Lookup(r) => {
-                let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let lookup = if r.header.kind == nodeip_trace_common::KIND_FIB6_LOOKUP {
                     self.routes.decode_v6(&r.raw)
                 } else {
                     self.routes.decode_v4(&r.raw)
                 };
-                let ev = self.event(r.header.ts_ns, &task, EventBody::RouteLookup(lookup));
-                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+                self.on_route_lookup(&r.header, lookup, out);
+            }
+            KernelRecord::RouteLookup(r) => {
+                let lookup = crate::decode::route_lookup::decode_record(&r);
+                self.on_route_lookup(&r.header, lookup, out);
             }
             KernelRecord::Extack(r) => {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
@@ -424,6 +426,18 @@ impl Pipeline {
             // The live source rescans that process's sockets; not a timeline event.
             KernelRecord::UnknownNetlinkSocket(_) => {}
         }
+    }
+
+    /// A route lookup, on its thread's timeline.
+    fn on_route_lookup(
+        &mut self,
+        header: &nodeip_trace_common::EventHeader,
+        lookup: crate::event::RouteLookup,
+        out: &mut Vec<Emitted>,
+    ) {
+        let task = task_of(header.pid_tgid, &header.comm);
+        let ev = self.event(header.ts_ns, &task, EventBody::RouteLookup(lookup));
+        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
     }
 
     /// Handles one whole netlink buffer (live after reassembly, or read from a capture).

@@ -39,6 +39,8 @@ pub enum KernelRecord {
     Fib4Lookup(Box<TracepointRecord>),
     /// `fib6:fib6_table_lookup` raw fields.
     Fib6Lookup(Box<TracepointRecord>),
+    /// A route lookup read at the raw tracepoints (either family: see its kind).
+    RouteLookup(Box<common::RouteLookupRecord>),
     /// `netlink:netlink_extack`.
     Extack(Box<ExtackRecord>),
     /// A netlink socket used before we knew its fd.
@@ -61,6 +63,7 @@ impl KernelRecord {
             KernelRecord::Getaddrinfo(r) => &r.header,
             KernelRecord::NetlinkChunk(h, _) => &h.header,
             KernelRecord::Fib4Lookup(r) | KernelRecord::Fib6Lookup(r) => &r.header,
+            KernelRecord::RouteLookup(r) => &r.header,
             KernelRecord::Extack(r) => &r.header,
             KernelRecord::Exec(r) => &r.header,
             KernelRecord::GaiSocket(r) => &r.header,
@@ -107,6 +110,9 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         }
         common::KIND_FIB4_LOOKUP => KernelRecord::Fib4Lookup(Box::new(read(kind, bytes)?)),
         common::KIND_FIB6_LOOKUP => KernelRecord::Fib6Lookup(Box::new(read(kind, bytes)?)),
+        common::KIND_ROUTE_LOOKUP4 | common::KIND_ROUTE_LOOKUP6 => {
+            KernelRecord::RouteLookup(Box::new(read(kind, bytes)?))
+        }
         common::KIND_EXTACK => KernelRecord::Extack(Box::new(read(kind, bytes)?)),
         common::KIND_EXEC => KernelRecord::Exec(Box::new(read(kind, bytes)?)),
         common::KIND_GAI_SOCKET => KernelRecord::GaiSocket(Box::new(read(kind, bytes)?)),

@@ -1,5 +1,8 @@
-//! Raw `fib:fib_table_lookup` / `fib6:fib6_table_lookup` bytes → [`RouteLookup`].
+//! Route lookups → [`RouteLookup`]: the raw tracepoint programs' [`RouteLookupRecord`]s, or the
+//! classic `fib:fib_table_lookup` / `fib6:fib6_table_lookup` records' bytes (older kernels).
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+use nodeip_trace_common::{route_lookup_flags, RouteLookupRecord, KIND_ROUTE_LOOKUP6};
 
 use crate::decode::netlink::{route_type_name, table_name};
 use crate::decode::record::c_string;
@@ -87,9 +90,143 @@ impl RouteLookupDecoder {
     }
 }
 
+/// The result an IPv6 lookup's route type stands for, as the kernel's `ip6_rt_type_to_error`
+/// (what the classic `fib6_table_lookup` tracepoint reports as `err`).
+fn ipv6_route_type_error(route_type: u8) -> i32 {
+    match route_type {
+        6 | 10 | 11 => -22, // blackhole, nat, xresolve: -EINVAL
+        7 => -113,          // unreachable: -EHOSTUNREACH
+        8 => -13,           // prohibit: -EACCES
+        9 => -11,           // throw: -EAGAIN
+        _ => 0,
+    }
+}
+
+/// Decodes a record of the raw route-lookup programs into what the classic tracepoints give:
+/// the device is `-` when the lookup had no next hop.
+pub fn decode_record(r: &RouteLookupRecord) -> RouteLookup {
+    let v6 = r.header.kind == KIND_ROUTE_LOOKUP6;
+    let v4 = |b: &[u8; 16]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
+    let addr = |b: &[u8; 16]| {
+        if v6 {
+            Ipv6Addr::from(*b).to_string()
+        } else {
+            v4(b).to_string()
+        }
+    };
+    let gateway = match r.gw_family {
+        2 if v4(&r.gw) != Ipv4Addr::UNSPECIFIED => Some(v4(&r.gw).to_string()),
+        10 if Ipv6Addr::from(r.gw) != Ipv6Addr::UNSPECIFIED => {
+            Some(Ipv6Addr::from(r.gw).to_string())
+        }
+        _ => None,
+    };
+    let dev = c_string(&r.dev);
+    RouteLookup {
+        family: if v6 { "inet6" } else { "inet" }.into(),
+        dst: addr(&r.dst),
+        src: addr(&r.src),
+        table: table_name(r.table),
+        route_type: v6.then(|| route_type_name(r.route_type)),
+        oif: if r.flags & route_lookup_flags::NEXTHOP == 0 || dev.is_empty() {
+            "-".into()
+        } else {
+            dev
+        },
+        gateway,
+        err: if v6 {
+            ipv6_route_type_error(r.route_type)
+        } else {
+            r.err
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodeip_trace_common::{EventHeader, KIND_ROUTE_LOOKUP4};
+
+    fn record(kind: u32) -> RouteLookupRecord {
+        RouteLookupRecord {
+            header: EventHeader {
+                kind,
+                netns: 0,
+                ts_ns: 0,
+                pid_tgid: 0,
+                cgroup_id: 0,
+                comm: [0; 16],
+            },
+            table: 254,
+            err: 0,
+            route_type: 0,
+            gw_family: 0,
+            flags: 0,
+            _pad: 0,
+            src: [0; 16],
+            dst: [0; 16],
+            gw: [0; 16],
+            dev: [0; 16],
+        }
+    }
+
+    #[test]
+    fn decodes_a_raw_v4_lookup_with_gateway() {
+        let mut r = record(KIND_ROUTE_LOOKUP4);
+        r.dst[..4].copy_from_slice(&[198, 51, 100, 7]);
+        r.flags = route_lookup_flags::NEXTHOP;
+        r.gw_family = 2;
+        r.gw[..4].copy_from_slice(&[10, 0, 0, 1]);
+        r.dev[..4].copy_from_slice(b"eth0");
+        let l = decode_record(&r);
+        assert_eq!(l.family, "inet");
+        assert_eq!(
+            (l.dst.as_str(), l.src.as_str()),
+            ("198.51.100.7", "0.0.0.0")
+        );
+        assert_eq!(l.table, "main");
+        assert_eq!(l.route_type, None);
+        assert_eq!(l.oif, "eth0");
+        assert_eq!(l.gateway.as_deref(), Some("10.0.0.1"));
+        assert_eq!(l.err, 0);
+    }
+
+    #[test]
+    fn a_raw_v4_lookup_without_next_hop_has_device_dash() {
+        let mut r = record(KIND_ROUTE_LOOKUP4);
+        r.table = 255;
+        r.err = -11;
+        let l = decode_record(&r);
+        assert_eq!(
+            (l.oif.as_str(), l.table.as_ref(), l.err),
+            ("-", "local", -11)
+        );
+        assert_eq!(l.gateway, None);
+    }
+
+    #[test]
+    fn a_raw_v6_lookup_takes_its_result_from_the_route_type() {
+        let mut r = record(KIND_ROUTE_LOOKUP6);
+        r.dst[0] = 0x20;
+        r.dst[1] = 0x01;
+        r.dst[15] = 5;
+        r.route_type = 7;
+        r.flags = route_lookup_flags::NEXTHOP;
+        r.dev[..2].copy_from_slice(b"lo");
+        r.gw_family = 10;
+        r.gw[0] = 0xfe;
+        r.gw[1] = 0x80;
+        r.gw[15] = 1;
+        let l = decode_record(&r);
+        assert_eq!(l.family, "inet6");
+        assert_eq!((l.dst.as_str(), l.src.as_str()), ("2001::5", "::"));
+        assert_eq!(l.route_type.as_deref(), Some("unreachable"));
+        assert_eq!(l.err, -113);
+        assert_eq!(l.oif, "lo");
+        assert_eq!(l.gateway.as_deref(), Some("fe80::1"));
+        assert_eq!(ipv6_route_type_error(1), 0);
+        assert_eq!(ipv6_route_type_error(8), -13);
+    }
 
     #[test]
     fn decodes_a_v4_lookup() {

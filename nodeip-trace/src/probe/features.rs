@@ -457,6 +457,61 @@ fn sock_tracepoints_listed(hooks: &[HookAvailability]) -> bool {
         && tracepoint_listed(hooks, "sock", "sock_recv_length")
 }
 
+/// The raw tracepoints preferred over the classic ones (same events, no tracepoint record filled
+/// for every packet or socket call): usable where the tracepoint exists and the kernel's BTF
+/// gives the offsets their programs follow from the arguments.
+fn raw_tracepoint_hooks(hooks: &[HookAvailability]) -> Vec<HookAvailability> {
+    let types = crate::probe::kernel_btf::KernelTypes::running();
+    let socket = types.as_ref().is_some_and(|t| t.socket_offsets().is_some());
+    let route = types.as_ref().is_some_and(|t| t.route_offsets().is_some());
+    [
+        (
+            "sock",
+            "sock_send_length",
+            socket,
+            "netlink requests: preferred to the tracepoint",
+        ),
+        (
+            "sock",
+            "sock_recv_length",
+            socket,
+            "netlink replies: preferred to the tracepoint",
+        ),
+        (
+            "fib",
+            "fib_table_lookup",
+            route,
+            "IPv4 route lookups: a routed packet costs a port read, no record",
+        ),
+        (
+            "fib6",
+            "fib6_table_lookup",
+            route,
+            "IPv6 route lookups: as for IPv4",
+        ),
+    ]
+    .into_iter()
+    .map(|(category, name, offsets, purpose)| {
+        let exists = tracepoint_listed(hooks, category, name);
+        HookAvailability {
+            mode: "raw_tp".into(),
+            target: name.into(),
+            purpose: purpose.into(),
+            available: exists && offsets,
+            reason: if !exists {
+                "tracepoint not in this kernel".into()
+            } else if types.is_none() {
+                "no kernel BTF: the tracepoint is used".into()
+            } else if !offsets {
+                "the BTF lacks a member its program reads: the tracepoint is used".into()
+            } else {
+                String::new()
+            },
+        }
+    })
+    .collect()
+}
+
 /// How the tracepoint capture of netlink is named (doctor, the start-up line, the header):
 /// with the sock tracepoints alone, or with the syscall tracepoints.
 pub fn tracepoint_capture_name(sock_tracepoints: bool) -> &'static str {
@@ -689,6 +744,7 @@ impl KernelFeatures {
                 },
             });
         }
+        hooks.extend(raw_tracepoint_hooks(&hooks));
         let support = ModeSupport {
             fentry,
             fentry_reason: &fentry_reason,

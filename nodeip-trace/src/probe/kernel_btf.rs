@@ -8,7 +8,7 @@
 //! (kind_flag) honoured.
 use std::collections::HashMap;
 
-use nodeip_trace_common::{handler_offset, socket_offset};
+use nodeip_trace_common::{handler_offset, route_offset, socket_offset};
 
 /// The NUL-terminated string at `off` in the string section `(start, len)` of `data`.
 fn name_bytes(data: &[u8], (start, len): (usize, usize), off: u32) -> &[u8] {
@@ -133,10 +133,24 @@ impl KernelTypes {
 
     /// Byte offset of `member` in struct `name`, looking through anonymous members.
     pub fn member_offset(&self, name: &str, member: &str) -> Option<u32> {
-        self.find_in(*self.by_name.get(name)?, member.as_bytes(), 0, 0)
+        self.member_path(name, &[member])
     }
 
-    fn find_in(&self, id: u32, member: &[u8], base_bits: u32, depth: u32) -> Option<u32> {
+    /// Byte offset of a member reached through named members, e.g. `("flowi4", ["uli", "ports",
+    /// "dport"])`; each step may also look through anonymous members.
+    pub fn member_path(&self, name: &str, path: &[&str]) -> Option<u32> {
+        let mut id = *self.by_name.get(name)?;
+        let mut bits = 0;
+        for member in path {
+            let (at, type_id) = self.find_in(id, member.as_bytes(), bits, 0)?;
+            bits = at;
+            id = self.resolve(type_id);
+        }
+        bits.is_multiple_of(8).then_some(bits / 8)
+    }
+
+    /// Bit offset (from `base_bits`) and type of `member` in struct/union `id`.
+    fn find_in(&self, id: u32, member: &[u8], base_bits: u32, depth: u32) -> Option<(u32, u32)> {
         let r = self.record(id)?;
         if (r.kind != KIND_STRUCT && r.kind != KIND_UNION) || depth > 8 {
             return None;
@@ -154,7 +168,7 @@ impl KernelTypes {
                 };
             let name = name_bytes(&self.data, self.strings, name_off);
             if name == member {
-                return bits.is_multiple_of(8).then_some(bits / 8);
+                return Some((bits, type_id));
             }
             if name.is_empty() {
                 if let Some(found) = self.find_in(self.resolve(type_id), member, bits, depth + 1) {
@@ -204,7 +218,32 @@ impl KernelTypes {
         offsets[socket_offset::SOCK_PROTOCOL] = self.member_offset("sock", "sk_protocol")?;
         offsets[socket_offset::SKB_DATA] = self.member_offset("sk_buff", "data")?;
         offsets[socket_offset::SKB_LEN] = self.member_offset("sk_buff", "len")?;
+        offsets[socket_offset::SOCK_FAMILY] =
+            self.member_path("sock", &["__sk_common", "skc_family"])?;
         Some(offsets)
+    }
+
+    /// Offsets the raw route-lookup programs follow, indexed by
+    /// `nodeip_trace_common::route_offset::*`; `None` unless all are found (the tracepoints'
+    /// arguments are `flowi4`/`fib_nh_common` and `fib6_result`/`fib6_table`/`flowi6`, as
+    /// since Linux 5.2).
+    pub fn route_offsets(&self) -> Option<[u32; route_offset::COUNT]> {
+        let mut o = [0; route_offset::COUNT];
+        o[route_offset::FL4_SADDR] = self.member_path("flowi4", &["saddr"])?;
+        o[route_offset::FL4_DADDR] = self.member_path("flowi4", &["daddr"])?;
+        o[route_offset::FL4_DPORT] = self.member_path("flowi4", &["uli", "ports", "dport"])?;
+        o[route_offset::FL6_SADDR] = self.member_path("flowi6", &["saddr"])?;
+        o[route_offset::FL6_DADDR] = self.member_path("flowi6", &["daddr"])?;
+        o[route_offset::FL6_DPORT] = self.member_path("flowi6", &["uli", "ports", "dport"])?;
+        o[route_offset::NHC_DEV] = self.member_path("fib_nh_common", &["nhc_dev"])?;
+        o[route_offset::NHC_GW_FAMILY] = self.member_path("fib_nh_common", &["nhc_gw_family"])?;
+        o[route_offset::NHC_GW] = self.member_path("fib_nh_common", &["nhc_gw"])?;
+        o[route_offset::DEV_NAME] = self.member_path("net_device", &["name"])?;
+        o[route_offset::F6_RESULT_NH] = self.member_path("fib6_result", &["nh"])?;
+        o[route_offset::F6_RESULT_TYPE] = self.member_path("fib6_result", &["fib6_type"])?;
+        o[route_offset::F6_NH_COMMON] = self.member_path("fib6_nh", &["nh_common"])?;
+        o[route_offset::F6_TABLE_ID] = self.member_path("fib6_table", &["tb6_id"])?;
+        Some(o)
     }
 
     /// Offsets the kernel handler probes follow, indexed by
@@ -301,6 +340,15 @@ mod tests {
     }
 
     #[test]
+    fn follows_paths_through_named_members() {
+        let t = KernelTypes::parse(&blob()).unwrap();
+        assert_eq!(t.member_path("outer", &["ns", "inum"]), Some(12));
+        assert_eq!(t.member_path("outer", &["b"]), Some(4));
+        assert_eq!(t.member_path("outer", &["ns", "b"]), None);
+        assert_eq!(t.member_path("outer", &["a", "pad"]), None);
+    }
+
+    #[test]
     fn garbage_is_not_btf() {
         assert!(KernelTypes::parse(b"").is_none());
         assert!(KernelTypes::parse(&[0x9f, 0xeb, 1, 0, 255, 255, 255, 255]).is_none());
@@ -322,5 +370,19 @@ mod tests {
         assert_eq!(known, (1 << handler_offset::COUNT) - 1, "{handler:?}");
         assert!(handler[handler_offset::SOCK_NET] > 0);
         assert!(types.socket_offsets().is_some());
+        let route = types.route_offsets().expect("route lookup offsets");
+        // flowi4: daddr follows saddr, the ports follow daddr; flowi6: daddr precedes saddr.
+        assert_eq!(
+            route[route_offset::FL4_DADDR],
+            route[route_offset::FL4_SADDR] + 4
+        );
+        assert_eq!(
+            route[route_offset::FL4_DPORT],
+            route[route_offset::FL4_DADDR] + 4
+        );
+        assert_eq!(
+            route[route_offset::FL6_SADDR],
+            route[route_offset::FL6_DADDR] + 16
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
-use aya::programs::{Program, TracePoint, UProbe};
+use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};
 use aya::Btf;
 use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
@@ -17,6 +17,48 @@ use super::ProbeError;
 
 /// The eBPF object built by build.rs.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nodeip-trace"));
+
+/// The program type the netlink capture runs as, and so its chunk program and tail-call array
+/// (a tail call stays within one program type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkPrograms {
+    /// Classic tracepoints (the syscall tracepoints, or the sock tracepoints without BTF).
+    Classic,
+    /// Raw tracepoints (the sock tracepoints, with the BTF's socket offsets).
+    Raw,
+}
+
+impl ChunkPrograms {
+    fn program(self) -> &'static str {
+        match self {
+            ChunkPrograms::Classic => "netlink_chunk",
+            ChunkPrograms::Raw => "netlink_chunk_raw",
+        }
+    }
+
+    fn array(self) -> &'static str {
+        match self {
+            ChunkPrograms::Classic => "CHUNK_PROGRAMS",
+            ChunkPrograms::Raw => "RAW_CHUNK_PROGRAMS",
+        }
+    }
+
+    fn mode(self) -> &'static str {
+        match self {
+            ChunkPrograms::Classic => "tracepoint",
+            ChunkPrograms::Raw => "raw tracepoint",
+        }
+    }
+}
+
+/// Which groups of BTF offsets were found (each enables a cheaper hook).
+#[derive(Clone, Copy, Debug)]
+struct OffsetsKnown {
+    /// `socket_offset::*`: the socket-layer netlink capture.
+    socket: bool,
+    /// `route_offset::*`: route lookups at the raw tracepoints.
+    route: bool,
+}
 
 /// What to trace, decided before load.
 #[derive(Clone, Debug)]
@@ -188,6 +230,7 @@ impl LiveTracer {
             .and_then(|types| types.netns_offsets())
             .unwrap_or_default();
         let socket_offsets = types.as_ref().and_then(|types| types.socket_offsets());
+        let route_offsets = types.as_ref().and_then(|types| types.route_offsets());
         let parent_offsets = types
             .as_ref()
             .and_then(|types| types.parent_offsets())
@@ -211,6 +254,7 @@ impl LiveTracer {
             .override_global("HANDLER_OFFSETS_KNOWN", &handler_known, true)
             .override_global("PARENT_OFFSETS", &parent_offsets, true)
             .override_global("SOCKET_OFFSETS", &socket_offsets.unwrap_or_default(), true)
+            .override_global("ROUTE_OFFSETS", &route_offsets.unwrap_or_default(), true)
             .override_global("BATCH_WAKEUPS", &1u32, true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
@@ -224,7 +268,11 @@ impl LiveTracer {
         for pid in &config.pids {
             tracer.add_traced_pid(*pid)?;
         }
-        tracer.attach_all(config, features, libcs, socket_offsets.is_some())?;
+        let offsets_known = OffsetsKnown {
+            socket: socket_offsets.is_some(),
+            route: route_offsets.is_some(),
+        };
+        tracer.attach_all(config, features, libcs, offsets_known)?;
         if !tracer.hooks.iter().any(|h| h.status.is_ok()) {
             return Err(ProbeError::NothingAttached);
         }
@@ -236,7 +284,7 @@ impl LiveTracer {
         config: &TraceConfig,
         features: &KernelFeatures,
         libcs: &[LibcTarget],
-        socket_offsets_known: bool,
+        offsets_known: OffsetsKnown,
     ) -> Result<(), ProbeError> {
         let capture_plan = features.capture(config.hooks);
         let handler_plan = features.plan(config.hooks);
@@ -255,23 +303,31 @@ impl LiveTracer {
                 capture_plan,
                 features,
                 config.hooks,
-                socket_offsets_known,
+                offsets_known.socket,
                 btf.as_ref(),
             )
             .is_some()
         } else {
             false
         };
-        let sock_capture = config.netlink && !socket_layer && self.attach_sock_capture(features);
+        let sock_capture = if config.netlink && !socket_layer {
+            self.attach_sock_capture(features, offsets_known.socket)
+        } else {
+            None
+        };
         if config.netlink && !socket_layer {
-            let status = self.install_chunk_program().map_err(|e| e.to_string());
+            let chunks = sock_capture.unwrap_or(ChunkPrograms::Classic);
+            let status = self
+                .install_chunk_program(chunks)
+                .map_err(|e| e.to_string());
             self.hooks.push(AttachedHook {
-                program: "netlink_chunk".into(),
+                program: chunks.program().into(),
                 mode: "tail call".into(),
-                target: "CHUNK_PROGRAMS[0]".into(),
+                target: format!("{}[0]", chunks.array()),
                 status,
             });
         }
+        let sock_capture = sock_capture.is_some();
         let mut tps: Vec<(&str, &str, &str)> = vec![
             ("process_fork", "sched", "sched_process_fork"),
             ("process_exec", "sched", "sched_process_exec"),
@@ -296,10 +352,39 @@ impl LiveTracer {
             tps.push(("netlink_extack", "netlink", "netlink_extack"));
         }
         if config.route_lookups {
-            tps.extend([
-                ("fib_table_lookup", "fib", "fib_table_lookup"),
-                ("fib6_table_lookup", "fib6", "fib6_table_lookup"),
-            ]);
+            // Raw tracepoints where the BTF gave the offsets: a routed packet then costs one
+            // port read, not the classic tracepoint's record. The classic one otherwise.
+            for (raw, classic, category, name) in [
+                (
+                    "fib_table_lookup_raw",
+                    "fib_table_lookup",
+                    "fib",
+                    "fib_table_lookup",
+                ),
+                (
+                    "fib6_table_lookup_raw",
+                    "fib6_table_lookup",
+                    "fib6",
+                    "fib6_table_lookup",
+                ),
+            ] {
+                if offsets_known.route && features.tracepoint_available(category, name) {
+                    let status = self
+                        .attach_raw_tracepoint(raw, name)
+                        .map_err(|e| e.to_string());
+                    let attached = status.is_ok();
+                    self.hooks.push(AttachedHook {
+                        program: raw.into(),
+                        mode: "raw tracepoint".into(),
+                        target: name.into(),
+                        status,
+                    });
+                    if attached {
+                        continue;
+                    }
+                }
+                tps.push((classic, category, name));
+            }
         }
         // connect() marks a source-address decision (its route lookups are kept), and is one of
         // glibc's sort probes inside getaddrinfo.
@@ -478,37 +563,74 @@ impl LiveTracer {
     /// syscall tracepoint for netlink: other sockets pay one comparison); true when both are
     /// attached. Otherwise neither stays attached, the syscall tracepoints capture, and
     /// `netlink_capture` says why.
-    fn attach_sock_capture(&mut self, features: &KernelFeatures) -> bool {
-        const PROGRAMS: [(&str, &str); 2] = [
-            ("sock_send_capture", "sock_send_length"),
-            ("sock_recv_capture", "sock_recv_length"),
-        ];
-        let syscall_name = tracepoint_capture_name(false);
+    fn attach_sock_capture(
+        &mut self,
+        features: &KernelFeatures,
+        raw_allowed: bool,
+    ) -> Option<ChunkPrograms> {
         if !features.sock_tracepoints() {
-            return false;
+            return None;
         }
-        for (program, name) in PROGRAMS {
-            if let Err(e) = self.attach_tracepoint(program, "sock", name) {
-                for (attached, _) in PROGRAMS {
-                    if let Ok(p) = Self::program::<TracePoint>(&mut self.ebpf, attached, "sock") {
-                        let _ = p.unload();
+        let mut refused = Vec::new();
+        if raw_allowed {
+            match self.attach_sock_programs(ChunkPrograms::Raw) {
+                Ok(()) => return Some(ChunkPrograms::Raw),
+                Err(e) => refused.push(format!("raw: {e}")),
+            }
+        }
+        match self.attach_sock_programs(ChunkPrograms::Classic) {
+            Ok(()) => return Some(ChunkPrograms::Classic),
+            Err(e) => refused.push(e.to_string()),
+        }
+        let why = format!("sock tracepoints refused: {}", refused.join("; "));
+        let syscall_name = tracepoint_capture_name(false);
+        self.netlink_capture = match self.netlink_capture.split_once(", because ") {
+            Some((_, because)) => format!("{syscall_name}, because {because}; {why}"),
+            None => format!("{syscall_name}, because {why}"),
+        };
+        None
+    }
+
+    /// Attaches both sock capture programs of one kind, or neither (the first is unloaded when
+    /// the second fails).
+    fn attach_sock_programs(&mut self, kind: ChunkPrograms) -> Result<(), ProbeError> {
+        let programs = match kind {
+            ChunkPrograms::Raw => [
+                ("sock_send_capture_raw", "sock_send_length"),
+                ("sock_recv_capture_raw", "sock_recv_length"),
+            ],
+            ChunkPrograms::Classic => [
+                ("sock_send_capture", "sock_send_length"),
+                ("sock_recv_capture", "sock_recv_length"),
+            ],
+        };
+        for (i, (program, name)) in programs.into_iter().enumerate() {
+            let attached = match kind {
+                ChunkPrograms::Raw => self.attach_raw_tracepoint(program, name),
+                ChunkPrograms::Classic => self.attach_tracepoint(program, "sock", name),
+            };
+            if let Err(e) = attached {
+                if i == 1 {
+                    let first = programs[0].0;
+                    if let Some(p) = self.ebpf.program_mut(first) {
+                        let _ = match p {
+                            Program::RawTracePoint(p) => p.unload(),
+                            Program::TracePoint(p) => p.unload(),
+                            _ => Ok(()),
+                        };
                     }
+                    self.hooks.retain(|h| h.program != first);
                 }
-                let why = format!("sock tracepoints refused: {e}");
-                self.netlink_capture = match self.netlink_capture.split_once(", because ") {
-                    Some((_, because)) => format!("{syscall_name}, because {because}; {why}"),
-                    None => format!("{syscall_name}, because {why}"),
-                };
-                return false;
+                return Err(e);
             }
             self.hooks.push(AttachedHook {
                 program: program.into(),
-                mode: "tracepoint".into(),
+                mode: kind.mode().into(),
                 target: format!("sock:{name}"),
                 status: Ok(()),
             });
         }
-        true
+        Ok(())
     }
 
     /// Loads and attaches one fentry/fexit/kprobe/kretprobe program to kernel `function`.
@@ -642,6 +764,16 @@ impl LiveTracer {
         Ok(())
     }
 
+    fn attach_raw_tracepoint(&mut self, program: &str, name: &str) -> Result<(), ProbeError> {
+        let err = attach_error(program, name);
+        let prog: &mut RawTracePoint = Self::program(&mut self.ebpf, program, name)?;
+        if prog.fd().is_err() {
+            prog.load().map_err(&err)?;
+        }
+        prog.attach(name).map_err(err)?;
+        Ok(())
+    }
+
     fn attach_uprobe(&mut self, program: &str, libc: &Path) -> Result<(), ProbeError> {
         let target = libc.display().to_string();
         let err = attach_error(program, &target);
@@ -656,16 +788,22 @@ impl LiveTracer {
 
     /// Loads `netlink_chunk` and puts it in slot 0 of `CHUNK_PROGRAMS`: the netlink exit
     /// programs tail-call it once per chunk.
-    fn install_chunk_program(&mut self) -> Result<(), ProbeError> {
-        let (program, target) = ("netlink_chunk", "CHUNK_PROGRAMS");
+    fn install_chunk_program(&mut self, chunks: ChunkPrograms) -> Result<(), ProbeError> {
+        let (program, target) = (chunks.program(), chunks.array());
         let err = attach_error(program, target);
-        let prog: &mut TracePoint = Self::program(&mut self.ebpf, program, target)?;
-        prog.load().map_err(&err)?;
-        let fd = prog
-            .fd()
-            .map_err(&err)?
-            .try_clone()
-            .map_err(|e| err(aya::programs::ProgramError::IOError(e)))?;
+        let fd = match chunks {
+            ChunkPrograms::Raw => {
+                let prog: &mut RawTracePoint = Self::program(&mut self.ebpf, program, target)?;
+                prog.load().map_err(&err)?;
+                prog.fd().map_err(&err)?.try_clone()
+            }
+            ChunkPrograms::Classic => {
+                let prog: &mut TracePoint = Self::program(&mut self.ebpf, program, target)?;
+                prog.load().map_err(&err)?;
+                prog.fd().map_err(&err)?.try_clone()
+            }
+        }
+        .map_err(|e| err(aya::programs::ProgramError::IOError(e)))?;
         let mut array =
             aya::maps::ProgramArray::try_from(self.map_mut(target)?).map_err(map_error(target))?;
         array.set(0, &fd, 0).map_err(map_error(target))
