@@ -239,7 +239,12 @@ impl LiveTracer {
             .as_ref()
             .map(|types| types.handler_offsets())
             .unwrap_or_default();
+        // No CO-RE relocations in our object (offsets come as globals above), so aya's own parse
+        // of the kernel's BTF (≈ 20 MiB of heap for a 5 MB vmlinux BTF) is skipped; fentry
+        // attaches parse it when a plan uses fentry.
+        drop(types);
         let ebpf = EbpfLoader::new()
+            .btf(None)
             .override_global("FILTER_TGIDS", &filter_tgids, true)
             .override_global("FILTER_COMM", &filter_comm, true)
             .override_global("FILTER_COMM_NAME", &comm, true)
