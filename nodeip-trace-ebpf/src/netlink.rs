@@ -343,19 +343,38 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
                 .is_ok()
         };
         let out_len = if ok { n } else { 0 };
+        // The chunk that ends a call of known length closes it too (LAST with the totals): one
+        // record per small message instead of a data record and a closing one.
+        let closes = st.total != u64::MAX && st.offset + n as u64 >= st.total;
+        let captured = st.captured + out_len as u64;
+        let cut = captured < st.total;
         unsafe {
             (*hdr).offset = st.offset as u32;
             (*hdr).len = out_len as u32;
             (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
             (*hdr).total_len = 0;
+            if closes {
+                (*hdr).flags |= chunk_flags::LAST | if cut { chunk_flags::CUT } else { 0 };
+                (*hdr).total_len = st.total as u32;
+            }
         }
-        if EVENTS
+        let sent = EVENTS
             .output::<[u8]>(
                 &scratch[..NETLINK_CHUNK_HEADER_LEN + out_len],
                 crate::submit_flags(),
             )
-            .is_err()
-        {
+            .is_ok();
+        if closes && sent {
+            // What finish_call would count.
+            if cut {
+                count(counter::NETLINK_BYTES_CUT, st.total - captured);
+            }
+            if st.dropped != 0 {
+                count(counter::NETLINK_RINGBUF_FULL, 1);
+            }
+            return 0;
+        }
+        if !sent {
             st.dropped = 1;
         } else if ok {
             st.captured += n as u64;

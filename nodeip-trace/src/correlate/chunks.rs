@@ -26,15 +26,9 @@ pub fn syscall_direction(call: u32) -> Direction {
 }
 
 impl ChunkAssembler {
-    /// Adds a chunk; returns the frame when this was its call's last chunk.
-    pub fn push(
-        &mut self,
-        h: &NetlinkChunkHeader,
-        payload: &[u8],
-        clock: &WallClock,
-    ) -> Option<NetlinkFrame> {
-        let key = (h.header.pid_tgid, h.call_start_ns);
-        let frame = self.open.entry(key).or_insert_with(|| NetlinkFrame {
+    /// An empty frame for the call `h` belongs to.
+    fn frame_of(h: &NetlinkChunkHeader, clock: &WallClock) -> NetlinkFrame {
+        NetlinkFrame {
             wall_ns: clock.wall_ns(h.header.ts_ns),
             ts_ns: h.header.ts_ns,
             protocol: h.protocol as u16,
@@ -46,7 +40,31 @@ impl ChunkAssembler {
             }),
             total_len: 0,
             bytes: Vec::new(),
-        });
+        }
+    }
+
+    /// Adds a chunk; returns the frame when this was its call's last chunk.
+    pub fn push(
+        &mut self,
+        h: &NetlinkChunkHeader,
+        payload: &[u8],
+        clock: &WallClock,
+    ) -> Option<NetlinkFrame> {
+        let key = (h.header.pid_tgid, h.call_start_ns);
+        // A call in one chunk (most requests and replies) needs no entry in the open calls.
+        let whole = h.flags & chunk_flags::LAST != 0 && h.offset == 0;
+        if whole && !self.open.contains_key(&key) {
+            let mut frame = Self::frame_of(h, clock);
+            if h.len > 0 && h.flags & chunk_flags::READ_FAILED == 0 {
+                frame.bytes.extend_from_slice(payload);
+            }
+            frame.total_len = h.total_len.max(frame.bytes.len() as u32);
+            return Some(frame);
+        }
+        let frame = self
+            .open
+            .entry(key)
+            .or_insert_with(|| Self::frame_of(h, clock));
         // Chunks arrive in order for one call; a gap (a chunk lost to a full ring buffer) ends
         // the captured bytes there, so nothing after a hole is misread as message boundaries.
         if h.len > 0
@@ -135,6 +153,38 @@ mod tests {
             .unwrap();
         assert_eq!(f.bytes, vec![1, 2, 3]);
         assert!(f.truncated());
+    }
+
+    #[test]
+    fn a_data_chunk_can_close_its_call() {
+        let mut a = ChunkAssembler::default();
+        let clock = WallClock::identity();
+        // One chunk: the whole call, no entry kept.
+        let f = a
+            .push(&chunk(0, 4, chunk_flags::LAST, 4), &[1, 2, 3, 4], &clock)
+            .unwrap();
+        assert_eq!((f.bytes.len(), f.total_len, f.truncated()), (4, 4, false));
+        assert!(a.drain().is_empty());
+        // The last of several.
+        assert!(a.push(&chunk(0, 2, 0, 0), &[1, 2], &clock).is_none());
+        let f = a
+            .push(&chunk(2, 2, chunk_flags::LAST, 4), &[3, 4], &clock)
+            .unwrap();
+        assert_eq!(f.bytes, vec![1, 2, 3, 4]);
+        // Unreadable and cut: the totals stay, the bytes do not.
+        let f = a
+            .push(
+                &chunk(
+                    0,
+                    0,
+                    chunk_flags::LAST | chunk_flags::READ_FAILED | chunk_flags::CUT,
+                    9,
+                ),
+                &[],
+                &clock,
+            )
+            .unwrap();
+        assert!(f.bytes.is_empty() && f.truncated() && f.total_len == 9);
     }
 
     #[test]
