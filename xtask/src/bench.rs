@@ -3,8 +3,10 @@
 //! harness makes. Results are appended to BENCHMARKS.md with the date, machine, kernel, hook mode
 //! and the exact commands.
 //!
-//! Release builds of the tool and of `load_gen` (tests/src/bin) are measured. Each comparison
-//! alternates untraced and traced rounds and takes medians.
+//! Release builds of the tool and of `load_gen` (tests/src/bin) are measured. Each overhead
+//! comparison runs rounds of untraced, traced, traced, untraced (ABBA: a drift of the machine
+//! within a round cancels), takes the faster run of each pair (a run slowed by a neighbour is
+//! discarded) and reports the median of the rounds' ratios.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,7 +28,7 @@ struct Sizes {
 }
 
 const FULL: Sizes = Sizes {
-    rounds: 3,
+    rounds: 9,
     route_gets: 20_000,
     udp_sends: 200_000,
     gai_calls: 20_000,
@@ -36,7 +38,7 @@ const FULL: Sizes = Sizes {
 };
 
 const QUICK: Sizes = Sizes {
-    rounds: 1,
+    rounds: 3,
     route_gets: 5_000,
     udp_sends: 200_000,
     gai_calls: 5_000,
@@ -244,6 +246,44 @@ fn load(gen: &Path, ns: &str, mode: &str, count: usize) -> anyhow::Result<Durati
     Ok(Duration::from_nanos(ns_elapsed))
 }
 
+/// What [`abba`] measured: the median of the rounds' ratios, and the median of the faster
+/// untraced and traced runs.
+struct Overhead {
+    ratio: f64,
+    untraced: Duration,
+    traced: Duration,
+}
+
+/// `rounds` rounds of: `run` untraced, `start` a tracer, `run` twice traced, `stop` it, `run`
+/// untraced. Each round's ratio is its faster traced run over its faster untraced run.
+fn abba<T>(
+    rounds: usize,
+    mut run: impl FnMut() -> anyhow::Result<Duration>,
+    mut start: impl FnMut() -> anyhow::Result<T>,
+    mut stop: impl FnMut(T) -> anyhow::Result<()>,
+) -> anyhow::Result<Overhead> {
+    let (mut ratios, mut plain, mut traced) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let u1 = run()?;
+        let tracer = start()?;
+        let t1 = run();
+        let t2 = run();
+        stop(tracer)?;
+        let (t1, t2) = (t1?, t2?);
+        let u2 = run()?;
+        let (u, t) = (u1.min(u2), t1.min(t2));
+        ratios.push(t.as_secs_f64() / u.as_secs_f64());
+        plain.push(u);
+        traced.push(t);
+    }
+    ratios.sort_by(f64::total_cmp);
+    Ok(Overhead {
+        ratio: ratios[ratios.len() / 2],
+        untraced: median(plain),
+        traced: median(traced),
+    })
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -351,28 +391,32 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let ip_batch = |c: &mut Command| {
         c.args(["-n", &ns.name, "-batch"]).arg(&batch);
     };
-    let (mut plain, mut traced, mut straced) = (Vec::new(), Vec::new(), Vec::new());
+    let mut straced = Vec::new();
     let mut storm_lost = 0;
-    for _ in 0..sizes.rounds {
-        let mut c = Command::new("ip");
-        ip_batch(&mut c);
-        plain.push(timed(&mut c)?);
-        let t = Tracer::start(&tool, &dir, &trace_all)?;
-        startups.push(t.startup);
-        let mut c = Command::new("ip");
-        ip_batch(&mut c);
-        traced.push(timed(&mut c)?);
-        let (usage, stderr) = t.stop()?;
-        tracer_rss = tracer_rss.max(usage.max_rss_kib);
-        tracer_pss = tracer_pss.max(usage.pss_kib);
-        storm_lost += summary_of(&stderr).1;
+    let storm = abba(
+        sizes.rounds,
+        || {
+            let mut c = Command::new("ip");
+            ip_batch(&mut c);
+            timed(&mut c)
+        },
+        || Tracer::start(&tool, &dir, &trace_all),
+        |t| {
+            startups.push(t.startup);
+            let (usage, stderr) = t.stop()?;
+            tracer_rss = tracer_rss.max(usage.max_rss_kib);
+            tracer_pss = tracer_pss.max(usage.pss_kib);
+            storm_lost += summary_of(&stderr).1;
+            Ok(())
+        },
+    )?;
+    for _ in 0..sizes.rounds.min(3) {
         let mut c = Command::new("strace");
         c.args(["-f", "-o", "/dev/null", "ip"]);
         ip_batch(&mut c);
         straced.push(timed(&mut c)?);
     }
-    let (p, t, s) = (median(plain), median(traced), median(straced));
-    let ratio = t.as_secs_f64() / p.as_secs_f64();
+    let (p, t, s, ratio) = (storm.untraced, storm.traced, median(straced), storm.ratio);
     rows.push(Row {
         what: format!("netlink storm: ip -batch, {} route gets", sizes.route_gets),
         measured: format!(
@@ -406,17 +450,18 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             "getaddrinfo storm: localhost from /etc/hosts",
         ),
     ] {
-        let (mut plain, mut traced) = (Vec::new(), Vec::new());
-        for _ in 0..sizes.rounds {
-            plain.push(load(&gen, &ns.name, mode, count)?);
-            let t = Tracer::start(&tool, &dir, &trace_all)?;
-            traced.push(load(&gen, &ns.name, mode, count)?);
-            let (usage, _) = t.stop()?;
-            tracer_rss = tracer_rss.max(usage.max_rss_kib);
-            tracer_pss = tracer_pss.max(usage.pss_kib);
-        }
-        let (p, t) = (median(plain), median(traced));
-        let ratio = t.as_secs_f64() / p.as_secs_f64();
+        let measured = abba(
+            sizes.rounds,
+            || load(&gen, &ns.name, mode, count),
+            || Tracer::start(&tool, &dir, &trace_all),
+            |t| {
+                let (usage, _) = t.stop()?;
+                tracer_rss = tracer_rss.max(usage.max_rss_kib);
+                tracer_pss = tracer_pss.max(usage.pss_kib);
+                Ok(())
+            },
+        )?;
+        let (p, t, ratio) = (measured.untraced, measured.traced, measured.ratio);
         rows.push(Row {
             what: format!("{label}, {count} calls"),
             measured: format!(
