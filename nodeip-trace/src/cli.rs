@@ -440,6 +440,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Trace(args) => {
+            crate::purge_freed_memory_at_once();
             let opts = trace_options(args)?;
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -461,9 +461,8 @@ fn sock_tracepoints_listed(hooks: &[HookAvailability]) -> bool {
 /// for every packet or socket call): usable where the tracepoint exists and the kernel's BTF
 /// gives the offsets their programs follow from the arguments.
 fn raw_tracepoint_hooks(hooks: &[HookAvailability]) -> Vec<HookAvailability> {
-    let types = crate::probe::kernel_btf::KernelTypes::running();
-    let socket = types.as_ref().is_some_and(|t| t.socket_offsets().is_some());
-    let route = types.as_ref().is_some_and(|t| t.route_offsets().is_some());
+    let offsets = crate::probe::kernel_btf::KernelOffsets::running();
+    let (socket, route) = (offsets.socket.is_some(), offsets.route.is_some());
     [
         (
             "sock",
@@ -491,18 +490,18 @@ fn raw_tracepoint_hooks(hooks: &[HookAvailability]) -> Vec<HookAvailability> {
         ),
     ]
     .into_iter()
-    .map(|(category, name, offsets, purpose)| {
+    .map(|(category, name, found, purpose)| {
         let exists = tracepoint_listed(hooks, category, name);
         HookAvailability {
             mode: "raw_tp".into(),
             target: name.into(),
             purpose: purpose.into(),
-            available: exists && offsets,
+            available: exists && found,
             reason: if !exists {
                 "tracepoint not in this kernel".into()
-            } else if types.is_none() {
+            } else if !offsets.btf {
                 "no kernel BTF: the tracepoint is used".into()
-            } else if !offsets {
+            } else if !found {
                 "the BTF lacks a member its program reads: the tracepoint is used".into()
             } else {
                 String::new()

@@ -18,6 +18,42 @@ fn name_bytes(data: &[u8], (start, len): (usize, usize), off: u32) -> &[u8] {
     &s[..end]
 }
 
+/// Every offset the eBPF programs take from the running kernel's BTF, found in one parse of it
+/// (the 5 MB blob and its index are dropped after). `None` members were not all found.
+#[derive(Clone, Debug, Default)]
+pub struct KernelOffsets {
+    /// Whether the kernel has BTF at all.
+    pub btf: bool,
+    /// [`KernelTypes::netns_offsets`].
+    pub netns: Option<[u32; 3]>,
+    /// [`KernelTypes::parent_offsets`].
+    pub parent: Option<[u32; 3]>,
+    /// [`KernelTypes::socket_offsets`].
+    pub socket: Option<[u32; socket_offset::COUNT]>,
+    /// [`KernelTypes::route_offsets`].
+    pub route: Option<[u32; route_offset::COUNT]>,
+    /// [`KernelTypes::handler_offsets`].
+    pub handler: ([u32; handler_offset::COUNT], u32),
+}
+
+impl KernelOffsets {
+    /// The running kernel's offsets, parsed on first use.
+    pub fn running() -> &'static KernelOffsets {
+        static OFFSETS: std::sync::OnceLock<KernelOffsets> = std::sync::OnceLock::new();
+        OFFSETS.get_or_init(|| match KernelTypes::running() {
+            Some(types) => KernelOffsets {
+                btf: true,
+                netns: types.netns_offsets(),
+                parent: types.parent_offsets(),
+                socket: types.socket_offsets(),
+                route: types.route_offsets(),
+                handler: types.handler_offsets(),
+            },
+            None => KernelOffsets::default(),
+        })
+    }
+}
+
 /// `BTF_KIND_*` numbers used here.
 const KIND_INT: u32 = 1;
 const KIND_ARRAY: u32 = 3;

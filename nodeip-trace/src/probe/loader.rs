@@ -224,25 +224,15 @@ impl LiveTracer {
             tracepoint_field_offset(tracefs.as_deref(), "fib6", "fib6_table_lookup", "dport")
                 .unwrap_or(0),
         ];
-        let types = crate::probe::kernel_btf::KernelTypes::running();
-        let netns_offsets: [u32; 3] = types
-            .as_ref()
-            .and_then(|types| types.netns_offsets())
-            .unwrap_or_default();
-        let socket_offsets = types.as_ref().and_then(|types| types.socket_offsets());
-        let route_offsets = types.as_ref().and_then(|types| types.route_offsets());
-        let parent_offsets = types
-            .as_ref()
-            .and_then(|types| types.parent_offsets())
-            .unwrap_or_default();
-        let (handler_offsets, handler_known) = types
-            .as_ref()
-            .map(|types| types.handler_offsets())
-            .unwrap_or_default();
+        let offsets = crate::probe::kernel_btf::KernelOffsets::running();
+        let netns_offsets = offsets.netns.unwrap_or_default();
+        let socket_offsets = offsets.socket;
+        let route_offsets = offsets.route;
+        let parent_offsets = offsets.parent.unwrap_or_default();
+        let (handler_offsets, handler_known) = offsets.handler;
         // No CO-RE relocations in our object (offsets come as globals above), so aya's own parse
         // of the kernel's BTF (≈ 20 MiB of heap for a 5 MB vmlinux BTF) is skipped; fentry
         // attaches parse it when a plan uses fentry.
-        drop(types);
         let ebpf = EbpfLoader::new()
             .btf(None)
             .override_global("FILTER_TGIDS", &filter_tgids, true)
