@@ -431,9 +431,37 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         met: Some(ratio <= 1.25),
     });
     commands.push(format!(
-        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json > FILE (all processes); strace -f -o /dev/null ip -n NS -batch FILE",
+        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json > FILE (all processes; and with --comm no-such-comm); strace -f -o /dev/null ip -n NS -batch FILE",
         sizes.route_gets
     ));
+
+    // 1b. The same storm with every record filtered out in the kernel: what the probes cost
+    // without the records and the consumer (the gap's decomposition).
+    let filtered_args = ["--comm", "no-such-comm"];
+    let filtered = abba(
+        sizes.rounds,
+        || {
+            let mut c = Command::new("ip");
+            ip_batch(&mut c);
+            timed(&mut c)
+        },
+        || Tracer::start(&tool, &dir, &filtered_args),
+        |t| t.stop().map(|_| ()),
+    )?;
+    rows.push(Row {
+        what: format!(
+            "netlink storm, every record filtered in the kernel (--comm no-such-comm): probes without records or consumer, {} route gets",
+            sizes.route_gets
+        ),
+        measured: format!(
+            "untraced {:.3} s, traced {:.3} s",
+            filtered.untraced.as_secs_f64(),
+            filtered.traced.as_secs_f64()
+        ),
+        ratio: Some(filtered.ratio),
+        target: "(decomposes the storm's ratio)".into(),
+        met: None,
+    });
 
     // 2 and 3. Non-netlink sendmsg and getaddrinfo storms.
     for (mode, count, target, label) in [
