@@ -35,7 +35,7 @@ fn offset(index: usize) -> Option<usize> {
     if HANDLER_OFFSETS_KNOWN.load() & (1 << index) == 0 {
         return None;
     }
-    HANDLER_OFFSETS.load().get(index).map(|o| *o as usize)
+    Some(crate::global_at(&HANDLER_OFFSETS, index) as usize)
 }
 
 /// Reads the pointer at `base + offset(index)`.

@@ -59,6 +59,20 @@ fn submit_flags() -> u64 {
     }
 }
 
+/// Element `index` of a load-time array global, read alone (`Global::load` reads the whole array,
+/// which the hot programs would do on every call only to use one offset).
+#[inline(always)]
+fn global_at<const N: usize>(global: &Global<[u32; N]>, index: usize) -> u32 {
+    if index >= N {
+        return 0;
+    }
+    // SAFETY: `Global<T>` is `repr(transparent)` over an always-initialised `T`, here `[u32; N]`,
+    // and `index < N`; volatile as `Global::load` is (the loader rewrites the value).
+    unsafe {
+        core::ptr::read_volatile((global as *const Global<[u32; N]>).cast::<u32>().add(index))
+    }
+}
+
 /// Per-CPU counters of everything not delivered (see `nodeip_trace_common::counter`).
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);

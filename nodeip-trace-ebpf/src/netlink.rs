@@ -254,25 +254,47 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
     } else {
         st.total
     };
-    let cut = st.captured < total;
     unsafe {
         (*hdr).offset = st.offset as u32;
         (*hdr).len = 0;
-        (*hdr).total_len = total as u32;
-        (*hdr).flags = chunk_flags::LAST | if cut { chunk_flags::CUT } else { 0 };
+        (*hdr).flags = 0;
     }
-    if cut {
-        count(counter::NETLINK_BYTES_CUT, total - st.captured);
-    }
+    mark_last(hdr, total, st.captured);
     let closed = EVENTS
         .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], crate::submit_flags())
         .is_ok();
-    // Data lost is a lost call; a lost closing record alone is not (userspace still has every
-    // byte and closes the call at shutdown, flagged as cut).
-    if st.dropped != 0 {
-        count(counter::NETLINK_RINGBUF_FULL, 1);
-    } else if !closed {
+    count_call_end(total, st.captured, st.dropped != 0);
+    // A lost closing record alone is not a lost call (userspace still has every byte and closes
+    // the call at shutdown, flagged as cut).
+    if st.dropped == 0 && !closed {
         count(counter::OTHER_RINGBUF_FULL, 1);
+    }
+}
+
+/// Makes the chunk header `hdr` close its call: LAST, CUT when fewer than `total` bytes were
+/// captured, and the call's total length.
+#[inline(always)]
+pub(crate) fn mark_last(hdr: *mut NetlinkChunkHeader, total: u64, captured: u64) {
+    unsafe {
+        (*hdr).flags |= chunk_flags::LAST
+            | if captured < total {
+                chunk_flags::CUT
+            } else {
+                0
+            };
+        (*hdr).total_len = total as u32;
+    }
+}
+
+/// Counts what a closed call lost: bytes not captured, and the call itself when a chunk of it
+/// did not fit in the ring buffer.
+#[inline(always)]
+pub(crate) fn count_call_end(total: u64, captured: u64, dropped: bool) {
+    if captured < total {
+        count(counter::NETLINK_BYTES_CUT, total - captured);
+    }
+    if dropped {
+        count(counter::NETLINK_RINGBUF_FULL, 1);
     }
 }
 
@@ -347,16 +369,14 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
         // record per small message instead of a data record and a closing one.
         let closes = st.total != u64::MAX && st.offset + n as u64 >= st.total;
         let captured = st.captured + out_len as u64;
-        let cut = captured < st.total;
         unsafe {
             (*hdr).offset = st.offset as u32;
             (*hdr).len = out_len as u32;
             (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
             (*hdr).total_len = 0;
-            if closes {
-                (*hdr).flags |= chunk_flags::LAST | if cut { chunk_flags::CUT } else { 0 };
-                (*hdr).total_len = st.total as u32;
-            }
+        }
+        if closes {
+            mark_last(hdr, st.total, captured);
         }
         let sent = EVENTS
             .output::<[u8]>(
@@ -365,13 +385,7 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
             )
             .is_ok();
         if closes && sent {
-            // What finish_call would count.
-            if cut {
-                count(counter::NETLINK_BYTES_CUT, st.total - captured);
-            }
-            if st.dropped != 0 {
-                count(counter::NETLINK_RINGBUF_FULL, 1);
-            }
+            count_call_end(st.total, captured, st.dropped != 0);
             return 0;
         }
         if !sent {

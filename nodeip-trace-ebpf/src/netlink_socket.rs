@@ -19,21 +19,23 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, header, netlink::protocol_selected, EVENTS, NETLINK_SOCKET_CALLS,
-    SOCKET_SCRATCH,
+    count,
+    filter::traced,
+    header,
+    netlink::{count_call_end, mark_last, protocol_selected},
+    EVENTS, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
 };
 
 /// Member offsets indexed by `socket_offset::*` (from the kernel's BTF; userspace attaches these
 /// programs only when it found all of them).
 #[unsafe(no_mangle)]
-pub(crate) static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> =
-    Global::new([0; socket_offset::COUNT]);
+static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> = Global::new([0; socket_offset::COUNT]);
 
 const MSG_PEEK: u64 = 2;
 
 #[inline(always)]
 pub(crate) fn offset(index: usize) -> usize {
-    SOCKET_OFFSETS.load().get(index).copied().unwrap_or(0) as usize
+    crate::global_at(&SOCKET_OFFSETS, index) as usize
 }
 
 /// `netlink_sendmsg`/`netlink_recvmsg` entry: remember a traced thread's call on a selected
@@ -179,24 +181,18 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
         }
         offset += n;
     }
-    let cut = captured < total;
     unsafe {
         (*hdr).offset = offset as u32;
         (*hdr).len = 0;
-        (*hdr).total_len = total as u32;
-        (*hdr).flags =
-            chunk_flags::SOCKET_LAYER | chunk_flags::LAST | if cut { chunk_flags::CUT } else { 0 };
+        (*hdr).flags = chunk_flags::SOCKET_LAYER;
     }
-    if cut {
-        count(counter::NETLINK_BYTES_CUT, (total - captured) as u64);
-    }
+    mark_last(hdr, total as u64, captured as u64);
     let closed = EVENTS
         .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], crate::submit_flags())
         .is_ok();
-    // Data lost is a lost call; a lost closing record alone is not (see netlink.rs).
-    if dropped {
-        count(counter::NETLINK_RINGBUF_FULL, 1);
-    } else if !closed {
+    count_call_end(total as u64, captured as u64, dropped);
+    // A lost closing record alone is not a lost call (see netlink.rs).
+    if !dropped && !closed {
         count(counter::OTHER_RINGBUF_FULL, 1);
     }
 }

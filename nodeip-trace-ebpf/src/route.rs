@@ -28,31 +28,34 @@ use crate::{count, decision::in_decision, filter::traced, header, EVENTS};
 #[unsafe(no_mangle)]
 static ROUTE_DPORT_OFFSETS: Global<[u32; 2]> = Global::new([0; 2]);
 
-/// A lookup for no destination port made inside a send syscall: the kernel answering a netlink
-/// request in the sender's call (a route get, a gateway check of a new route). Needed where the
-/// sock tracepoints capture netlink (no syscall entry marks the request: they fire after it was
-/// answered); UDP's per-packet lookups carry their destination port and leave at the first test.
+/// The destination port in a classic `fib`/`fib6` record (offsets from the format files).
 #[inline(always)]
-fn netlink_request_lookup(ctx: &TracePointContext, kind: u32) -> bool {
-    let offsets = ROUTE_DPORT_OFFSETS.load();
-    let offset = if kind == KIND_FIB4_LOOKUP {
-        offsets[0]
-    } else {
-        offsets[1]
-    };
-    offset != 0
-        && unsafe { ctx.read_at::<u16>(offset as usize) } == Ok(0)
-        && crate::netlink::in_send_syscall()
+fn record_dport(ctx: &TracePointContext, kind: u32) -> Option<u16> {
+    let offset = crate::global_at(&ROUTE_DPORT_OFFSETS, (kind != KIND_FIB4_LOOKUP) as usize);
+    if offset == 0 {
+        return None;
+    }
+    unsafe { ctx.read_at::<u16>(offset as usize) }.ok()
+}
+
+/// Whether a lookup is kept: the thread is deciding something, or it is a netlink request's
+/// lookup — no destination port (`dport`, read only when needed) inside a send syscall: the
+/// kernel answering a route get or checking a new route's gateway in the sender's call. The
+/// sock tracepoints mark no netlink request before it is answered, and UDP's per-packet lookups
+/// carry their port and leave at that test. Counts the lookups left out.
+#[inline(always)]
+fn keep_lookup(pid_tgid: u64, dport: impl FnOnce() -> Option<u16>) -> bool {
+    if in_decision(pid_tgid) || (dport() == Some(0) && crate::netlink::in_send_syscall()) {
+        return traced(pid_tgid);
+    }
+    count(counter::ROUTE_LOOKUPS_FILTERED, 1);
+    false
 }
 
 #[inline(always)]
 fn copy_raw(ctx: &TracePointContext, kind: u32) -> u32 {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
-    if !in_decision(pid_tgid) && !netlink_request_lookup(ctx, kind) {
-        count(counter::ROUTE_LOOKUPS_FILTERED, 1);
-        return 0;
-    }
-    if !traced(pid_tgid) {
+    if !keep_lookup(pid_tgid, || record_dport(ctx, kind)) {
         return 0;
     }
     let Some(mut entry) = EVENTS.reserve::<TracepointRecord>(0) else {
@@ -94,29 +97,17 @@ fn kernel_read<T>(base: *const u8, offset: u32) -> Option<T> {
     unsafe { bpf_probe_read_kernel(base.wrapping_add(offset as usize) as *const T) }.ok()
 }
 
-/// Whether a lookup is kept: the thread is deciding something, or it is a netlink request's
-/// lookup (no destination port, inside a send syscall). Counts the others.
-#[inline(always)]
-fn keep_lookup(pid_tgid: u64, flow: *const u8, dport_offset: u32) -> bool {
-    if in_decision(pid_tgid)
-        || (kernel_read::<u16>(flow, dport_offset) == Some(0) && crate::netlink::in_send_syscall())
-    {
-        return traced(pid_tgid);
-    }
-    count(counter::ROUTE_LOOKUPS_FILTERED, 1);
-    false
-}
-
 /// A [`RouteLookupRecord`] reserved with its header when the lookup is kept (see
 /// [`keep_lookup`]), else `None`; a full ring buffer is counted.
 #[inline(always)]
 fn start_lookup(
     kind: u32,
     flow: *const u8,
-    dport_offset: u32,
+    dport_offset: usize,
 ) -> Option<aya_ebpf::maps::ring_buf::RingBufEntry<RouteLookupRecord>> {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
-    if !keep_lookup(pid_tgid, flow, dport_offset) {
+    let dport = || kernel_read::<u16>(flow, crate::global_at(&ROUTE_OFFSETS, dport_offset));
+    if !keep_lookup(pid_tgid, dport) {
         return None;
     }
     let Some(mut entry) = EVENTS.reserve::<RouteLookupRecord>(0) else {
@@ -140,7 +131,8 @@ fn start_lookup(
     Some(entry)
 }
 
-/// Copies `N` bytes at `base + offset` into `dst`; false (and `dst` zeroed) when unreadable.
+/// Copies `N` bytes at `base + offset` into `dst`; false (and `dst` left as it was) when
+/// unreadable.
 #[inline(always)]
 fn copy_field<const N: usize>(base: *const u8, offset: u32, dst: &mut [u8; 16]) -> bool {
     let mut buf = [0u8; N];
@@ -183,11 +175,11 @@ fn fill_nexthop(rec: &mut RouteLookupRecord, nhc: *const u8, o: &[u32; off::COUN
 /// int err)`.
 #[raw_tracepoint(tracepoint = "fib_table_lookup")]
 pub fn fib_table_lookup_raw(ctx: RawTracePointContext) -> i32 {
-    let o = ROUTE_OFFSETS.load();
     let flow: *const u8 = ctx.arg(1);
-    let Some(mut entry) = start_lookup(KIND_ROUTE_LOOKUP4, flow, o[off::FL4_DPORT]) else {
+    let Some(mut entry) = start_lookup(KIND_ROUTE_LOOKUP4, flow, off::FL4_DPORT) else {
         return 0;
     };
+    let o = ROUTE_OFFSETS.load();
     let rec = unsafe { &mut *entry.as_mut_ptr() };
     rec.table = ctx.arg::<u64>(0) as u32;
     rec.err = ctx.arg::<u64>(3) as i32;
@@ -205,11 +197,11 @@ pub fn fib_table_lookup_raw(ctx: RawTracePointContext) -> i32 {
 /// fib6_table *table, const struct flowi6 *flp)`.
 #[raw_tracepoint(tracepoint = "fib6_table_lookup")]
 pub fn fib6_table_lookup_raw(ctx: RawTracePointContext) -> i32 {
-    let o = ROUTE_OFFSETS.load();
     let flow: *const u8 = ctx.arg(3);
-    let Some(mut entry) = start_lookup(KIND_ROUTE_LOOKUP6, flow, o[off::FL6_DPORT]) else {
+    let Some(mut entry) = start_lookup(KIND_ROUTE_LOOKUP6, flow, off::FL6_DPORT) else {
         return 0;
     };
+    let o = ROUTE_OFFSETS.load();
     let rec = unsafe { &mut *entry.as_mut_ptr() };
     let table: *const u8 = ctx.arg(2);
     let result: *const u8 = ctx.arg(1);

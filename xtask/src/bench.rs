@@ -391,15 +391,16 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let ip_batch = |c: &mut Command| {
         c.args(["-n", &ns.name, "-batch"]).arg(&batch);
     };
+    let run_batch = || {
+        let mut c = Command::new("ip");
+        ip_batch(&mut c);
+        timed(&mut c)
+    };
     let mut straced = Vec::new();
     let mut storm_lost = 0;
     let storm = abba(
         sizes.rounds,
-        || {
-            let mut c = Command::new("ip");
-            ip_batch(&mut c);
-            timed(&mut c)
-        },
+        &run_batch,
         || Tracer::start(&tool, &dir, &trace_all),
         |t| {
             startups.push(t.startup);
@@ -440,11 +441,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let filtered_args = ["--comm", "no-such-comm"];
     let filtered = abba(
         sizes.rounds,
-        || {
-            let mut c = Command::new("ip");
-            ip_batch(&mut c);
-            timed(&mut c)
-        },
+        &run_batch,
         || Tracer::start(&tool, &dir, &filtered_args),
         |t| t.stop().map(|_| ()),
     )?;

@@ -51,20 +51,17 @@ impl ChunkAssembler {
         clock: &WallClock,
     ) -> Option<NetlinkFrame> {
         let key = (h.header.pid_tgid, h.call_start_ns);
+        let last = h.flags & chunk_flags::LAST != 0;
         // A call in one chunk (most requests and replies) needs no entry in the open calls.
-        let whole = h.flags & chunk_flags::LAST != 0 && h.offset == 0;
-        if whole && !self.open.contains_key(&key) {
-            let mut frame = Self::frame_of(h, clock);
-            if h.len > 0 && h.flags & chunk_flags::READ_FAILED == 0 {
-                frame.bytes.extend_from_slice(payload);
-            }
-            frame.total_len = h.total_len.max(frame.bytes.len() as u32);
-            return Some(frame);
-        }
-        let frame = self
-            .open
-            .entry(key)
-            .or_insert_with(|| Self::frame_of(h, clock));
+        let mut whole = (last && h.offset == 0 && !self.open.contains_key(&key))
+            .then(|| Self::frame_of(h, clock));
+        let frame = match whole.as_mut() {
+            Some(frame) => frame,
+            None => self
+                .open
+                .entry(key)
+                .or_insert_with(|| Self::frame_of(h, clock)),
+        };
         // Chunks arrive in order for one call; a gap (a chunk lost to a full ring buffer) ends
         // the captured bytes there, so nothing after a hole is misread as message boundaries.
         if h.len > 0
@@ -73,8 +70,11 @@ impl ChunkAssembler {
         {
             frame.bytes.extend_from_slice(payload);
         }
-        if h.flags & chunk_flags::LAST != 0 {
-            let mut frame = self.open.remove(&key)?;
+        if last {
+            let mut frame = match whole {
+                Some(frame) => frame,
+                None => self.open.remove(&key)?,
+            };
             frame.total_len = h.total_len.max(frame.bytes.len() as u32);
             return Some(frame);
         }

@@ -232,7 +232,7 @@ impl KernelTypes {
         Some([
             self.member_offset("task_struct", "nsproxy")?,
             self.member_offset("nsproxy", "net_ns")?,
-            self.member_offset("net", "ns")? + self.member_offset("ns_common", "inum")?,
+            self.member_path("net", &["ns", "inum"])?,
         ])
     }
 
@@ -287,14 +287,8 @@ impl KernelTypes {
     pub fn handler_offsets(&self) -> ([u32; handler_offset::COUNT], u32) {
         let mut found = [None; handler_offset::COUNT];
         found[handler_offset::SKB_SK] = self.member_offset("sk_buff", "sk");
-        found[handler_offset::SOCK_NET] = self
-            .member_offset("sock", "__sk_common")
-            .zip(self.member_offset("sock_common", "skc_net"))
-            .map(|(a, b)| a + b);
-        found[handler_offset::NET_INUM] = self
-            .member_offset("net", "ns")
-            .zip(self.member_offset("ns_common", "inum"))
-            .map(|(a, b)| a + b);
+        found[handler_offset::SOCK_NET] = self.member_path("sock", &["__sk_common", "skc_net"]);
+        found[handler_offset::NET_INUM] = self.member_path("net", &["ns", "inum"]);
         found[handler_offset::CALLBACK_NLH] = self.member_offset("netlink_callback", "nlh");
         found[handler_offset::GENL_INFO_NLHDR] = self.member_offset("genl_info", "nlhdr");
         let mut offsets = [0; handler_offset::COUNT];

@@ -349,27 +349,16 @@ impl LiveTracer {
         if config.route_lookups {
             // Raw tracepoints where the BTF gave the offsets: a routed packet then costs one
             // port read, not the classic tracepoint's record. The classic one otherwise.
-            for (raw, classic, category, name) in [
-                (
-                    "fib_table_lookup_raw",
-                    "fib_table_lookup",
-                    "fib",
-                    "fib_table_lookup",
-                ),
-                (
-                    "fib6_table_lookup_raw",
-                    "fib6_table_lookup",
-                    "fib6",
-                    "fib6_table_lookup",
-                ),
-            ] {
+            // Each program is named after its tracepoint, the raw one with `_raw`.
+            for (category, name) in [("fib", "fib_table_lookup"), ("fib6", "fib6_table_lookup")] {
                 if offsets_known.route && features.tracepoint_available(category, name) {
+                    let raw = format!("{name}_raw");
                     let status = self
-                        .attach_raw_tracepoint(raw, name)
+                        .attach_raw_tracepoint(&raw, name)
                         .map_err(|e| e.to_string());
                     let attached = status.is_ok();
                     self.hooks.push(AttachedHook {
-                        program: raw.into(),
+                        program: raw,
                         mode: "raw tracepoint".into(),
                         target: name.into(),
                         status,
@@ -378,7 +367,7 @@ impl LiveTracer {
                         continue;
                     }
                 }
-                tps.push((classic, category, name));
+                tps.push((name, category, name));
             }
         }
         // connect() marks a source-address decision (its route lookups are kept), and is one of
