@@ -2,7 +2,7 @@
 //! one sink that feeds every real sink (text, JSON lines, pcap, pcapng) at once.
 use std::collections::BTreeMap;
 
-use nodeip_trace::correlate::Emitted;
+use nodeip_trace::model::emitted::Emitted;
 use nodeip_trace::decode::netlink::NetlinkDecoder;
 use nodeip_trace::sink::json::JsonLinesSink;
 use nodeip_trace::sink::pcap::{NlmonPcapngWriter, NlmonWriter, SectionInfo};

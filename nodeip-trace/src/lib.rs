@@ -9,13 +9,12 @@
 //! `probe` loads and attaches the eBPF programs and reports what the kernel offers (`doctor`).
 #![deny(missing_docs)]
 
-pub mod clock;
 pub mod command;
 pub mod correlate;
 pub mod decode;
-pub mod event;
 pub mod explain;
-pub mod frame;
+pub mod model;
+pub mod pipeline;
 pub mod probe;
 pub mod sink;
 pub mod source;

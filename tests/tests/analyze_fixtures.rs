@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nodeip_trace::decode::netlink::NetlinkMessage;
+use nodeip_trace::model::netlink::NetlinkMessage;
 use nodeip_trace_tests::golden::{assert_golden, decoded_frames_json, DecodedFrame};
 use nodeip_trace_tests::tshark::{event_counts, tshark_counts, tshark_problems};
 use nodeip_trace_tests::{analyze_json, workspace_root};

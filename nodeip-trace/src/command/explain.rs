@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::offline::{self, OfflineError};
-use crate::correlate::Emitted;
-use crate::decode::netlink::NetlinkMessage;
-use crate::event::EventBody;
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::node_audit::{self, ComponentSettings, NodeSnapshot};
-use crate::frame::Direction;
+use crate::model::emitted::Emitted;
+use crate::model::event::EventBody;
+use crate::model::frame::Direction;
+use crate::model::netlink::NetlinkMessage;
 use crate::sink::{EventSink, SinkError};
 
 /// What to audit and how.

@@ -5,10 +5,11 @@ use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::clock::WallClock;
-use crate::correlate::{Emitted, Pipeline};
 use crate::decode::route_lookup::RouteLookupDecoder;
-use crate::event::{Event, EventBody, SCHEMA_VERSION};
+use crate::model::clock::WallClock;
+use crate::model::emitted::Emitted;
+use crate::model::event::{Event, EventBody, SCHEMA_VERSION};
+use crate::pipeline::Pipeline;
 use crate::sink::json::JsonLinesSink;
 use crate::sink::text::TextTimelineSink;
 use crate::sink::{EventSink, SinkError};
@@ -155,7 +156,8 @@ fn deliver(
         match &item {
             // The pipeline emits each frame before the events decoded from it.
             Emitted::Frame(_) => *current = origins.pop_front(),
-            Emitted::Event(event) => {
+            Emitted::SpanEnd => {}
+            Emitted::Event(event) | Emitted::SpanBegin(event) => {
                 if let (EventBody::Netlink(netlink), Some(origin)) = (&event.body, *current) {
                     for problem in &netlink.decode_errors {
                         summary.warnings += 1;
@@ -472,7 +474,7 @@ mod tests {
 
     /// A pcap of frames whose netlink bytes are `bodies` (route protocol, sent).
     fn pcap_of(bodies: &[Vec<u8>]) -> Vec<u8> {
-        use crate::frame::{Direction, NetlinkFrame};
+        use crate::model::frame::{Direction, NetlinkFrame};
         use crate::sink::pcap::{FrameSink, NlmonWriter};
         let mut writer = NlmonWriter::new(Vec::new()).unwrap();
         for (i, bytes) in bodies.iter().enumerate() {

@@ -8,12 +8,15 @@ use std::time::{Duration, Instant};
 use nodeip_trace_common::counter;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::clock::WallClock;
 use crate::correlate::process_filter::ProcessFilter;
-use crate::correlate::{Emitted, Pipeline};
 use crate::decode::record::RecordError;
 use crate::decode::route_lookup::RouteLookupDecoder;
-use crate::event::{Event, EventBody, LostReport, RecordingHeader, RunSummary, SCHEMA_VERSION};
+use crate::model::clock::WallClock;
+use crate::model::emitted::Emitted;
+use crate::model::event::{
+    Event, EventBody, LostReport, RecordingHeader, RunSummary, SCHEMA_VERSION,
+};
+use crate::pipeline::Pipeline;
 use crate::probe::features::KernelFeatures;
 use crate::probe::loader::{LiveTracer, TraceConfig};
 use crate::probe::netlink_sockets::{scan_all, sockets_of, NetnsCache};
@@ -83,8 +86,9 @@ fn kept(pipeline: &mut Pipeline, filter: &ProcessFilter, item: &Emitted) -> bool
         return true;
     }
     match item {
-        Emitted::Event(e) if e.pid == 0 => true,
-        Emitted::Event(e) => filter.matches(e.process.as_deref()),
+        Emitted::SpanEnd => true,
+        Emitted::Event(e) | Emitted::SpanBegin(e) if e.pid == 0 => true,
+        Emitted::Event(e) | Emitted::SpanBegin(e) => filter.matches(e.process.as_deref()),
         Emitted::Frame(f) => match &f.task {
             Some(t) => filter.matches(pipeline.attribution_of(t.pid).as_deref()),
             None => true,

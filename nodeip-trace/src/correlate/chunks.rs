@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use nodeip_trace_common::{chunk_flags, syscall, NetlinkChunkHeader};
 
-use crate::clock::WallClock;
 use crate::decode::record::c_string;
-use crate::frame::{Direction, NetlinkFrame, Task};
+use crate::model::clock::WallClock;
+use crate::model::frame::{Direction, NetlinkFrame, Task};
 
 /// Reassembles chunks into frames.
 #[derive(Default)]

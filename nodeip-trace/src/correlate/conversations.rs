@@ -9,15 +9,10 @@
 //! stays one small event. Requests never answered are returned by [`ConversationTracker::drain`].
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::decode::netlink::{MessageBody, Name, NetlinkMessage};
-use crate::event::{
-    AddressFact, ConversationError, ConversationFacts, ConversationOutcome, FamilyFact, LinkFact,
-    NetlinkConversation, RouteFact,
-};
-use crate::frame::{Direction, Task};
-
-/// Facts kept per conversation; beyond this they are only counted (`facts.omitted`).
-pub const MAX_FACTS: usize = 256;
+use crate::model::event::{ConversationError, ConversationOutcome, NetlinkConversation};
+use crate::model::facts::ConversationFacts;
+use crate::model::frame::{Direction, Task};
+use crate::model::netlink::{MessageBody, Name, NetlinkMessage};
 
 /// Conversations kept open at once; beyond this the oldest is closed as unanswered, so a process
 /// that never reads its replies cannot grow the tracker without bound.
@@ -139,80 +134,6 @@ fn answers(request: &NetlinkMessage, protocol: u16, reply: &NetlinkMessage) -> b
 
 fn has_flag(m: &NetlinkMessage, flag: &str) -> bool {
     m.header.flags.iter().any(|f| f == flag)
-}
-
-/// Adds what one reply message says to the facts.
-pub(crate) fn add_facts(facts: &mut ConversationFacts, m: &NetlinkMessage) {
-    let room = facts.addresses.len()
-        + facts.routes.len()
-        + facts.links.len()
-        + facts.families.len()
-        + facts.ipvs.len()
-        < MAX_FACTS;
-    let counted = match &m.body {
-        MessageBody::Address(a) => {
-            if room {
-                facts.addresses.push(AddressFact {
-                    ifname: a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
-                    address: a
-                        .local
-                        .clone()
-                        .or_else(|| a.address.clone())
-                        .unwrap_or_default(),
-                    prefix_len: a.prefix_len,
-                    secondary: a.secondary,
-                    label: a.label.clone().filter(|l| Some(l) != a.ifname.as_ref()),
-                });
-            }
-            true
-        }
-        MessageBody::Route(r) => {
-            if room {
-                facts.routes.push(RouteFact {
-                    table: r.table.clone(),
-                    route_type: r.route_type.clone(),
-                    dst: r
-                        .dst
-                        .as_ref()
-                        .map(|d| format!("{d}/{}", r.dst_len))
-                        .unwrap_or_else(|| "default".into()),
-                    dev: r.oif_name.clone().or_else(|| r.oif.map(|i| i.to_string())),
-                    src: r.prefsrc.clone(),
-                    gateway: r.gateway.clone(),
-                });
-            }
-            true
-        }
-        MessageBody::Link(l) => {
-            if room {
-                facts.links.push(LinkFact {
-                    index: l.index,
-                    ifname: l.ifname.clone(),
-                    kind: l.info_kind.clone(),
-                });
-            }
-            true
-        }
-        MessageBody::Nlctrl(n) => {
-            if let (true, Some(name), Some(id)) = (room, &n.family_name, n.family_id) {
-                facts.families.push(FamilyFact {
-                    name: name.clone(),
-                    id,
-                });
-            }
-            true
-        }
-        MessageBody::Ipvs(command) => {
-            if room {
-                facts.ipvs.push(command.as_ref().clone());
-            }
-            true
-        }
-        _ => false,
-    };
-    if counted && !room {
-        facts.omitted += 1;
-    }
 }
 
 impl ConversationTracker {
@@ -353,7 +274,7 @@ impl ConversationTracker {
                 _ => {
                     c.replies += 1;
                     *c.reply_types.entry(m.header.type_name.clone()).or_default() += 1;
-                    add_facts(&mut c.facts, m);
+                    c.facts.add(m);
                     c.outcome = ConversationOutcome::Reply;
                     // Dumps end with DONE, acknowledged requests with an ACK; anything else
                     // ends with its one reply.

@@ -1,6 +1,6 @@
 //! `trace --pod/--container/--cgroup`: which attributed events (and frames) are kept. Events not
 //! made by a process (header, lost, summary) always pass.
-use crate::event::ProcessAttribution;
+use crate::model::process::ProcessAttribution;
 
 /// The attribution filters given on the command line; all given must match.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use nodeip_trace_common::{gai_flags, gai_socket_call, GaiSocketRecord, GetaddrinfoRecord};
 
 use crate::decode::record::c_string;
-use crate::event::{AddrinfoResult, GetaddrinfoCall};
+use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall};
+use crate::model::getaddrinfo::{GaiSocketOp, ResolverKind};
 
 /// `AF_*` name of an address family number.
 pub fn family_name(family: i32) -> String {
@@ -126,22 +127,9 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         start_ns: rec.start_ns,
         duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
         during: 0,
+        resolver: ResolverKind::default(),
         why: None,
     }
-}
-
-/// A socket call glibc made inside getaddrinfo to sort its results (see [`decode_gai_socket`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GaiSocketOp {
-    /// `connect` (true) or `getsockname` (false).
-    pub connect: bool,
-    /// The call's return value: 0, or -errno.
-    pub ret: i32,
-    /// File descriptor.
-    pub fd: i32,
-    /// The destination (connect) or the bound source (getsockname); `None` for `AF_UNSPEC`,
-    /// other families or an unreadable address.
-    pub addr: Option<IpAddr>,
 }
 
 /// The IP address in a `sockaddr_in`/`sockaddr_in6` as the kernel lays them out (family in host

@@ -2,43 +2,7 @@
 //! container ID and the Kubernetes pod UID and QoS class (kubepods slices), for the systemd and
 //! cgroupfs drivers and for cgroup v1 and v2. Also the cgroup path of a process from the text of
 //! `/proc/PID/cgroup`. Pure functions; nothing here reads files.
-use serde::{Deserialize, Serialize};
-
-/// What a cgroup path says about the process in it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CgroupIdentity {
-    /// The systemd unit (`kubelet.service`, `containerd.service`, `session-3.scope`), when the
-    /// process is not in a container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
-    /// The container, when the path is a container's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<ContainerIdentity>,
-}
-
-/// A container, as far as the cgroup path and the runtime's own files tell.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContainerIdentity {
-    /// `containerd`, `cri-o`, `docker`, or `unknown` (cgroupfs driver paths do not say).
-    pub runtime: String,
-    /// The container ID (64 hex digits).
-    pub id: String,
-    /// The pod's UID, when under `kubepods`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_uid: Option<String>,
-    /// `guaranteed`, `burstable` or `besteffort`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qos: Option<String>,
-    /// Pod namespace (from the runtime's or kubelet's files, when readable).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_namespace: Option<String>,
-    /// Pod name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_name: Option<String>,
-    /// Container name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
+use crate::model::process::{CgroupIdentity, ContainerIdentity};
 
 /// Whether `s` is a container ID: 64 lowercase hex digits.
 fn is_container_id(s: &str) -> bool {

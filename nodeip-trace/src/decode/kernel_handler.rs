@@ -5,7 +5,7 @@ use nodeip_trace_common::{
 };
 
 use crate::decode::netlink::{errno_name, DecodedBuffer};
-use crate::event::KernelHandlerCall;
+use crate::model::event::KernelHandlerCall;
 
 /// Netlink protocol of the requests `function` handles (generic netlink for IPVS).
 pub fn handler_protocol(function: u32) -> u16 {
@@ -67,7 +67,8 @@ pub fn decode_kernel_handler(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::netlink::{MessageBody, NetlinkDecoder};
+    use crate::decode::netlink::NetlinkDecoder;
+    use crate::model::netlink::MessageBody;
     use nodeip_trace_common::{EventHeader, HANDLER_REQUEST_LEN, KIND_KERNEL_HANDLER};
 
     /// `ip route get 10.1.2.3` as iproute2 sends it: RTM_GETROUTE with RTA_DST.

@@ -1,5 +1,5 @@
 //! Decoders: pure functions from raw bytes (eBPF records, netlink buffers, tracepoint fields) to
-//! the typed values in [`crate::event`]. No I/O here; every decoder is tested with bytes.
+//! the typed values in [`crate::model::event`]. No I/O here; every decoder is tested with bytes.
 pub mod addrinfo;
 pub mod cgroup;
 pub mod kernel_handler;

@@ -9,7 +9,7 @@ use crate::decode::record::c_string;
 use crate::decode::tracepoint_format::{
     TracepointLayout, FIB6_TABLE_LOOKUP_6X, FIB_TABLE_LOOKUP_6X,
 };
-use crate::event::RouteLookup;
+use crate::model::event::RouteLookup;
 
 /// The layouts of both fib tracepoints, from tracefs or the 6.x fallback.
 #[derive(Clone, Debug)]

@@ -20,12 +20,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
-use crate::correlate::conversations::add_facts;
-use crate::decode::netlink::MessageBody;
-use crate::event::{
-    AddressFact, ConversationFacts, Diagnosis, Event, EventBody, GetaddrinfoCall,
-    NetlinkConversation, RouteFact,
-};
+use crate::model::event::{Diagnosis, Event, EventBody, NetlinkConversation};
+use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
+use crate::model::getaddrinfo::GetaddrinfoCall;
+use crate::model::netlink::MessageBody;
 
 /// What one process did that a diagnosis at the end needs.
 #[derive(Default)]
@@ -200,15 +198,16 @@ impl Diagnoser {
                 id: "gai-reordered".into(),
                 severity: "warning".into(),
                 summary: format!(
-                    "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: glibc's RFC 6724 sort moved it ({})",
+                    "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: {} moved it ({})",
                     who(e),
+                    call.resolver.sort_name(),
                     rules.join(", ")
                 ),
                 evidence,
-                remedy: "if this is kubelet choosing its InternalIP, set --node-ip; otherwise list \
-                         only the wanted address for the name, or give it a higher precedence in \
-                         /etc/gai.conf"
-                    .into(),
+                remedy: format!(
+                    "if this is kubelet choosing its InternalIP, set --node-ip; otherwise {}",
+                    call.resolver.reorder_remedy()
+                ),
             },
         )
     }
@@ -259,7 +258,7 @@ impl Diagnoser {
     /// Addresses a request asks the kernel to use: an address being added, a route's `src`.
     fn requested_addresses(&mut self, e: &Event, c: &NetlinkConversation) -> Vec<Event> {
         let mut facts = ConversationFacts::default();
-        add_facts(&mut facts, &c.request);
+        facts.add(&c.request);
         let mut found = Vec::new();
         match (&c.request.body, c.request.header.type_name.as_ref()) {
             (MessageBody::Address(_), "RTM_NEWADDR") => {

@@ -2,6 +2,6 @@
 //! of the known failure patterns.
 pub mod diagnose;
 pub mod gai_conf;
-pub mod getaddrinfo_why;
 pub mod node_audit;
+pub mod resolver;
 pub mod rfc6724;

@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use super::gai_conf::GaiConf;
 use super::rfc6724::{self, Candidate, SourceInterface};
-use crate::decode::netlink::{MessageBody, NetlinkMessage};
-use crate::event::{AddressFact, Diagnosis, LinkFact, RouteFact};
+use crate::model::event::Diagnosis;
+use crate::model::facts::{AddressFact, LinkFact, RouteFact};
+use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// Everything the audit looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -163,8 +164,8 @@ impl NodeSnapshot {
             ..Default::default()
         };
         for m in messages {
-            let mut facts = crate::event::ConversationFacts::default();
-            crate::correlate::conversations::add_facts(&mut facts, m);
+            let mut facts = crate::model::facts::ConversationFacts::default();
+            facts.add(m);
             match &m.body {
                 MessageBody::Link(_) => {
                     for l in facts.links {

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::decode::netlink::{MessageBody, NetlinkDecoder, NetlinkMessage};
+use crate::decode::netlink::NetlinkDecoder;
+use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// `NLM_F_REQUEST | NLM_F_DUMP`.
 const REQUEST_DUMP: u16 = 0x1 | 0x300;
@@ -180,11 +181,11 @@ pub fn interfaces_in(netns: u64, pid: u32) -> BTreeMap<u32, String> {
     .unwrap_or_default()
 }
 
-/// The live [`InterfaceDirectory`](crate::correlate::InterfaceDirectory): `/proc` and a link dump
+/// The live [`InterfaceDirectory`](crate::model::ports::InterfaceDirectory): `/proc` and a link dump
 /// from inside the process's namespace.
 pub struct ProcInterfaceDirectory;
 
-impl crate::correlate::InterfaceDirectory for ProcInterfaceDirectory {
+impl crate::model::ports::InterfaceDirectory for ProcInterfaceDirectory {
     fn netns_of(&mut self, pid: u32) -> Option<u64> {
         netns_of(pid)
     }

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::correlate::ProcessDirectory;
 use crate::decode::cgroup::{
     cgroup_path_from_proc, names_from_runtime_config, parse_cgroup_path, pod_from_log_dir,
 };
-use crate::event::{Ancestor, ProcessAttribution};
+use crate::model::ports::ProcessDirectory;
+use crate::model::process::{Ancestor, ProcessAttribution};
 
 /// Ancestors recorded per process at most.
 const MAX_ANCESTORS: usize = 4;

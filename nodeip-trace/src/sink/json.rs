@@ -1,9 +1,8 @@
-//! JSON lines: one [`Event`](crate::event::Event) per line, the schema in docs/events.md.
+//! JSON lines: one [`Event`](crate::model::event::Event) per line, the schema in docs/events.md.
 use std::io::Write;
 
 use super::{EventSink, SinkError};
-use crate::correlate::Emitted;
-use crate::event::Event;
+use crate::model::event::Event;
 
 /// Writes events as JSON lines.
 pub struct JsonLinesSink<W: Write> {
@@ -49,11 +48,8 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
         })
     }
 
-    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
-        match item {
-            Emitted::Event(e) => self.write_event(e),
-            Emitted::Frame(_) => Ok(()),
-        }
+    fn event(&mut self, event: &Event) -> Result<(), SinkError> {
+        self.write_event(event)
     }
 
     fn finish(&mut self) -> Result<(), SinkError> {
@@ -67,7 +63,8 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{AddrinfoResult, EventBody, GetaddrinfoCall};
+    use crate::model::event::EventBody;
+    use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall};
 
     /// The exact JSON line of a getaddrinfo event (the schema users parse).
     #[test]
@@ -92,6 +89,7 @@ mod tests {
             start_ns: 100,
             duration_ns: 50,
             during: 3,
+            resolver: Default::default(),
             why: None,
         };
         let event = Event {

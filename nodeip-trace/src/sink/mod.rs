@@ -5,7 +5,9 @@ pub mod json;
 pub mod pcap;
 pub mod text;
 
-use crate::correlate::Emitted;
+use crate::model::emitted::Emitted;
+use crate::model::event::Event;
+use crate::model::frame::NetlinkFrame;
 
 /// Errors of the sink layer.
 #[derive(Debug, thiserror::Error)]
@@ -35,10 +37,36 @@ impl SinkError {
     }
 }
 
-/// A consumer of the pipeline's output.
+/// A consumer of the pipeline's output. The stream's structure arrives as calls: frames, events,
+/// and each resolver call as `begin_span` (its event), what happened inside it, `end_span`.
+/// Every method but [`EventSink::write`]'s dispatch defaults to doing nothing, so a sink
+/// implements only what it shows.
 pub trait EventSink {
-    /// Takes one item (events and frames, in pipeline order).
-    fn write(&mut self, item: &Emitted) -> Result<(), SinkError>;
+    /// A whole netlink buffer, in capture order.
+    fn frame(&mut self, _frame: &NetlinkFrame) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// A timeline event.
+    fn event(&mut self, _event: &Event) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// A resolver call's event; what follows until [`EventSink::end_span`] happened inside it.
+    fn begin_span(&mut self, call: &Event) -> Result<(), SinkError> {
+        self.event(call)
+    }
+    /// The end of the span [`EventSink::begin_span`] opened.
+    fn end_span(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// Takes one item of the stream and makes the matching call.
+    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
+        match item {
+            Emitted::Frame(f) => self.frame(f),
+            Emitted::Event(e) => self.event(e),
+            Emitted::SpanBegin(e) => self.begin_span(e),
+            Emitted::SpanEnd => self.end_span(),
+        }
+    }
     /// Flushes and writes any trailer.
     fn finish(&mut self) -> Result<(), SinkError>;
     /// Pushes buffered output out (live tracing calls it after each batch of records, so
@@ -82,10 +110,7 @@ impl FrameSinkAdapter {
 }
 
 impl EventSink for FrameSinkAdapter {
-    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
-        let Emitted::Frame(frame) = item else {
-            return Ok(());
-        };
+    fn frame(&mut self, frame: &NetlinkFrame) -> Result<(), SinkError> {
         if frame.protocol == 16 && frame.bytes.len() >= 6 {
             let family = u16::from_ne_bytes([frame.bytes[4], frame.bytes[5]]);
             if family > 0x10 && self.announced.insert(family) {

@@ -4,19 +4,20 @@
 use std::io::Write;
 
 use super::{EventSink, SinkError};
-use crate::correlate::Emitted;
-use crate::decode::netlink::{IpvsCommand, MessageBody, NetlinkMessage};
-use crate::event::{
-    AddressFact, ConversationOutcome, Event, EventBody, GetaddrinfoCall, KernelHandlerCall,
-    NetlinkConversation, NetlinkEvent, RouteFact,
+use crate::model::event::{
+    ConversationOutcome, Event, EventBody, KernelHandlerCall, NetlinkConversation, NetlinkEvent,
 };
-use crate::explain::getaddrinfo_why::GetaddrinfoWhy;
+use crate::model::facts::{AddressFact, RouteFact};
+use crate::model::getaddrinfo::GetaddrinfoCall;
+use crate::model::getaddrinfo::{GetaddrinfoWhy, ResolverKind};
+use crate::model::netlink::{IpvsCommand, MessageBody, NetlinkMessage};
 
 /// Renders the timeline as text.
 pub struct TextTimelineSink<W: Write> {
     out: W,
     name: String,
-    nested_left: u32,
+    /// Inside a resolver call's span: its events are shown nested under the call.
+    in_span: bool,
     diagnoses: Vec<String>,
     flush_each: bool,
 }
@@ -60,10 +61,11 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
 }
 
 /// The lines under a getaddrinfo call that say why its order is what it is.
-pub fn render_why(why: &GetaddrinfoWhy) -> Vec<String> {
+pub fn render_why(resolver: ResolverKind, why: &GetaddrinfoWhy) -> Vec<String> {
     let mut lines = vec![format!(
-        "why: resolver order [{}] → glibc's RFC 6724 sort [{}]{}",
+        "why: resolver order [{}] → {} [{}]{}",
         why.resolver_order.join(", "),
+        resolver.sort_name(),
         why.predicted.join(", "),
         if why.matches { "" } else { " ≠ returned" }
     )];
@@ -83,11 +85,11 @@ pub fn render_why(why: &GetaddrinfoWhy) -> Vec<String> {
         ));
     }
     if !why.matches {
-        lines.push(
+        lines.push(format!(
             "why: !! PREDICTED ORDER DIFFERS FROM THE RETURNED ONE: a bug in nodeip-trace or a \
-             glibc whose sort it does not model; please report it with this recording"
-                .into(),
-        );
+             {} whose sort it does not model; please report it with this recording",
+            resolver.name()
+        ));
     }
     lines.extend(why.notes.iter().map(|n| format!("why: note: {n}")));
     lines
@@ -96,8 +98,8 @@ pub fn render_why(why: &GetaddrinfoWhy) -> Vec<String> {
 /// One-line summary of a decoded netlink buffer.
 pub fn render_netlink(n: &NetlinkEvent) -> String {
     let arrow = match n.direction {
-        crate::frame::Direction::Send => "→",
-        crate::frame::Direction::Recv => "←",
+        crate::model::frame::Direction::Send => "→",
+        crate::model::frame::Direction::Recv => "←",
     };
     let mut parts: Vec<String> = Vec::new();
     for m in &n.messages {
@@ -464,7 +466,7 @@ pub fn render_kernel_handler(k: &KernelHandlerCall) -> String {
 }
 
 /// `namespace/pod/container` as far as known, else the pod UID and the short container ID.
-pub fn container_label(c: &crate::decode::cgroup::ContainerIdentity) -> String {
+pub fn container_label(c: &crate::model::process::ContainerIdentity) -> String {
     let pod = match (&c.pod_namespace, &c.pod_name, &c.pod_uid) {
         (Some(ns), Some(name), _) => format!("{ns}/{name}"),
         (_, _, Some(uid)) => format!("pod {uid}"),
@@ -554,7 +556,7 @@ impl<W: Write> TextTimelineSink<W> {
         Self {
             out,
             name: name.into(),
-            nested_left: 0,
+            in_span: false,
             diagnoses: Vec::new(),
             flush_each,
         }
@@ -573,10 +575,7 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
         self.out.flush().map_err(|s| self.io(s))
     }
 
-    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
-        let Emitted::Event(e) = item else {
-            return Ok(());
-        };
+    fn event(&mut self, e: &Event) -> Result<(), SinkError> {
         // Recording framing is for machines; the tool reports start and end on stderr.
         if matches!(e.body, EventBody::Header(_) | EventBody::Summary(_)) {
             return Ok(());
@@ -590,8 +589,6 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
             self.diagnoses.push(text);
             return Ok(());
         }
-        let nested = self.nested_left > 0;
-        self.nested_left = self.nested_left.saturating_sub(1);
         // A paired buffer is shown by its conversation's line, an IPVS command by its
         // conversation's line too; `--format json` keeps them all.
         let shown_elsewhere = match &e.body {
@@ -602,14 +599,13 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
         if shown_elsewhere {
             return Ok(());
         }
-        let prefix = if nested { "    │ " } else { "" };
+        let prefix = if self.in_span { "    │ " } else { "" };
         let line = format!("{prefix}{}\n", render_event(e));
         self.out
             .write_all(line.as_bytes())
             .map_err(|s| self.io(s))?;
         if let EventBody::Getaddrinfo(c) = &e.body {
-            self.nested_left = c.during;
-            for why in c.why.iter().flat_map(render_why) {
+            for why in c.why.iter().flat_map(|w| render_why(c.resolver, w)) {
                 self.out
                     .write_all(format!("    ≡ {why}\n").as_bytes())
                     .map_err(|s| self.io(s))?;
@@ -618,6 +614,17 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
         if self.flush_each {
             self.out.flush().map_err(|s| self.io(s))?;
         }
+        Ok(())
+    }
+
+    fn begin_span(&mut self, call: &Event) -> Result<(), SinkError> {
+        self.event(call)?;
+        self.in_span = true;
+        Ok(())
+    }
+
+    fn end_span(&mut self) -> Result<(), SinkError> {
+        self.in_span = false;
         Ok(())
     }
 
@@ -671,7 +678,7 @@ mod tests {
 
     #[test]
     fn container_labels() {
-        let mut c = crate::decode::cgroup::ContainerIdentity {
+        let mut c = crate::model::process::ContainerIdentity {
             runtime: "containerd".into(),
             id: "4f3a9c1d2e5b6a7c8d9e".into(),
             pod_uid: Some("1b2c".into()),

@@ -14,8 +14,8 @@
 use std::fmt;
 use std::io::{self, BufReader, Read};
 
-use crate::frame::{Direction, NetlinkFrame};
-use crate::sink::pcap::{
+use crate::model::frame::{Direction, NetlinkFrame};
+use crate::model::nlmon::{
     FrameComment, NlmonHeader, ARPHRD_NETLINK, LINKTYPE_NETLINK, NLMON_HEADER_LEN, PACKET_HOST,
 };
 

@@ -2,6 +2,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::model::facts::MAX_FACTS;
 
 fn message(value: Value) -> NetlinkMessage {
     serde_json::from_value(value).expect("message literal")

@@ -5,6 +5,8 @@ use std::io;
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 use super::*;
+use crate::model::frame::Task;
+use crate::model::nlmon::{PACKET_HOST, PACKET_OUTGOING};
 use crate::source::capture::tests::{fixture, read_all, sample_frames, FIXTURES};
 
 fn hex(s: &str) -> Vec<u8> {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::frame::Task;
+use crate::model::frame::Task;
 use crate::sink::pcap::{FrameSink, NlmonPcapngWriter, NlmonWriter, SectionInfo};
 
 /// The real nlmon captures in `tests/fixtures/nlmon/` and their frame counts.
@@ -361,7 +361,7 @@ fn craft_pcap(
 
 /// The nlmon header + netlink bytes of one frame.
 fn nlmon(packet_type: u16, protocol: u16, netlink: &[u8]) -> Vec<u8> {
-    let mut data = crate::sink::pcap::NlmonHeader::for_frame(None, protocol)
+    let mut data = crate::model::nlmon::NlmonHeader::for_frame(None, protocol)
         .encode()
         .to_vec();
     data[0..2].copy_from_slice(&packet_type.to_be_bytes());

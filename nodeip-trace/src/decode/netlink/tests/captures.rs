@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 
-use crate::decode::netlink::{
-    ipvs_command, DecodedBuffer, MessageBody, NetlinkDecoder, NetlinkMessage,
-};
+use crate::decode::netlink::{ipvs_command, DecodedBuffer, NetlinkDecoder};
 use crate::golden::{decoded_frames_json, DecodedFrame};
+use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 pub(super) const BUSYBOX: &str = "busybox-ip-ipvsadm-getent";
 const IPROUTE2: &str = "iproute2-secondary-ipvs";

@@ -3,7 +3,8 @@
 //! messages ipvsadm really sent in the busybox capture, then decoded.
 use super::captures::{read_nlmon, BUSYBOX};
 use super::{attr, message, nest};
-use crate::decode::netlink::{ipvs_command, IpvsCommand, MessageBody, NetlinkDecoder};
+use crate::decode::netlink::{ipvs_command, NetlinkDecoder};
+use crate::model::netlink::{IpvsCommand, MessageBody};
 
 const IPVS_FAMILY: u16 = 0x20;
 const REQUEST_ACK: u16 = 0x05;

@@ -2,9 +2,8 @@
 //! buffers, a dump split across two reads, errors with extended ack, unknown attributes,
 //! XFRM redaction, other protocols, malformed framing, flag names and protocol names.
 use super::{attr, message, nest};
-use crate::decode::netlink::{
-    protocol_from_name, protocol_name, DecodeError, MessageBody, NetlinkDecoder, NetlinkMessage,
-};
+use crate::decode::netlink::{protocol_from_name, protocol_name, DecodeError, NetlinkDecoder};
+use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 const RTM_NEWLINK: u16 = 16;
 const RTM_NEWADDR: u16 = 20;

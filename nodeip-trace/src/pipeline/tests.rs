@@ -53,15 +53,12 @@ fn frame_from(pid: u32, bytes: Vec<u8>) -> NetlinkFrame {
 
 fn route_devs(out: &[Emitted]) -> Vec<String> {
     out.iter()
-        .filter_map(|e| match e {
-            Emitted::Event(e) => match &e.body {
-                EventBody::Netlink(n) => match &n.messages[0].body {
-                    crate::decode::netlink::MessageBody::Route(r) => r.oif_name.clone(),
-                    _ => None,
-                },
+        .filter_map(|e| match &e.event()?.body {
+            EventBody::Netlink(n) => match &n.messages[0].body {
+                crate::model::netlink::MessageBody::Route(r) => r.oif_name.clone(),
                 _ => None,
             },
-            Emitted::Frame(_) => None,
+            _ => None,
         })
         .collect()
 }

@@ -6,8 +6,11 @@
 //! [`SCHEMA_VERSION`] on any incompatible change.
 use serde::{Deserialize, Serialize};
 
-use crate::decode::netlink::{IpvsCommand, Name, NetlinkMessage};
-use crate::frame::Direction;
+use super::facts::ConversationFacts;
+use super::getaddrinfo::GetaddrinfoCall;
+use super::process::ProcessAttribution;
+use crate::model::frame::Direction;
+use crate::model::netlink::{IpvsCommand, Name, NetlinkMessage};
 
 /// Version of the JSON-lines schema (see docs/events.md).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -32,32 +35,6 @@ pub struct Event {
     /// The kind-specific part; its `kind` tag names it.
     #[serde(flatten)]
     pub body: EventBody,
-}
-
-/// Who made an event.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessAttribution {
-    /// The executable (`/proc/PID/exe`, or the file name exec'd).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exe: Option<String>,
-    /// Parent, grandparent, … (at most four).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ancestors: Vec<Ancestor>,
-    /// The cgroup (v2 path from the kernel's cgroup id, else from `/proc/PID/cgroup`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cgroup: Option<String>,
-    /// The systemd unit or the container, parsed from the cgroup path.
-    #[serde(flatten)]
-    pub identity: crate::decode::cgroup::CgroupIdentity,
-}
-
-/// One ancestor of a process.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ancestor {
-    /// Its pid.
-    pub pid: u32,
-    /// Its name.
-    pub comm: String,
 }
 
 /// Kind-specific event contents.
@@ -115,58 +92,6 @@ pub struct RecordingHeader {
     pub filters: Vec<String>,
     /// Offset `wall - monotonic` in ns, so `ts_ns` values can be converted later.
     pub clock_offset_ns: i64,
-}
-
-/// One `struct addrinfo` result entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AddrinfoResult {
-    /// The address, as text.
-    pub address: String,
-    /// `AF_INET` / `AF_INET6` / number.
-    pub family: String,
-    /// `SOCK_STREAM` / `SOCK_DGRAM` / `SOCK_RAW` / number.
-    pub socktype: String,
-    /// Protocol number (6 = TCP, 17 = UDP).
-    pub protocol: u32,
-    /// Port (host order).
-    pub port: u16,
-}
-
-/// A completed getaddrinfo call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GetaddrinfoCall {
-    /// `node` argument (null when NULL).
-    pub node: Option<String>,
-    /// `service` argument.
-    pub service: Option<String>,
-    /// `hints->ai_family` name (`AF_UNSPEC`, `AF_INET`, `AF_INET6`).
-    pub family: String,
-    /// `hints->ai_socktype` name.
-    pub socktype: String,
-    /// `hints->ai_flags` names (`AI_ADDRCONFIG`, ...).
-    pub flags: Vec<String>,
-    /// Return value name: `0` → `OK`, else `EAI_NONAME`, ...
-    pub ret: String,
-    /// Raw return value.
-    pub ret_code: i32,
-    /// Distinct addresses in the order first returned.
-    pub addresses: Vec<String>,
-    /// Every result entry in returned order.
-    pub results: Vec<AddrinfoResult>,
-    /// More results existed than were captured.
-    pub results_truncated: bool,
-    /// Entry time (same clock as `ts_ns`).
-    pub start_ns: u64,
-    /// Duration of the call.
-    pub duration_ns: u64,
-    /// How many of the events that follow this one happened on this thread during the call
-    /// (the netlink dumps and route lookups libc made for it).
-    #[serde(default)]
-    pub during: u32,
-    /// Why the order is what it is: glibc's RFC 6724 sort replayed on the inputs glibc had
-    /// inside this call (absent when there was nothing to sort, or glibc did not sort).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<crate::explain::getaddrinfo_why::GetaddrinfoWhy>,
 }
 
 /// One netlink send/receive buffer, decoded.
@@ -262,92 +187,6 @@ pub struct ConversationError {
     /// Extended-ack message, when the kernel gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extack: Option<String>,
-}
-
-/// The facts in a conversation's replies (capped; see `omitted`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ConversationFacts {
-    /// Addresses answered (`RTM_NEWADDR`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub addresses: Vec<AddressFact>,
-    /// Routes answered (`RTM_NEWROUTE`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub routes: Vec<RouteFact>,
-    /// Links answered (`RTM_NEWLINK`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub links: Vec<LinkFact>,
-    /// Generic netlink families answered (nlctrl `NEWFAMILY`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub families: Vec<FamilyFact>,
-    /// IPVS services/destinations/info answered.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ipvs: Vec<IpvsCommand>,
-    /// Facts beyond the cap, counted only.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub omitted: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// One address in an address dump.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AddressFact {
-    /// Interface name (or index when unknown).
-    pub ifname: String,
-    /// The address (`IFA_LOCAL`, else `IFA_ADDRESS`).
-    pub address: String,
-    /// Prefix length.
-    pub prefix_len: u8,
-    /// `IFA_F_SECONDARY`: never the kernel's source choice on this prefix.
-    pub secondary: bool,
-    /// Label, when it differs from the interface name (`eth0:1`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-}
-
-/// One route in an answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteFact {
-    /// Table name.
-    pub table: Name,
-    /// Route type (`local`, `unicast`, ...).
-    #[serde(rename = "type")]
-    pub route_type: Name,
-    /// `dst/len`, or `default`.
-    pub dst: String,
-    /// Output interface.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dev: Option<String>,
-    /// Preferred source (`src`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src: Option<String>,
-    /// Gateway (`via`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<String>,
-}
-
-/// One link in an answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkFact {
-    /// Interface index.
-    pub index: u32,
-    /// Name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ifname: Option<String>,
-    /// `IFLA_INFO_KIND` (`veth`, `dummy`, `kube-ipvs0`'s `dummy`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-}
-
-/// A generic netlink family the kernel named.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FamilyFact {
-    /// Family name (`IPVS`).
-    pub name: String,
-    /// Family id (the `nlmsg_type` its messages use).
-    pub id: u16,
 }
 
 /// A kernel FIB lookup.

@@ -1,5 +1,5 @@
-//! Why one traced getaddrinfo call returned its addresses in that order: glibc's RFC 6724 sort
-//! ([`rfc6724`]) fed with exactly what glibc fed it inside that call.
+//! Why one traced glibc getaddrinfo call returned its addresses in that order: glibc's RFC 6724
+//! sort ([`rfc6724`]) fed with exactly what glibc fed it inside that call.
 //!
 //! glibc's `rfc3484_sort` inputs, and where a trace sees them:
 //! - the order before sorting (the resolver's: hosts-file or DNS answer order): glibc
@@ -15,63 +15,11 @@
 //! decided each adjacent pair of the returned order, and whether prediction and reality agree.
 use std::net::IpAddr;
 
-use serde::{Deserialize, Serialize};
-
-use super::gai_conf::GaiConf;
-use super::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
-use crate::decode::addrinfo::GaiSocketOp;
-use crate::decode::netlink::{MessageBody, NetlinkMessage};
-
-/// One candidate as glibc's sort saw it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CandidateWhy {
-    /// The destination address.
-    pub address: String,
-    /// The source the kernel chose (`getsockname`); null when `connect()` failed (unusable).
-    pub source: Option<String>,
-    /// The source's prefix length from glibc's address dump; null when no row matched.
-    pub prefix_len: Option<u8>,
-    /// The source's interface index from that row (rule 7), and whether it is native (not a
-    /// tunnel); null when no row matched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interface: Option<(u32, bool)>,
-}
-
-/// Why one adjacent pair of the returned order is in that order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PairWhy {
-    /// The address that came first.
-    pub first: String,
-    /// The address right after it.
-    pub second: String,
-    /// RFC 6724 rule (1..=10) that decided.
-    pub rule: u8,
-    /// The rule's short name.
-    pub rule_name: String,
-    /// The numbers behind it.
-    pub detail: String,
-    /// False when the rule prefers `second` (see [`rfc6724::PairDecision::agrees`]).
-    pub agrees: bool,
-}
-
-/// The `why` of a getaddrinfo event.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GetaddrinfoWhy {
-    /// The order before sorting (the resolver's order), from glibc's `connect()` calls.
-    pub resolver_order: Vec<String>,
-    /// The order glibc's rules give for these inputs.
-    pub predicted: Vec<String>,
-    /// `predicted` equals the returned order. False means a bug in nodeip-trace or a glibc
-    /// whose sort it does not model.
-    pub matches: bool,
-    /// The rule deciding each adjacent pair of the returned order.
-    pub pairs: Vec<PairWhy>,
-    /// The candidates in resolver order.
-    pub candidates: Vec<CandidateWhy>,
-    /// What limits the explanation (e.g. no address dump seen), when anything does.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
+use super::ResolverSort;
+use crate::explain::gai_conf::GaiConf;
+use crate::explain::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
+use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// One row of glibc's `in6ai` list (`__check_pf`'s RTM_GETADDR dump).
 struct In6aiRow {
@@ -100,7 +48,7 @@ const IFA_F_DEPRECATED: u32 = 0x20;
 const NOT_NATIVE_LINK_TYPES: [u16; 3] = [768, 769, 776];
 
 impl In6ai {
-    fn from_dump(dump: &[NetlinkMessage]) -> Self {
+    fn from_dump(dump: &[&NetlinkMessage]) -> Self {
         let mut view = In6ai {
             rows: Vec::new(),
             seen_ipv6: false,
@@ -225,7 +173,7 @@ fn connected_candidates(ops: &[GaiSocketOp], returned: &[IpAddr]) -> Vec<(IpAddr
 pub fn explain_call(
     returned: &[IpAddr],
     ops: &[GaiSocketOp],
-    dump: &[NetlinkMessage],
+    dump: &[&NetlinkMessage],
     conf: &GaiConf,
 ) -> Option<GetaddrinfoWhy> {
     let mut distinct: Vec<IpAddr> = Vec::new();
@@ -334,6 +282,38 @@ pub fn explain_call(
     })
 }
 
+/// glibc's sort, as the [`ResolverSort`] of glibc's getaddrinfo calls.
+pub struct GlibcSort;
+
+impl ResolverSort for GlibcSort {
+    fn explain(&self, span: &ResolverSpan) -> Option<GetaddrinfoWhy> {
+        let returned: Vec<IpAddr> = span
+            .call
+            .results
+            .iter()
+            .filter_map(|r| r.address.parse().ok())
+            .collect();
+        let replies: Vec<&NetlinkMessage> = span.replies().collect();
+        // What glibc itself read wins; else the file as seen through /proc when the call began.
+        let (conf, note) = match (&span.gai_conf.read_by_resolver, &span.gai_conf.at_start) {
+            (Some(text), _) => (
+                GaiConf::parse_like_glibc(&String::from_utf8_lossy(text)).0,
+                None,
+            ),
+            (None, Some(seen)) => (
+                seen.text
+                    .as_deref()
+                    .map_or_else(GaiConf::default, |t| GaiConf::parse_like_glibc(t).0),
+                seen.note.clone(),
+            ),
+            (None, None) => (GaiConf::default(), None),
+        };
+        let mut why = explain_call(&returned, &span.socket_ops, &replies, &conf)?;
+        why.notes.extend(note);
+        Some(why)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,7 +382,13 @@ mod tests {
             name(3, "172.18.45.20"),
         ];
         let messages = dump(&[("172.18.45.20", 27, false), ("172.18.45.6", 27, true)]);
-        let why = explain_call(&returned, &ops, &messages, &GaiConf::default()).unwrap();
+        let why = explain_call(
+            &returned,
+            &ops,
+            &messages.iter().collect::<Vec<_>>(),
+            &GaiConf::default(),
+        )
+        .unwrap();
         assert_eq!(why.resolver_order, ["172.18.45.6", "172.18.45.20"]);
         assert_eq!(why.predicted, ["172.18.45.20", "172.18.45.6"]);
         assert!(why.matches);

@@ -1,0 +1,173 @@
+//! What a conversation's replies say, summarised as facts a person looks for: addresses with
+//! primary/secondary, routes with table/type/dev/src, links, generic netlink family ids, IPVS
+//! objects — capped, so a million-route dump stays one small event.
+use serde::{Deserialize, Serialize};
+
+use super::netlink::{IpvsCommand, MessageBody, Name, NetlinkMessage};
+
+/// Facts kept per conversation; beyond this they are only counted (`omitted`).
+pub const MAX_FACTS: usize = 256;
+
+/// The facts in a conversation's replies (capped; see `omitted`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationFacts {
+    /// Addresses answered (`RTM_NEWADDR`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<AddressFact>,
+    /// Routes answered (`RTM_NEWROUTE`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteFact>,
+    /// Links answered (`RTM_NEWLINK`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkFact>,
+    /// Generic netlink families answered (nlctrl `NEWFAMILY`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<FamilyFact>,
+    /// IPVS services/destinations/info answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipvs: Vec<IpvsCommand>,
+    /// Facts beyond the cap, counted only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One address in an address dump.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressFact {
+    /// Interface name (or index when unknown).
+    pub ifname: String,
+    /// The address (`IFA_LOCAL`, else `IFA_ADDRESS`).
+    pub address: String,
+    /// Prefix length.
+    pub prefix_len: u8,
+    /// `IFA_F_SECONDARY`: never the kernel's source choice on this prefix.
+    pub secondary: bool,
+    /// Label, when it differs from the interface name (`eth0:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// One route in an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteFact {
+    /// Table name.
+    pub table: Name,
+    /// Route type (`local`, `unicast`, ...).
+    #[serde(rename = "type")]
+    pub route_type: Name,
+    /// `dst/len`, or `default`.
+    pub dst: String,
+    /// Output interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
+    /// Preferred source (`src`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Gateway (`via`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+}
+
+/// One link in an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkFact {
+    /// Interface index.
+    pub index: u32,
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// `IFLA_INFO_KIND` (`veth`, `dummy`, `kube-ipvs0`'s `dummy`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// A generic netlink family the kernel named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyFact {
+    /// Family name (`IPVS`).
+    pub name: String,
+    /// Family id (the `nlmsg_type` its messages use).
+    pub id: u16,
+}
+
+impl ConversationFacts {
+    /// Adds what one message says (an address, route, link, generic netlink family or IPVS
+    /// object); beyond [`MAX_FACTS`] facts it is only counted in `omitted`.
+    pub fn add(&mut self, m: &NetlinkMessage) {
+        let facts = self;
+        let room = facts.addresses.len()
+            + facts.routes.len()
+            + facts.links.len()
+            + facts.families.len()
+            + facts.ipvs.len()
+            < MAX_FACTS;
+        let counted = match &m.body {
+            MessageBody::Address(a) => {
+                if room {
+                    facts.addresses.push(AddressFact {
+                        ifname: a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
+                        address: a
+                            .local
+                            .clone()
+                            .or_else(|| a.address.clone())
+                            .unwrap_or_default(),
+                        prefix_len: a.prefix_len,
+                        secondary: a.secondary,
+                        label: a.label.clone().filter(|l| Some(l) != a.ifname.as_ref()),
+                    });
+                }
+                true
+            }
+            MessageBody::Route(r) => {
+                if room {
+                    facts.routes.push(RouteFact {
+                        table: r.table.clone(),
+                        route_type: r.route_type.clone(),
+                        dst: r
+                            .dst
+                            .as_ref()
+                            .map(|d| format!("{d}/{}", r.dst_len))
+                            .unwrap_or_else(|| "default".into()),
+                        dev: r.oif_name.clone().or_else(|| r.oif.map(|i| i.to_string())),
+                        src: r.prefsrc.clone(),
+                        gateway: r.gateway.clone(),
+                    });
+                }
+                true
+            }
+            MessageBody::Link(l) => {
+                if room {
+                    facts.links.push(LinkFact {
+                        index: l.index,
+                        ifname: l.ifname.clone(),
+                        kind: l.info_kind.clone(),
+                    });
+                }
+                true
+            }
+            MessageBody::Nlctrl(n) => {
+                if let (true, Some(name), Some(id)) = (room, &n.family_name, n.family_id) {
+                    facts.families.push(FamilyFact {
+                        name: name.clone(),
+                        id,
+                    });
+                }
+                true
+            }
+            MessageBody::Ipvs(command) => {
+                if room {
+                    facts.ipvs.push(command.as_ref().clone());
+                }
+                true
+            }
+            _ => false,
+        };
+        if counted && !room {
+            facts.omitted += 1;
+        }
+    }
+}

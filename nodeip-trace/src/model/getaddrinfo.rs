@@ -1,0 +1,223 @@
+//! A resolver call (getaddrinfo) as the trace saw it, the socket operations the resolver made
+//! inside it to sort its answer, and the `why` of the order it returned: the resolver's own sort
+//! replayed, with the rule that decided each adjacent pair.
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::emitted::Emitted;
+use super::event::EventBody;
+use super::frame::Direction;
+use super::netlink::NetlinkMessage;
+use super::ports::GaiConfText;
+
+/// One candidate as glibc's sort saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateWhy {
+    /// The destination address.
+    pub address: String,
+    /// The source the kernel chose (`getsockname`); null when `connect()` failed (unusable).
+    pub source: Option<String>,
+    /// The source's prefix length from glibc's address dump; null when no row matched.
+    pub prefix_len: Option<u8>,
+    /// The source's interface index from that row (rule 7), and whether it is native (not a
+    /// tunnel); null when no row matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<(u32, bool)>,
+}
+
+/// Why one adjacent pair of the returned order is in that order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairWhy {
+    /// The address that came first.
+    pub first: String,
+    /// The address right after it.
+    pub second: String,
+    /// RFC 6724 rule (1..=10) that decided.
+    pub rule: u8,
+    /// The rule's short name.
+    pub rule_name: String,
+    /// The numbers behind it.
+    pub detail: String,
+    /// False when the rule prefers `second` (see [`rfc6724::PairDecision::agrees`]).
+    pub agrees: bool,
+}
+
+/// The `why` of a getaddrinfo event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetaddrinfoWhy {
+    /// The order before sorting (the resolver's order), from glibc's `connect()` calls.
+    pub resolver_order: Vec<String>,
+    /// The order glibc's rules give for these inputs.
+    pub predicted: Vec<String>,
+    /// `predicted` equals the returned order. False means a bug in nodeip-trace or a glibc
+    /// whose sort it does not model.
+    pub matches: bool,
+    /// The rule deciding each adjacent pair of the returned order.
+    pub pairs: Vec<PairWhy>,
+    /// The candidates in resolver order.
+    pub candidates: Vec<CandidateWhy>,
+    /// What limits the explanation (e.g. no address dump seen), when anything does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// A socket call glibc made inside getaddrinfo to sort its results (see [`decode_gai_socket`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaiSocketOp {
+    /// `connect` (true) or `getsockname` (false).
+    pub connect: bool,
+    /// The call's return value: 0, or -errno.
+    pub ret: i32,
+    /// File descriptor.
+    pub fd: i32,
+    /// The destination (connect) or the bound source (getsockname); `None` for `AF_UNSPEC`,
+    /// other families or an unreadable address.
+    pub addr: Option<IpAddr>,
+}
+
+/// One `struct addrinfo` result entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddrinfoResult {
+    /// The address, as text.
+    pub address: String,
+    /// `AF_INET` / `AF_INET6` / number.
+    pub family: String,
+    /// `SOCK_STREAM` / `SOCK_DGRAM` / `SOCK_RAW` / number.
+    pub socktype: String,
+    /// Protocol number (6 = TCP, 17 = UDP).
+    pub protocol: u32,
+    /// Port (host order).
+    pub port: u16,
+}
+
+/// A completed getaddrinfo call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GetaddrinfoCall {
+    /// `node` argument (null when NULL).
+    pub node: Option<String>,
+    /// `service` argument.
+    pub service: Option<String>,
+    /// `hints->ai_family` name (`AF_UNSPEC`, `AF_INET`, `AF_INET6`).
+    pub family: String,
+    /// `hints->ai_socktype` name.
+    pub socktype: String,
+    /// `hints->ai_flags` names (`AI_ADDRCONFIG`, ...).
+    pub flags: Vec<String>,
+    /// Return value name: `0` → `OK`, else `EAI_NONAME`, ...
+    pub ret: String,
+    /// Raw return value.
+    pub ret_code: i32,
+    /// Distinct addresses in the order first returned.
+    pub addresses: Vec<String>,
+    /// Every result entry in returned order.
+    pub results: Vec<AddrinfoResult>,
+    /// More results existed than were captured.
+    pub results_truncated: bool,
+    /// Entry time (same clock as `ts_ns`).
+    pub start_ns: u64,
+    /// Duration of the call.
+    pub duration_ns: u64,
+    /// How many of the events that follow this one happened on this thread during the call
+    /// (the netlink dumps and route lookups libc made for it).
+    #[serde(default)]
+    pub during: u32,
+    /// Which resolver made the call (absent: glibc).
+    #[serde(default, skip_serializing_if = "ResolverKind::is_glibc")]
+    pub resolver: ResolverKind,
+    /// Why the order is what it is: glibc's RFC 6724 sort replayed on the inputs glibc had
+    /// inside this call (absent when there was nothing to sort, or glibc did not sort).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<Box<GetaddrinfoWhy>>,
+}
+
+/// The resolver configuration a call's explanation uses, as the trace saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GaiConfSeen {
+    /// `/etc/gai.conf` as the resolver itself read it during the trace (wins when present).
+    pub read_by_resolver: Option<Vec<u8>>,
+    /// The file as the live side read it when the call began (through `/proc/PID/root`).
+    pub at_start: Option<GaiConfText>,
+}
+
+/// A resolver call with what its thread did inside it: what flows from correlate to explain.
+#[derive(Clone, Debug)]
+pub struct ResolverSpan {
+    /// The call, as decoded (its `why` not yet filled).
+    pub call: GetaddrinfoCall,
+    /// Frames and events of the thread between the call's entry and return, in order.
+    pub inside: Vec<Emitted>,
+    /// The resolver's `connect`/`getsockname` calls for its sort, in order.
+    pub socket_ops: Vec<GaiSocketOp>,
+    /// Its configuration.
+    pub gai_conf: GaiConfSeen,
+}
+
+impl ResolverSpan {
+    /// Every netlink message received inside the call (the resolver's own dumps), in order.
+    pub fn replies(&self) -> impl Iterator<Item = &NetlinkMessage> {
+        self.inside
+            .iter()
+            .filter_map(|e| match e.event().map(|ev| &ev.body) {
+                Some(EventBody::Netlink(n)) if n.direction == Direction::Recv => Some(&n.messages),
+                _ => None,
+            })
+            .flatten()
+    }
+
+    /// Events (not frames) held inside the call.
+    pub fn events_inside(&self) -> usize {
+        self.inside.iter().filter(|e| e.event().is_some()).count()
+    }
+}
+
+/// Which resolver made a call: the libc whose `getaddrinfo` the probe hooked (the uprobe's attach
+/// cookie says which), later Go's own resolver. Wording that names a resolver comes from here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolverKind {
+    /// glibc's `getaddrinfo` (its `rfc3484_sort`, `/etc/gai.conf`).
+    #[default]
+    Glibc,
+    /// Not told by the probe (kernels before 5.15 have no attach cookies).
+    Unknown,
+}
+
+impl ResolverKind {
+    /// The kind a getaddrinfo record's `resolver` field names (`nodeip_trace_common::RESOLVER_*`).
+    pub fn from_record(code: u32) -> Self {
+        match code {
+            1 => ResolverKind::Glibc,
+            _ => ResolverKind::Unknown,
+        }
+    }
+
+    /// Whether this is glibc (not written in JSON, so recordings from before resolvers were told
+    /// apart read back the same).
+    pub fn is_glibc(&self) -> bool {
+        *self == ResolverKind::Glibc
+    }
+
+    /// The resolver's name: "glibc".
+    pub fn name(&self) -> &'static str {
+        match self {
+            ResolverKind::Glibc | ResolverKind::Unknown => "glibc",
+        }
+    }
+
+    /// The resolver's sort as a person names it: "glibc's RFC 6724 sort".
+    pub fn sort_name(&self) -> &'static str {
+        match self {
+            ResolverKind::Glibc | ResolverKind::Unknown => "glibc's RFC 6724 sort",
+        }
+    }
+
+    /// How to make this resolver prefer another address (for diagnoses).
+    pub fn reorder_remedy(&self) -> &'static str {
+        match self {
+            ResolverKind::Glibc | ResolverKind::Unknown => {
+                "list only the wanted address for the name, or give it a higher precedence in /etc/gai.conf"
+            }
+        }
+    }
+}

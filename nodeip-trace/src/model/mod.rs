@@ -1,0 +1,19 @@
+//! model: the floor every stage stands on and that stands on nothing above it — the timeline
+//! [`event::Event`], what flows between stages ([`emitted::Emitted`], [`frame::NetlinkFrame`]),
+//! the decoded netlink message ([`netlink`]), who made an event ([`process`]), the getaddrinfo
+//! call and its `why` ([`getaddrinfo`]), the facts a conversation's replies carry ([`facts`]),
+//! the nlmon framing a capture is read and written in ([`nlmon`]), the ports live tracing plugs
+//! into ([`ports`]), and kernel time → wall clock ([`clock`]).
+//!
+//! Types only, and the pure functions that belong to them: no I/O, no decoding of bytes
+//! (except the 16-byte nlmon header), no policy.
+pub mod clock;
+pub mod emitted;
+pub mod event;
+pub mod facts;
+pub mod frame;
+pub mod getaddrinfo;
+pub mod netlink;
+pub mod nlmon;
+pub mod ports;
+pub mod process;

@@ -1,0 +1,139 @@
+//! The decoded netlink message: header, body by kind, and the object bodies of each family
+//! (rtnetlink, generic netlink's controller, IPVS). What `decode::netlink` produces and every
+//! later stage reads; no decoding logic here.
+pub mod attributes;
+pub mod genl;
+pub mod ipvs;
+pub mod rtnetlink;
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+pub use attributes::{Hex, RawAttribute};
+pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody};
+pub use ipvs::{IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
+pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
+
+/// A name that is usually one of the decoder's tables (`RTM_GETROUTE`, `REQUEST`, `inet`),
+/// borrowed from them instead of allocated per message; computed names (`RTM_250`) are owned.
+/// Serializes as a plain string.
+pub type Name = Cow<'static, str>;
+
+/// The decoded `struct nlmsghdr`, with names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageHeader {
+    /// Type name: `RTM_GETROUTE`, `NLMSG_ERROR`, `nlctrl CTRL_CMD_GETFAMILY`,
+    /// `IPVS_CMD_NEW_SERVICE`, ...
+    #[serde(rename = "type")]
+    pub type_name: Name,
+    /// `nlmsg_type` as sent (a genl family id for generic netlink).
+    pub type_id: u16,
+    /// Names of the `NLM_F_*` flags set (`REQUEST`, `DUMP`, `ACK`, `MULTI`, ...); the bits from
+    /// 0x100 up are read as GET, NEW, DELETE or ACK flags depending on the message.
+    pub flags: Vec<Name>,
+    /// `nlmsg_flags` as sent.
+    pub flags_raw: u16,
+    /// `nlmsg_seq`.
+    pub seq: u32,
+    /// `nlmsg_pid`: the sender's port id in requests (0 = to the kernel), the receiver's in replies.
+    pub pid: u32,
+    /// `nlmsg_len`.
+    pub len: u32,
+}
+
+/// One decoded netlink message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetlinkMessage {
+    /// The header.
+    #[serde(flatten)]
+    pub header: MessageHeader,
+    /// The decoded body.
+    pub body: MessageBody,
+    /// What could not be decoded in this message, when anything (also in [`DecodedBuffer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A message body, by kind. Object bodies are boxed to keep the enum small.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MessageBody {
+    /// No body (`NLMSG_NOOP`, `NLMSG_OVERRUN`).
+    Empty,
+    /// `NLMSG_ERROR`: an error or an ACK.
+    Error(ErrorBody),
+    /// `NLMSG_DONE`: end of a dump.
+    Done(DoneBody),
+    /// `RTM_{NEW,DEL,GET,SET}LINK`.
+    Link(Box<LinkBody>),
+    /// `RTM_{NEW,DEL,GET}ADDR`.
+    Address(Box<AddressBody>),
+    /// `RTM_{NEW,DEL,GET}ROUTE`.
+    Route(Box<RouteBody>),
+    /// `RTM_{NEW,DEL,GET}NEIGH`.
+    Neighbour(Box<NeighbourBody>),
+    /// `RTM_{NEW,DEL,GET}RULE`.
+    Rule(Box<RuleBody>),
+    /// Generic netlink controller (family id 0x10).
+    Nlctrl(Box<NlctrlBody>),
+    /// The IPVS generic netlink family.
+    Ipvs(Box<IpvsCommand>),
+    /// Another generic netlink family: header decoded, payload raw.
+    Genl(Box<GenlBody>),
+    /// A body deliberately not decoded (`NETLINK_XFRM`: keys).
+    Redacted(RedactedBody),
+    /// A body this decoder does not interpret.
+    Raw(RawBody),
+}
+
+/// `NLMSG_ERROR`: `error` 0 is an ACK.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error as the kernel sends it: 0 or a negative errno.
+    pub error: i32,
+    /// `ACK` for 0, else the errno name (`ENODEV`).
+    pub errno: Name,
+    /// The `strerror` text (`No such device`).
+    pub text: Name,
+    /// The echoed request header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<MessageHeader>,
+    /// Extended ack: the kernel's message (`NLMSGERR_ATTR_MSG`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack_msg: Option<String>,
+    /// Extended ack: offset of the offending attribute in the request (`NLMSGERR_ATTR_OFFS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack_offset: Option<u32>,
+    /// Other extended-ack attributes (cookie, policy, missing type), raw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extack_attributes: Vec<RawAttribute>,
+}
+
+/// `NLMSG_DONE`: the dump's final status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoneBody {
+    /// The status (0, or a negative errno when the dump failed), when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<i32>,
+    /// The errno name when the status is non-zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<Name>,
+    /// Extended ack message, when the kernel added one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extack_msg: Option<String>,
+}
+
+/// A body that is never decoded; only its size is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactedBody {
+    /// Body length in bytes.
+    pub payload_len: usize,
+}
+
+/// A body kept as hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawBody {
+    /// The body in hex.
+    pub hex: Hex,
+}

@@ -1,0 +1,410 @@
+//! pipeline: the driver — assemble → decode → correlate → explain, in that order, for live kernel
+//! records and for frames read from captures. Each stage is its own module and knows nothing of
+//! the others; this one wires them: chunks are reassembled (`correlate::chunks`), decoded with
+//! the interface names of the process's network namespace (`decode`), paired and held in
+//! resolver spans (`correlate`), each returned call is explained from its span and every event
+//! is shown to the diagnoser (`explain`). What comes out ([`Emitted`]) goes to the sinks.
+use std::collections::{BTreeMap, HashMap};
+
+use crate::correlate::chunks::ChunkAssembler;
+use crate::correlate::conversations::{BufferRef, CompletedConversation, ConversationTracker};
+use crate::correlate::spans::SpanTracker;
+use crate::decode::addrinfo::{decode_gai_socket, decode_getaddrinfo};
+use crate::decode::kernel_handler::decode_kernel_handler;
+use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
+use crate::decode::record::{c_string, KernelRecord};
+use crate::decode::route_lookup::RouteLookupDecoder;
+use crate::explain::diagnose::Diagnoser;
+use crate::explain::resolver::explain_span;
+use crate::model::clock::WallClock;
+use crate::model::emitted::Emitted;
+use crate::model::event::{
+    ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
+};
+use crate::model::frame::{Direction, NetlinkFrame, Task};
+use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
+use crate::model::process::ProcessAttribution;
+
+/// Processes whose namespace is remembered at most; beyond, the memory starts over.
+const MAX_REMEMBERED_PIDS: usize = 16384;
+
+/// Interface name tables per network namespace, and which namespace each process is in.
+#[derive(Default)]
+struct NamespaceNames {
+    netns_by_pid: HashMap<u32, u64>,
+    names_by_netns: HashMap<u64, BTreeMap<u32, String>>,
+}
+
+/// Turns kernel records (live) or frames (offline) into timeline events.
+pub struct Pipeline {
+    clock: WallClock,
+    chunks: ChunkAssembler,
+    netlink: NetlinkDecoder,
+    routes: RouteLookupDecoder,
+    spans: SpanTracker,
+    conversations: ConversationTracker,
+    directory: Option<Box<dyn InterfaceDirectory>>,
+    namespaces: NamespaceNames,
+    resolver_config: Option<Box<dyn ResolverConfig>>,
+    diagnoser: Diagnoser,
+    processes: Option<Box<dyn ProcessDirectory>>,
+    /// The cgroup id each process's records carried last.
+    cgroup_by_pid: HashMap<u32, u64>,
+}
+
+fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
+    Task {
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        comm: c_string(comm),
+    }
+}
+
+impl Pipeline {
+    /// A pipeline converting kernel time with `clock`.
+    pub fn new(clock: WallClock, routes: RouteLookupDecoder) -> Self {
+        Self {
+            clock,
+            chunks: ChunkAssembler::default(),
+            netlink: NetlinkDecoder::new(),
+            routes,
+            spans: SpanTracker::default(),
+            conversations: ConversationTracker::new(),
+            directory: None,
+            namespaces: NamespaceNames::default(),
+            resolver_config: None,
+            diagnoser: Diagnoser::new(),
+            processes: None,
+            cgroup_by_pid: HashMap::new(),
+        }
+    }
+
+    /// Attributes every event to its process with `directory` (live tracing).
+    pub fn with_process_directory(mut self, directory: Box<dyn ProcessDirectory>) -> Self {
+        self.processes = Some(directory);
+        self
+    }
+
+    /// Reads each process's gai.conf from `config` to explain getaddrinfo orders (without one,
+    /// glibc's default tables are assumed).
+    pub fn with_resolver_config(mut self, config: Box<dyn ResolverConfig>) -> Self {
+        self.resolver_config = Some(config);
+        self
+    }
+
+    /// Names interfaces per network namespace from `directory` (live tracing); without one, a
+    /// single table learned from `RTM_NEWLINK` messages serves all (captures).
+    pub fn with_interface_directory(mut self, directory: Box<dyn InterfaceDirectory>) -> Self {
+        self.directory = Some(directory);
+        self
+    }
+
+    /// The namespace of `pid` (as the kernel last reported it, else looked up), with its name
+    /// table loaded on first sight of the namespace.
+    fn netns_for(&mut self, pid: u32) -> Option<u64> {
+        let directory = self.directory.as_mut().filter(|_| pid != 0)?;
+        let known = &mut self.namespaces;
+        let ns = match known.netns_by_pid.get(&pid) {
+            Some(ns) => *ns,
+            None => {
+                let ns = directory.netns_of(pid)?;
+                if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
+                    known.netns_by_pid.clear();
+                }
+                known.netns_by_pid.insert(pid, ns);
+                ns
+            }
+        };
+        known
+            .names_by_netns
+            .entry(ns)
+            .or_insert_with(|| directory.interfaces_in(ns, pid));
+        Some(ns)
+    }
+
+    /// Decodes a buffer with the interface names of its process's namespace.
+    fn decode_frame(&mut self, frame: &NetlinkFrame) -> crate::decode::netlink::DecodedBuffer {
+        let pid = frame.task.as_ref().map_or(0, |t| t.pid);
+        self.decode_for(pid, frame.protocol, &frame.bytes)
+    }
+
+    /// Decodes netlink bytes of `pid` with the interface names of its namespace.
+    fn decode_for(
+        &mut self,
+        pid: u32,
+        protocol: u16,
+        bytes: &[u8],
+    ) -> crate::decode::netlink::DecodedBuffer {
+        let Some(ns) = self.netns_for(pid) else {
+            return self.netlink.decode(protocol, bytes);
+        };
+        let names = self.namespaces.names_by_netns.entry(ns).or_default();
+        self.netlink.swap_interfaces(names);
+        let decoded = self.netlink.decode(protocol, bytes);
+        self.netlink.swap_interfaces(names);
+        decoded
+    }
+
+    /// The netlink decoder (to teach it family ids and interface names).
+    pub fn netlink_decoder(&mut self) -> &mut NetlinkDecoder {
+        &mut self.netlink
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> WallClock {
+        self.clock
+    }
+
+    /// Who `pid` is, when a process directory is set (live tracing).
+    pub fn attribution_of(&mut self, pid: u32) -> Option<std::sync::Arc<ProcessAttribution>> {
+        let cgroup_id = self.cgroup_by_pid.get(&pid).copied().unwrap_or(0);
+        self.processes.as_mut()?.attribute(pid, cgroup_id)
+    }
+
+    fn event(&mut self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
+        let process = if task.pid == 0 {
+            None
+        } else {
+            self.attribution_of(task.pid)
+        };
+        Event {
+            process,
+            ts: self.clock.rfc3339(ts_ns),
+            ts_ns,
+            pid: task.pid,
+            tid: task.tid,
+            comm: task.comm.clone(),
+            body,
+        }
+    }
+
+    /// Lets the diagnoser see an event; the diagnoses it proves go straight out.
+    fn observe(&mut self, item: &Emitted, out: &mut Vec<Emitted>) {
+        if let Some(e) = item.event() {
+            for d in self.diagnoser.observe(e) {
+                out.push(Emitted::Event(Box::new(d)));
+            }
+        }
+    }
+
+    /// Routes an output through an open span of its thread, or straight out.
+    fn emit(&mut self, tid: u32, item: Emitted, out: &mut Vec<Emitted>) {
+        self.observe(&item, out);
+        out.extend(self.spans.hold(tid, item));
+    }
+
+    /// Handles one live kernel record.
+    pub fn on_kernel_record(&mut self, rec: KernelRecord, out: &mut Vec<Emitted>) {
+        let h = rec.header();
+        if h.cgroup_id != 0 {
+            if self.cgroup_by_pid.len() >= MAX_REMEMBERED_PIDS {
+                self.cgroup_by_pid.clear();
+            }
+            self.cgroup_by_pid
+                .insert((h.pid_tgid >> 32) as u32, h.cgroup_id);
+        }
+        match rec {
+            KernelRecord::GetaddrinfoEntry(h) => {
+                let gai_conf = self
+                    .resolver_config
+                    .as_mut()
+                    .map(|c| c.gai_conf((h.pid_tgid >> 32) as u32));
+                if let Some(stale) = self.spans.open(h.pid_tgid as u32, gai_conf) {
+                    out.extend(stale);
+                }
+            }
+            KernelRecord::GaiSocket(r) => {
+                self.spans
+                    .socket_op(r.header.pid_tgid as u32, decode_gai_socket(&r));
+            }
+            KernelRecord::GaiConf(r) => {
+                let len = (r.len as usize).min(r.data.len());
+                self.spans.gai_conf_read(
+                    (r.header.pid_tgid >> 32) as u32,
+                    &r.data[..len],
+                    i64::from(r.ret),
+                );
+            }
+            KernelRecord::Getaddrinfo(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let call = decode_getaddrinfo(&r);
+                let config = &mut self.resolver_config;
+                let mut span = self.spans.close(task.pid, task.tid, call, || {
+                    config.as_mut().map(|c| c.gai_conf(task.pid))
+                });
+                span.call.why = explain_span(&span).map(Box::new);
+                span.call.during = span.events_inside() as u32;
+                let (call, held) = (span.call, span.inside);
+                let ev = Emitted::SpanBegin(Box::new(self.event(
+                    r.header.ts_ns,
+                    &task,
+                    EventBody::Getaddrinfo(call),
+                )));
+                let mut diagnoses = Vec::new();
+                self.observe(&ev, &mut diagnoses);
+                out.push(ev);
+                out.extend(held);
+                out.push(Emitted::SpanEnd);
+                out.extend(diagnoses);
+            }
+            KernelRecord::NetlinkChunk(h, payload) => {
+                // The kernel says which namespace the call ran in (a process may switch, as
+                // `ip -n` does); this beats looking the process up later, when it may be gone.
+                if h.header.netns != 0 {
+                    let pid = (h.header.pid_tgid >> 32) as u32;
+                    let known = &mut self.namespaces.netns_by_pid;
+                    if known.len() >= MAX_REMEMBERED_PIDS {
+                        known.clear();
+                    }
+                    known.insert(pid, u64::from(h.header.netns));
+                }
+                if let Some(frame) = self.chunks.push(&h, &payload, &self.clock) {
+                    self.on_frame(frame, out);
+                }
+            }
+            KernelRecord::Fib4Lookup(r) | KernelRecord::Fib6Lookup(r) => {
+                let lookup = if r.header.kind == nodeip_trace_common::KIND_FIB6_LOOKUP {
+                    self.routes.decode_v6(&r.raw)
+                } else {
+                    self.routes.decode_v4(&r.raw)
+                };
+                self.on_route_lookup(&r.header, lookup, out);
+            }
+            KernelRecord::RouteLookup(r) => {
+                let lookup = crate::decode::route_lookup::decode_record(&r);
+                self.on_route_lookup(&r.header, lookup, out);
+            }
+            KernelRecord::Extack(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let ev = self.event(
+                    r.header.ts_ns,
+                    &task,
+                    EventBody::Extack(ExtackMessage {
+                        message: c_string(&r.msg),
+                    }),
+                );
+                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+            }
+            // A process that execs may have joined another namespace (`ip netns exec`).
+            KernelRecord::Exec(r) => {
+                let pid = (r.header.pid_tgid >> 32) as u32;
+                if let Some(processes) = self.processes.as_mut() {
+                    processes.exec(
+                        pid,
+                        r.ppid,
+                        &c_string(&r.parent_comm),
+                        &c_string(&r.filename),
+                    );
+                }
+                self.namespaces.netns_by_pid.remove(&pid);
+                self.spans.exec(pid);
+            }
+            KernelRecord::KernelHandler(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let call = decode_kernel_handler(&r, |protocol, bytes| {
+                    self.decode_for(task.pid, protocol, bytes)
+                });
+                let ev = self.event(r.header.ts_ns, &task, EventBody::KernelHandler(call));
+                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+            }
+            // The live source rescans that process's sockets; not a timeline event.
+            KernelRecord::UnknownNetlinkSocket(_) => {}
+        }
+    }
+
+    /// A route lookup, on its thread's timeline.
+    fn on_route_lookup(
+        &mut self,
+        header: &nodeip_trace_common::EventHeader,
+        lookup: crate::model::event::RouteLookup,
+        out: &mut Vec<Emitted>,
+    ) {
+        let task = task_of(header.pid_tgid, &header.comm);
+        let ev = self.event(header.ts_ns, &task, EventBody::RouteLookup(lookup));
+        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+    }
+
+    /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
+    pub fn on_frame(&mut self, mut frame: NetlinkFrame, out: &mut Vec<Emitted>) {
+        let decoded = self.decode_frame(&frame);
+        // IPsec keys never reach a sink (pcap files keep raw bytes).
+        if frame.protocol == crate::decode::netlink::NETLINK_XFRM {
+            crate::decode::netlink::redact_xfrm(&mut frame.bytes);
+        }
+        let task = frame.task.clone().unwrap_or_default();
+        let direction = frame.direction.unwrap_or(Direction::Send);
+        let bytes = frame.total_len.max(frame.bytes.len() as u32);
+        let pairing = self.conversations.on_buffer(BufferRef {
+            task: &task,
+            direction,
+            protocol: frame.protocol,
+            ts_ns: frame.ts_ns,
+            bytes,
+            messages: &decoded.messages,
+        });
+        let body = EventBody::Netlink(NetlinkEvent {
+            direction,
+            protocol: protocol_name(frame.protocol),
+            protocol_id: frame.protocol,
+            portid: pairing.portid,
+            bytes,
+            captured: frame.bytes.len() as u32,
+            truncated: frame.truncated(),
+            messages: decoded.messages,
+            decode_errors: decoded.errors.iter().map(|e| e.to_string()).collect(),
+            paired: pairing.paired,
+        });
+        let ev = self.event(frame.ts_ns, &task, body);
+        let tid = task.tid;
+        self.emit(tid, Emitted::Frame(frame), out);
+        self.emit(tid, Emitted::Event(Box::new(ev)), out);
+        for done in pairing.completed {
+            self.on_conversation(done, out);
+        }
+    }
+
+    /// Emits a finished conversation, and an `ipvs` event with the kernel's answer when it was
+    /// an IPVS command. Both go to the requesting thread's open getaddrinfo call, if any.
+    fn on_conversation(&mut self, done: CompletedConversation, out: &mut Vec<Emitted>) {
+        let CompletedConversation {
+            task,
+            ts_ns,
+            conversation,
+        } = done;
+        let ipvs = ipvs_command(&conversation.request).map(|command| IpvsEvent {
+            command,
+            result: match conversation.outcome {
+                ConversationOutcome::NoReply | ConversationOutcome::Incomplete => None,
+                _ => Some(conversation.error.as_ref().map_or(0, |e| e.code)),
+            },
+        });
+        let ev = self.event(
+            ts_ns,
+            &task,
+            EventBody::Conversation(Box::new(conversation)),
+        );
+        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        if let Some(ipvs) = ipvs {
+            let ev = self.event(ts_ns, &task, EventBody::Ipvs(ipvs));
+            self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        }
+    }
+
+    /// Releases everything held (end of trace): open calls become truncated frames; events of
+    /// getaddrinfo calls that never returned are released ungrouped.
+    pub fn finish(&mut self, out: &mut Vec<Emitted>) {
+        for frame in self.chunks.drain() {
+            self.on_frame(frame, out);
+        }
+        for done in self.conversations.drain() {
+            self.on_conversation(done, out);
+        }
+        out.extend(self.spans.drain());
+        for d in self.diagnoser.finish() {
+            out.push(Emitted::Event(Box::new(d)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
