@@ -1,0 +1,193 @@
+//! The pipeline is visible in the imports: every userspace module has a rank, and a module may
+//! import only modules of a lower rank (and itself). The floor (`model`) imports nothing above
+//! it; the pure stages follow in pipeline order (decode → correlate → explain → sink); the I/O
+//! adapters (`source`, `probe`) stand on the stages; the driver (`pipeline`) wires them; the
+//! commands and the CLI sit on top. The eBPF crate's modules import each other without a circle.
+//!
+//! Imports are read from the source text (`crate::x` paths outside comments and test modules), so
+//! a doc link is not an import; a rule broken here names the file and the path.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Userspace modules, lowest first; a module may import only those before it in this list.
+const RANKS: &[&[&str]] = &[
+    &["model"],
+    &["decode"],
+    &["correlate"],
+    &["explain"],
+    &["sink"],
+    &["source", "probe"],
+    &["pipeline"],
+    &["command"],
+    &["cli", "main", "lib"],
+];
+
+fn rank_of(module: &str) -> Option<usize> {
+    RANKS.iter().position(|tier| tier.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read source dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            // In-tree test modules (`foo/tests.rs`, `foo/tests/`) may reach anywhere.
+            if path.file_name().is_some_and(|n| n != "tests") {
+                rust_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && path
+                .file_name()
+                .is_some_and(|n| n != "tests.rs" && !n.to_string_lossy().ends_with("_tests.rs"))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without comments and without its `#[cfg(test)] mod tests { … }`.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("read source file");
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .map(|l| l.split(" // ").next().unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The top-level modules `code` names through `crate::…` paths, including `use crate::{a, b}`.
+fn crate_imports(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                found.insert(name);
+            }
+        } else {
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            found.insert(name);
+        }
+        rest = after;
+    }
+    found.retain(|n| !n.is_empty() && n.chars().next().is_some_and(|c| c.is_lowercase()));
+    found
+}
+
+fn top_module(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("file under src");
+    let first = rel.components().next().expect("non-empty path");
+    first
+        .as_os_str()
+        .to_string_lossy()
+        .trim_end_matches(".rs")
+        .to_string()
+}
+
+#[test]
+fn no_userspace_module_imports_a_module_above_it() {
+    let src = nodeip_trace_tests::workspace_root().join("nodeip-trace/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut broken = Vec::new();
+    for file in &files {
+        let me = top_module(&src, file);
+        let my_rank = rank_of(&me)
+            .unwrap_or_else(|| panic!("{}: module {me} has no rank in RANKS", file.display()));
+        for other in crate_imports(&code_of(file)) {
+            if other == me {
+                continue;
+            }
+            match rank_of(&other) {
+                Some(r) if r < my_rank => {}
+                // Functions at the crate root (main.rs's allocator hook) are the binary's.
+                None if my_rank == RANKS.len() - 1 => {}
+                _ => broken.push(format!(
+                    "{} ({me}) imports crate::{other}",
+                    file.strip_prefix(&src).unwrap_or(file).display()
+                )),
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against the pipeline's order (see RANKS):\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// Depth-first search for a circle in `edges`; returns one, as a path, if any.
+fn find_circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|n| n == node) {
+            let mut circle = path[i..].to_vec();
+            circle.push(node.to_string());
+            return Some(circle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|n| visit(n, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn ebpf_modules_import_each_other_without_a_circle() {
+    let src = nodeip_trace_tests::workspace_root().join("nodeip-trace-ebpf/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeSet<String> = files.iter().map(|f| top_module(&src, f)).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let me = top_module(&src, file);
+        let imports = crate_imports(&code_of(file));
+        edges.entry(me.clone()).or_default().extend(
+            imports
+                .into_iter()
+                .filter(|m| *m != me && modules.contains(m) && m != "main"),
+        );
+    }
+    assert_eq!(find_circle(&edges), None, "eBPF module imports: {edges:#?}");
+}
+
+#[test]
+fn the_import_reader_sees_groups_and_skips_comments() {
+    let code = code_of(&nodeip_trace_tests::workspace_root().join(file!()));
+    assert!(!code.contains("Imports are read from the source text"));
+    let found =
+        crate_imports("use crate::{model::event::Event, decode};\nlet x = crate::sink::text::f();");
+    assert_eq!(
+        found.into_iter().collect::<Vec<_>>(),
+        ["decode", "model", "sink"]
+    );
+}
