@@ -1,16 +1,16 @@
 //! Command-line flags (clap) → validated library options. Nothing here traces or decodes.
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use nodeip_trace::command::{doctor, explain, offline, trace};
+use nodeip_trace::command::{doctor, explain, offline, trace, Exit};
 use nodeip_trace::correlate::process_filter::ProcessFilter;
 use nodeip_trace::decode::netlink::protocol_from_name;
 use nodeip_trace::explain::node_audit::ComponentSettings;
 use nodeip_trace::probe::features::HookPreference;
 use nodeip_trace::probe::loader::TraceConfig;
+use nodeip_trace::sink::OutputFormat;
 
 /// Which process picked which node IP address, and why.
 ///
@@ -43,8 +43,8 @@ enum Command {
         /// The pcap or pcapng file.
         file: PathBuf,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
         #[command(flatten)]
         genl: GenlFamilyArgs,
     },
@@ -53,8 +53,8 @@ enum Command {
         /// The recording.
         file: PathBuf,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
     },
     /// Audit this node's addresses: what kubelet, calico, kube-proxy (IPVS) and OpenELB would
     /// each pick, why, and the known failure patterns (exit 3 when one is found).
@@ -74,8 +74,8 @@ enum Command {
     /// is possible here.
     Doctor {
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
     },
 }
 
@@ -113,16 +113,8 @@ struct ExplainArgs {
     #[arg(long, value_name = "IP")]
     openelb_can_reach: Option<std::net::IpAddr>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-enum Format {
-    /// Human-readable.
-    Text,
-    /// JSON (lines, for trace).
-    Json,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    format: OutputFormat,
 }
 
 /// `trace --hooks`.
@@ -178,8 +170,8 @@ struct TraceArgs {
     #[arg(long, value_name = "PATH")]
     cgroup: Option<String>,
     /// Timeline format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    format: OutputFormat,
     /// Also write the JSON-lines recording here (replay it later with `nodeip-trace replay`).
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
@@ -348,11 +340,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     if stdout_pcap && a.pcap.is_some() && a.pcapng.is_some() && a.pcap == a.pcapng {
         bail!("--pcap and --pcapng cannot both write to stdout");
     }
-    let format = match a.format {
-        _ if stdout_pcap => trace::StdoutFormat::None,
-        Format::Text => trace::StdoutFormat::Text,
-        Format::Json => trace::StdoutFormat::Json,
-    };
+    let format = (!stdout_pcap).then_some(a.format);
     let config = TraceConfig {
         pids: a.pids,
         comm: a.comm,
@@ -384,34 +372,18 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     })
 }
 
-fn offline_format(f: Format) -> offline::OfflineFormat {
-    match f {
-        Format::Text => offline::OfflineFormat::Text,
-        Format::Json => offline::OfflineFormat::Json,
-    }
-}
-
 /// Parses the command line and runs the subcommand.
-pub fn run() -> anyhow::Result<ExitCode> {
+pub fn run() -> anyhow::Result<Exit> {
     let cli = Cli::parse();
     match cli.command {
         Command::Doctor { format } => {
-            let fmt = if format == Format::Json {
-                doctor::DoctorFormat::Json
-            } else {
-                doctor::DoctorFormat::Text
-            };
-            let ok = doctor::run(fmt, &mut std::io::stdout().lock())
+            let ok = doctor::run(format, &mut std::io::stdout().lock())
                 .context("writing the doctor report")?;
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            Ok(if ok { Exit::Success } else { Exit::CannotTrace })
         }
         Command::Analyze { file, format, genl } => {
-            offline::analyze(&file, offline_format(format), &genl_families(&genl)?)?;
-            Ok(ExitCode::SUCCESS)
+            offline::analyze(&file, format, &genl_families(&genl)?)?;
+            Ok(Exit::Success)
         }
         Command::Explain(a) => {
             let opts = explain::ExplainOptions {
@@ -426,18 +398,14 @@ pub fn run() -> anyhow::Result<ExitCode> {
                     node_port_addresses: a.node_port_addresses,
                     openelb_can_reach: a.openelb_can_reach,
                 },
-                json: a.format == Format::Json,
+                format: a.format,
             };
             let found = explain::run(&opts, &mut std::io::stdout().lock())?;
-            Ok(if found {
-                ExitCode::from(3)
-            } else {
-                ExitCode::SUCCESS
-            })
+            Ok(if found { Exit::Findings } else { Exit::Success })
         }
         Command::Replay { file, format } => {
-            offline::replay(&file, offline_format(format))?;
-            Ok(ExitCode::SUCCESS)
+            offline::replay(&file, format)?;
+            Ok(Exit::Success)
         }
         Command::Trace(args) => {
             crate::purge_freed_memory_at_once();
@@ -447,10 +415,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
                 .build()
                 .context("starting the async runtime")?;
             match rt.block_on(trace::run(opts))? {
-                trace::TraceEnd::CommandExited(code) => {
-                    Ok(ExitCode::from(code.clamp(0, 255) as u8))
-                }
-                trace::TraceEnd::Stopped => Ok(ExitCode::SUCCESS),
+                trace::TraceEnd::CommandExited(code) => Ok(Exit::Command(code.clamp(0, 255) as u8)),
+                trace::TraceEnd::Stopped => Ok(Exit::Success),
             }
         }
     }

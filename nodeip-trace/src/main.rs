@@ -27,11 +27,11 @@ pub(crate) fn purge_freed_memory_at_once() {
 
 fn main() -> ExitCode {
     match cli::run() {
-        Ok(code) => code,
+        Ok(exit) => exit.into(),
         Err(e) => {
             let error: &(dyn std::error::Error + 'static) = e.as_ref();
             eprintln!("nodeip-trace: {}", nodeip_trace::command::error_text(error));
-            ExitCode::from(2)
+            nodeip_trace::command::Exit::Failed.into()
         }
     }
 }

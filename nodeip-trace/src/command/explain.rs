@@ -13,6 +13,7 @@ use crate::model::emitted::Emitted;
 use crate::model::event::EventBody;
 use crate::model::frame::Direction;
 use crate::model::netlink::NetlinkMessage;
+use crate::sink::{write_report, OutputFormat};
 use crate::sink::{EventSink, SinkError};
 
 /// What to audit and how.
@@ -30,8 +31,8 @@ pub struct ExplainOptions {
     pub gai_conf: Option<PathBuf>,
     /// Component settings.
     pub settings: ComponentSettings,
-    /// JSON instead of text.
-    pub json: bool,
+    /// Text or JSON.
+    pub format: OutputFormat,
 }
 
 /// Why `explain` failed.
@@ -198,15 +199,7 @@ pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainEr
         return Err(ExplainError::Empty(what));
     }
     let report = node_audit::audit(snapshot, &opts.settings, &conf);
-    let text = if opts.json {
-        let mut json = serde_json::to_string_pretty(&report).expect("reports serialize");
-        json.push('\n');
-        json
-    } else {
-        node_audit::render_text(&report)
-    };
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
+    write_report(opts.format, &report, node_audit::render_text, out)
         .map_err(ExplainError::Write)?;
     Ok(report
         .findings

@@ -5,6 +5,40 @@ pub mod explain;
 pub mod offline;
 pub mod trace;
 
+/// What the tool's exit status means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Done (also when the reader of stdout went away: `| head` is not an error).
+    Success,
+    /// `doctor`: this machine cannot trace (what is missing is in the report).
+    CannotTrace,
+    /// An error, printed on stderr (or an output that failed during `trace`).
+    Failed,
+    /// `explain`: a finding of severity warning or error was made.
+    Findings,
+    /// `trace -- COMMAND`: the command's own status (128+N when a signal killed it).
+    Command(u8),
+}
+
+impl Exit {
+    /// The status number.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::CannotTrace => 1,
+            Exit::Failed => 2,
+            Exit::Findings => 3,
+            Exit::Command(code) => code,
+        }
+    }
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(exit: Exit) -> Self {
+        std::process::ExitCode::from(exit.code())
+    }
+}
+
 /// An error and its causes on one line, each cause once: `what failed: why`. Errors here often
 /// repeat their cause in their own message (so they read well alone); printing the whole chain
 /// after that would say the same thing twice, so a cause already in the text is skipped.

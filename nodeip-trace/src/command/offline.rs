@@ -10,19 +10,9 @@ use crate::model::clock::WallClock;
 use crate::model::emitted::Emitted;
 use crate::model::event::{Event, EventBody, SCHEMA_VERSION};
 use crate::pipeline::Pipeline;
-use crate::sink::json::JsonLinesSink;
 use crate::sink::text::TextTimelineSink;
-use crate::sink::{EventSink, SinkError};
+use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
 use crate::source::capture::{CaptureError, CaptureReader, CapturedFrame};
-
-/// Output format of analyze/replay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OfflineFormat {
-    /// The text timeline.
-    Text,
-    /// JSON lines.
-    Json,
-}
 
 /// Errors of offline commands.
 #[derive(Debug, thiserror::Error)]
@@ -89,12 +79,9 @@ pub enum OfflineError {
 /// buffer made about one `write` per 4 KiB.
 const STDOUT_BUFFER: usize = 256 << 10;
 
-fn stdout_sink(format: OfflineFormat) -> Box<dyn EventSink> {
+fn stdout_sink(format: OutputFormat) -> Box<dyn EventSink> {
     let out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout());
-    match format {
-        OfflineFormat::Text => Box::new(TextTimelineSink::new(out, "stdout", false)),
-        OfflineFormat::Json => Box::new(JsonLinesSink::new(out, "stdout", false)),
-    }
+    timeline_sink(format, out, "stdout", false)
 }
 
 /// A decoding problem inside a frame the capture reader could read: the frame is still reported
@@ -262,7 +249,7 @@ const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 /// decoder before the first frame; nlctrl exchanges in the capture still teach ids as they come.
 pub fn analyze(
     path: &Path,
-    format: OfflineFormat,
+    format: OutputFormat,
     genl_families: &[(u16, String)],
 ) -> Result<AnalyzeSummary, OfflineError> {
     let file = std::fs::File::open(path).map_err(|source| OfflineError::Open {
@@ -352,7 +339,7 @@ fn json_reason(error: &serde_json::Error) -> String {
 
 /// Replays a JSON-lines recording through a sink. Events before a bad line are written (and the
 /// output finished) before the error is returned.
-pub fn replay(path: &Path, format: OfflineFormat) -> Result<(), OfflineError> {
+pub fn replay(path: &Path, format: OutputFormat) -> Result<(), OfflineError> {
     let file = std::fs::File::open(path).map_err(|source| OfflineError::Open {
         path: path.into(),
         source,
@@ -440,7 +427,7 @@ mod tests {
         let mut input = input;
         input.extend_from_slice(b"{\"ts\":\"\xff\"}\n");
         let mut out = Vec::new();
-        let mut sink = JsonLinesSink::new(&mut out, "memory", false);
+        let mut sink = crate::sink::json::JsonLinesSink::new(&mut out, "memory", false);
         let err = replay_into(Path::new("r.jsonl"), &input[..], &mut sink).unwrap_err();
         let text = err.to_string();
         let offset = header.len() + 3;
@@ -512,7 +499,7 @@ mod tests {
         let mut out = Vec::new();
         let mut warnings = Vec::new();
         let result = {
-            let mut sink = JsonLinesSink::new(&mut out, "memory", false);
+            let mut sink = crate::sink::json::JsonLinesSink::new(&mut out, "memory", false);
             analyze_into(
                 Path::new("f.pcap"),
                 bytes,

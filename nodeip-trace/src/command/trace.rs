@@ -22,28 +22,16 @@ use crate::probe::loader::{LiveTracer, TraceConfig};
 use crate::probe::netlink_sockets::{scan_all, sockets_of, NetnsCache};
 use crate::probe::{tracefs, ProbeError};
 use crate::sink::json::JsonLinesSink;
-use crate::sink::text::TextTimelineSink;
-use crate::sink::{EventSink, SinkError};
+use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
 use crate::source::live::LiveSource;
-
-/// Timeline format on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StdoutFormat {
-    /// The human timeline.
-    Text,
-    /// JSON lines.
-    Json,
-    /// Nothing (only files are written).
-    None,
-}
 
 /// Options of a trace run (validated by the CLI).
 #[derive(Clone, Debug)]
 pub struct TraceOptions {
     /// What the kernel side traces.
     pub config: TraceConfig,
-    /// Format on stdout.
-    pub format: StdoutFormat,
+    /// The timeline on stdout; `None` when stdout carries a capture (`--pcap -`).
+    pub format: Option<OutputFormat>,
     /// JSON-lines recording file.
     pub output: Option<PathBuf>,
     /// Stop after this long.
@@ -590,33 +578,18 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut libc_watcher = LibcWatcher::new(&features.libcs, &tracer.hooks);
 
     // Sinks.
-    let stdout_machine = opts.format == StdoutFormat::Json
+    let stdout_machine = opts.format == Some(OutputFormat::Json)
         || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
         || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
     let mut sinks = Sinks {
         slots: Vec::new(),
         counts: BTreeMap::new(),
     };
-    match opts.format {
-        // Buffered, flushed after each batch of records (a line-buffered stdout made one write
-        // per event: a third of the tracer's time under load).
-        StdoutFormat::Text => sinks.add(
-            Box::new(TextTimelineSink::new(
-                std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
-                "stdout",
-                false,
-            )),
-            None,
-        ),
-        StdoutFormat::Json => sinks.add(
-            Box::new(JsonLinesSink::new(
-                std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
-                "stdout",
-                false,
-            )),
-            None,
-        ),
-        StdoutFormat::None => {}
+    // Buffered, flushed after each batch of records (a line-buffered stdout made one write per
+    // event: a third of the tracer's time under load).
+    if let Some(format) = opts.format {
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+        sinks.add(timeline_sink(format, out, "stdout", false), None);
     }
     if let Some(path) = &opts.output {
         let file = create_private(path).map_err(|source| TraceError::Create {
@@ -660,7 +633,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
     let header = meta_event(
         &clock,
-        EventBody::Header(RecordingHeader {
+        EventBody::Header(Box::new(RecordingHeader {
             schema: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").into(),
             kernel: features.kernel.clone(),
@@ -671,7 +644,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             handler_hooks: tracer.handler_modes.clone(),
             filters: opts.filter_description.clone(),
             clock_offset_ns: (clock.wall_ns(0)) as i64,
-        }),
+        })),
     );
     sinks.write_meta(&header)?;
 

@@ -56,7 +56,7 @@ pub fn decode_kernel_handler(
         handler_netns: (rec.flags & handler_flags::NETNS_UNKNOWN == 0).then_some(rec.handler_netns),
         result: rec.ret,
         errno: (rec.ret < 0).then(|| errno_name(rec.ret as i32).to_string()),
-        request,
+        request: request.map(Box::new),
         request_len: rec.request_nlmsg_len,
         request_cut: cut,
         duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),

@@ -42,21 +42,21 @@ pub struct Event {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventBody {
     /// First line of a recording.
-    Header(RecordingHeader),
+    Header(Box<RecordingHeader>),
     /// A getaddrinfo call and its result list.
-    Getaddrinfo(GetaddrinfoCall),
+    Getaddrinfo(Box<GetaddrinfoCall>),
     /// One netlink send or receive buffer, decoded.
     Netlink(NetlinkEvent),
     /// A netlink request paired with its replies (one per request).
     Conversation(Box<NetlinkConversation>),
     /// A kernel route lookup (fib/fib6 tracepoints).
-    RouteLookup(RouteLookup),
+    RouteLookup(Box<RouteLookup>),
     /// An IPVS command seen on generic netlink.
-    Ipvs(IpvsEvent),
+    Ipvs(Box<IpvsEvent>),
     /// A netlink extended-ack error string from the kernel.
     Extack(ExtackMessage),
     /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
-    KernelHandler(KernelHandlerCall),
+    KernelHandler(Box<KernelHandlerCall>),
     /// Events the tracer could not deliver, by reason.
     Lost(LostReport),
     /// A known failure pattern, with evidence and remedy.
@@ -248,7 +248,7 @@ pub struct KernelHandlerCall {
     pub errno: Option<String>,
     /// The request message as the handler got it, decoded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<NetlinkMessage>,
+    pub request: Option<Box<NetlinkMessage>>,
     /// The request's `nlmsg_len`.
     pub request_len: u32,
     /// Only the first bytes of the request were copied.

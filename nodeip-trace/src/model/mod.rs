@@ -17,3 +17,10 @@ pub mod netlink;
 pub mod nlmon;
 pub mod ports;
 pub mod process;
+
+// The types that move through the pipeline once per event stay small: large, rare parts are
+// boxed. Sizes on 64-bit targets.
+const _: () = assert!(std::mem::size_of::<event::EventBody>() <= 128);
+const _: () = assert!(std::mem::size_of::<event::Event>() <= 208);
+const _: () = assert!(std::mem::size_of::<emitted::Emitted>() <= 96);
+const _: () = assert!(std::mem::size_of::<netlink::NetlinkMessage>() <= 200);

@@ -238,7 +238,7 @@ impl Pipeline {
                 let ev = Emitted::SpanBegin(Box::new(self.event(
                     r.header.ts_ns,
                     &task,
-                    EventBody::Getaddrinfo(call),
+                    EventBody::Getaddrinfo(Box::new(call)),
                 )));
                 let mut diagnoses = Vec::new();
                 self.observe(&ev, &mut diagnoses);
@@ -304,7 +304,11 @@ impl Pipeline {
                 let call = decode_kernel_handler(&r, |protocol, bytes| {
                     self.decode_for(task.pid, protocol, bytes)
                 });
-                let ev = self.event(r.header.ts_ns, &task, EventBody::KernelHandler(call));
+                let ev = self.event(
+                    r.header.ts_ns,
+                    &task,
+                    EventBody::KernelHandler(Box::new(call)),
+                );
                 self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }
             // The live source rescans that process's sockets; not a timeline event.
@@ -320,7 +324,11 @@ impl Pipeline {
         out: &mut Vec<Emitted>,
     ) {
         let task = task_of(header.pid_tgid, &header.comm);
-        let ev = self.event(header.ts_ns, &task, EventBody::RouteLookup(lookup));
+        let ev = self.event(
+            header.ts_ns,
+            &task,
+            EventBody::RouteLookup(Box::new(lookup)),
+        );
         self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
     }
 
@@ -385,7 +393,7 @@ impl Pipeline {
         );
         self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
         if let Some(ipvs) = ipvs {
-            let ev = self.event(ts_ns, &task, EventBody::Ipvs(ipvs));
+            let ev = self.event(ts_ns, &task, EventBody::Ipvs(Box::new(ipvs)));
             self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
         }
     }

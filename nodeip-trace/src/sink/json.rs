@@ -99,7 +99,7 @@ mod tests {
             tid: 8,
             comm: "getent".into(),
             process: None,
-            body: EventBody::Getaddrinfo(call),
+            body: EventBody::Getaddrinfo(Box::new(call)),
         };
         let mut out = Vec::new();
         JsonLinesSink::new(&mut out, "memory", false)

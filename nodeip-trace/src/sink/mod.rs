@@ -9,6 +9,47 @@ use crate::model::emitted::Emitted;
 use crate::model::event::Event;
 use crate::model::frame::NetlinkFrame;
 
+/// The one output-format switch of every command: `--format text|json`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable: the text timeline, or a report as text.
+    #[default]
+    Text,
+    /// JSON: one object per line for timelines (schema: docs/events.md); one object for reports.
+    Json,
+}
+
+/// The timeline sink of `format` writing to `out` (named `name` in errors); `flush_each` pushes
+/// every event out at once (interactive use), else output is flushed by [`EventSink::flush`].
+pub fn timeline_sink<W: std::io::Write + 'static>(
+    format: OutputFormat,
+    out: W,
+    name: &str,
+    flush_each: bool,
+) -> Box<dyn EventSink> {
+    match format {
+        OutputFormat::Text => Box::new(text::TextTimelineSink::new(out, name, flush_each)),
+        OutputFormat::Json => Box::new(json::JsonLinesSink::new(out, name, flush_each)),
+    }
+}
+
+/// Writes a one-shot report (doctor's, explain's): `render_text` for text, pretty JSON for JSON.
+pub fn write_report<T: serde::Serialize>(
+    format: OutputFormat,
+    report: &T,
+    render_text: impl FnOnce(&T) -> String,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    match format {
+        OutputFormat::Text => out.write_all(render_text(report).as_bytes())?,
+        OutputFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, report)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()
+}
+
 /// Errors of the sink layer.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {

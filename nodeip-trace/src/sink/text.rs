@@ -459,7 +459,7 @@ pub fn render_kernel_handler(k: &KernelHandlerCall) -> String {
             .unwrap_or_default(),
         k.request
             .as_ref()
-            .map(message_summary)
+            .map(|m| message_summary(m))
             .unwrap_or_else(|| "request not read".into()),
         k.duration_ns as f64 / 1e6
     )
@@ -668,7 +668,7 @@ mod tests {
             handler_netns: Some(4026532123),
             result,
             errno: errno.map(str::to_string),
-            request: Some(route_get_request()),
+            request: Some(Box::new(route_get_request())),
             request_len: 36,
             request_cut: false,
             duration_ns: 194_520,

@@ -559,7 +559,7 @@ impl NetlinkDecoder {
                 }
             }
         }
-        MessageBody::Error(body)
+        MessageBody::Error(Box::new(body))
     }
 }
 

@@ -62,7 +62,7 @@ pub enum MessageBody {
     /// No body (`NLMSG_NOOP`, `NLMSG_OVERRUN`).
     Empty,
     /// `NLMSG_ERROR`: an error or an ACK.
-    Error(ErrorBody),
+    Error(Box<ErrorBody>),
     /// `NLMSG_DONE`: end of a dump.
     Done(DoneBody),
     /// `RTM_{NEW,DEL,GET,SET}LINK`.
