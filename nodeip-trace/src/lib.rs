@@ -1,12 +1,20 @@
 //! nodeip-trace: which process picked which node IP address, and why.
 //!
-//! The pipeline is visible in the modules:
-//! `source` (live eBPF ring buffer, pcap/pcapng captures, JSON-lines recordings) →
-//! `decode` (raw records and netlink bytes → [`event::Event`]) →
-//! `correlate` (request↔reply pairing, getaddrinfo spans) →
-//! `explain` (RFC 6724 as glibc applies it, diagnoses of known failure patterns) →
-//! `sink` (text timeline, JSON lines, nlmon-compatible pcap/pcapng).
-//! `probe` loads and attaches the eBPF programs and reports what the kernel offers (`doctor`).
+//! The pipeline is visible in the modules and in their imports (checked by
+//! `tests/tests/architecture.rs`: a module imports only modules below it):
+//! - `model` — the floor: events, frames, the decoded netlink message, the getaddrinfo call and
+//!   its `why`, conversation facts, nlmon framing, the ports live tracing plugs into, the clock;
+//! - `decode` — raw ring-buffer records and netlink bytes → model types (pure);
+//! - `correlate` — chunk reassembly, request↔reply pairing, resolver-call spans (pure state);
+//! - `explain` — each resolver's sort replayed behind one seam (`explain::resolver`), the
+//!   diagnoses of known failure patterns, the node address audit (pure);
+//! - `sink` — text timeline, JSON lines, nlmon pcap/pcapng, behind one output switch;
+//! - `source` (ring buffer, pcap/pcapng reader) and `probe` (load/attach, kernel features,
+//!   `/proc` lookups behind the model's ports) — the I/O edges;
+//! - `pipeline` — the driver: assemble → decode → correlate → explain, for live records and
+//!   captured frames alike;
+//! - `command` — the subcommands (trace, analyze, replay, doctor, explain), composing sources,
+//!   the pipeline and sinks.
 #![deny(missing_docs)]
 
 pub mod command;

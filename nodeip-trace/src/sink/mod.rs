@@ -1,9 +1,14 @@
 //! sink: where timeline events and netlink frames go — the text timeline ([`text`]), JSON lines
 //! ([`json`]) and nlmon-compatible pcap/pcapng ([`pcap`]). Every sink implements [`EventSink`]
-//! over an `impl Write`; enrichment happens before sinks, never inside them.
+//! over an `impl Write` and receives the stream's structure as calls (frames, events, resolver
+//! spans); enrichment happens before sinks, never inside them. [`OutputFormat`] is the one
+//! format switch of every command: [`timeline_sink`] opens the timeline sinks, [`write_report`]
+//! writes one-shot reports. What people see is decided once, in [`view`]; a new output format is
+//! one new file here and one arm in [`OutputFormat`].
 pub mod json;
 pub mod pcap;
 pub mod text;
+pub mod view;
 
 use crate::model::emitted::Emitted;
 use crate::model::event::Event;

@@ -3,6 +3,7 @@
 //! Diagnoses are collected and printed prominently at the end.
 use std::io::Write;
 
+use super::view::{present, Presentation};
 use super::{EventSink, SinkError};
 use crate::model::event::{
     ConversationOutcome, Event, EventBody, KernelHandlerCall, NetlinkConversation, NetlinkEvent,
@@ -485,6 +486,14 @@ pub fn container_label(c: &crate::model::process::ContainerIdentity) -> String {
 
 /// Renders one event as a line (without indentation).
 pub fn render_event(e: &Event) -> String {
+    let mut line = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = write_event(&mut line, e);
+    String::from_utf8_lossy(&line).into_owned()
+}
+
+/// Writes one event as a line (without indentation or newline) into `out`.
+pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
     // Captures without attribution (plain nlmon) name the netlink port instead: a process's
     // first netlink socket usually has its pid as port id.
     let portid = match &e.body {
@@ -492,61 +501,60 @@ pub fn render_event(e: &Event) -> String {
         EventBody::Conversation(c) => c.portid,
         _ => None,
     };
-    let who = match portid {
-        Some(port) if e.pid == 0 && e.comm.is_empty() => format!("port[{port}]"),
-        _ => format!(
-            "{}[{}]{}",
-            e.comm,
-            e.pid,
-            e.process
+    write!(out, "{}", time_of_day(&e.ts))?;
+    match portid {
+        Some(port) if e.pid == 0 && e.comm.is_empty() => write!(out, " port[{port}]")?,
+        None if e.pid == 0 && e.comm.is_empty() => {}
+        _ => {
+            write!(out, " {}[{}]", e.comm, e.pid)?;
+            if let Some(c) = e
+                .process
                 .as_ref()
                 .and_then(|p| p.identity.container.as_ref())
-                .map(|c| format!("{{{}}}", container_label(c)))
-                .unwrap_or_default()
-        ),
-    };
-    let what = match &e.body {
-        EventBody::Header(h) => format!(
-            "nodeip-trace {} on {} (kernel {}), schema {}",
+            {
+                write!(out, "{{{}}}", container_label(c))?;
+            }
+        }
+    }
+    match &e.body {
+        EventBody::Header(h) => write!(
+            out,
+            " nodeip-trace {} on {} (kernel {}), schema {}",
             h.tool_version, h.host, h.kernel, h.schema
         ),
-        EventBody::Getaddrinfo(c) => render_getaddrinfo(c),
-        EventBody::Netlink(n) => render_netlink(n),
-        EventBody::Conversation(c) => render_conversation(c),
+        EventBody::Getaddrinfo(c) => write!(out, " {}", render_getaddrinfo(c)),
+        EventBody::Netlink(n) => write!(out, " {}", render_netlink(n)),
+        EventBody::Conversation(c) => write!(out, " {}", render_conversation(c)),
         EventBody::RouteLookup(r) => {
-            let outcome = match r.err {
-                0 => format!(
-                    "dev {}{}",
-                    if r.oif.is_empty() { "-" } else { &r.oif },
-                    r.gateway
-                        .as_deref()
-                        .map(|g| format!(" via {g}"))
-                        .unwrap_or_default()
-                ),
-                -11 => "no match here, next table".into(),
-                e => format!("error {e}"),
-            };
-            let ty = r
-                .route_type
-                .as_deref()
-                .map(|t| format!(" type {t}"))
-                .unwrap_or_default();
-            format!(
-                "route lookup {} (src {}) table {}{ty}: {outcome}",
+            write!(
+                out,
+                " route lookup {} (src {}) table {}",
                 r.dst, r.src, r.table
-            )
+            )?;
+            if let Some(t) = r.route_type.as_deref() {
+                write!(out, " type {t}")?;
+            }
+            match r.err {
+                0 => {
+                    let dev = if r.oif.is_empty() { "-" } else { &r.oif };
+                    write!(out, ": dev {dev}")?;
+                    match r.gateway.as_deref() {
+                        Some(g) => write!(out, " via {g}"),
+                        None => Ok(()),
+                    }
+                }
+                -11 => write!(out, ": no match here, next table"),
+                e => write!(out, ": error {e}"),
+            }
         }
-        EventBody::Ipvs(i) => format!("IPVS {}", ipvs_summary(&i.command)),
-        EventBody::Extack(x) => format!("kernel says: {}", x.message),
-        EventBody::KernelHandler(k) => render_kernel_handler(k),
-        EventBody::Lost(l) => format!("LOST {} events: {:?}", l.lost, l.counts),
-        EventBody::Diagnosis(d) => format!("DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary),
-        EventBody::Summary(s) => format!("summary: {:?}, lost {}", s.events, s.lost),
-    };
-    if e.pid == 0 && e.comm.is_empty() && portid.is_none() {
-        format!("{} {what}", time_of_day(&e.ts))
-    } else {
-        format!("{} {who} {what}", time_of_day(&e.ts))
+        EventBody::Ipvs(i) => write!(out, " IPVS {}", ipvs_summary(&i.command)),
+        EventBody::Extack(x) => write!(out, " kernel says: {}", x.message),
+        EventBody::KernelHandler(k) => write!(out, " {}", render_kernel_handler(k)),
+        EventBody::Lost(l) => write!(out, " LOST {} events: {:?}", l.lost, l.counts),
+        EventBody::Diagnosis(d) => {
+            write!(out, " DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary)
+        }
+        EventBody::Summary(s) => write!(out, " summary: {:?}, lost {}", s.events, s.lost),
     }
 }
 
@@ -576,39 +584,29 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
     }
 
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
-        // Recording framing is for machines; the tool reports start and end on stderr.
-        if matches!(e.body, EventBody::Header(_) | EventBody::Summary(_)) {
-            return Ok(());
-        }
-        if let EventBody::Diagnosis(d) = &e.body {
-            let mut text = format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
-            for ev in &d.evidence {
-                text.push_str(&format!("    evidence: {ev}\n"));
+        match present(e) {
+            Presentation::Hidden => return Ok(()),
+            Presentation::Diagnosis(d) => {
+                let mut text =
+                    format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
+                for ev in &d.evidence {
+                    text.push_str(&format!("    evidence: {ev}\n"));
+                }
+                text.push_str(&format!("    remedy:   {}\n", d.remedy));
+                self.diagnoses.push(text);
+                return Ok(());
             }
-            text.push_str(&format!("    remedy:   {}\n", d.remedy));
-            self.diagnoses.push(text);
-            return Ok(());
-        }
-        // A paired buffer is shown by its conversation's line, an IPVS command by its
-        // conversation's line too; `--format json` keeps them all.
-        let shown_elsewhere = match &e.body {
-            EventBody::Netlink(n) => n.paired,
-            EventBody::Ipvs(_) => true,
-            _ => false,
-        };
-        if shown_elsewhere {
-            return Ok(());
+            Presentation::Line(_) => {}
         }
         let prefix = if self.in_span { "    │ " } else { "" };
-        let line = format!("{prefix}{}\n", render_event(e));
         self.out
-            .write_all(line.as_bytes())
+            .write_all(prefix.as_bytes())
+            .and_then(|()| write_event(&mut self.out, e))
+            .and_then(|()| self.out.write_all(b"\n"))
             .map_err(|s| self.io(s))?;
         if let EventBody::Getaddrinfo(c) = &e.body {
             for why in c.why.iter().flat_map(|w| render_why(c.resolver, w)) {
-                self.out
-                    .write_all(format!("    ≡ {why}\n").as_bytes())
-                    .map_err(|s| self.io(s))?;
+                writeln!(self.out, "    ≡ {why}").map_err(|s| self.io(s))?;
             }
         }
         if self.flush_each {

@@ -1,5 +1,7 @@
 //! source: where records come from — the live eBPF ring buffer ([`live`]) and pcap/pcapng
-//! captures ([`capture`]). Each source yields records or frames and knows nothing about decoding
-//! or output.
+//! captures ([`capture`]). The live source copies each ring record out in its typed form
+//! (`decode::record`) before the ring slot is released; the capture reader yields netlink frames
+//! framed as nlmon frames them (`model::nlmon`). Neither knows about correlation or output.
+//! JSON-lines recordings are read back by `command::offline` (replay).
 pub mod capture;
 pub mod live;

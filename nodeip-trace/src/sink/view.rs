@@ -1,0 +1,27 @@
+//! The presentation view: which events a human-facing sink shows, and as what. The text
+//! timeline renders from it (and so will any other human-facing sink), so the rules live once:
+//! recording framing is for machines, a paired netlink buffer and an IPVS command are shown by
+//! their conversation's line, diagnoses are collected and shown last.
+use crate::model::event::{Diagnosis, Event, EventBody};
+
+/// How a human-facing sink presents one event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Presentation<'a> {
+    /// Not shown: recording framing (header, summary), or shown by another event's line (a
+    /// paired netlink buffer, an IPVS command: their conversation's line).
+    Hidden,
+    /// A timeline line.
+    Line(&'a Event),
+    /// A diagnosis: collected, and shown after the timeline.
+    Diagnosis(&'a Diagnosis),
+}
+
+/// The presentation of `event` (`--format json` keeps every event; this is for people).
+pub fn present(event: &Event) -> Presentation<'_> {
+    match &event.body {
+        EventBody::Header(_) | EventBody::Summary(_) | EventBody::Ipvs(_) => Presentation::Hidden,
+        EventBody::Netlink(n) if n.paired => Presentation::Hidden,
+        EventBody::Diagnosis(d) => Presentation::Diagnosis(d),
+        _ => Presentation::Line(event),
+    }
+}
