@@ -238,3 +238,36 @@ fn a_closed_output_pipe_ends_that_output_only() {
         held.assert_released("closed pipe");
     }
 }
+
+/// Regression: `trace --pcap - | head -c 100` ended with exit 2 and "writing - failed: … Broken
+/// pipe" because the pcap writer's error reached the CLI flattened into a string. Like tcpdump,
+/// it now ends quietly: exit 0, no error on stderr, nothing left loaded.
+#[test]
+fn a_capture_on_stdout_whose_reader_goes_away_ends_quietly() {
+    require_root();
+    let scratch = ScratchDir::new("pcappipe");
+    let ready = scratch.file("pcap.ready");
+    let workload =
+        "sleep 1; for i in $(seq 1 100); do ip route get 127.0.0.$((i % 250 + 1)) >/dev/null; done";
+    let mut child = Command::new(tool())
+        .args(["trace", "--pcap", "-", "--ready-file", &ready])
+        .args(["--", "sh", "-c", workload])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ready(&ready, "pcap on a closed pipe");
+    let held = ProbeInventory::of_process(child.id());
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 100];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("writing -") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+    held.assert_released("pcap on a closed pipe");
+}

@@ -504,9 +504,11 @@ fn pcap_writer(
             },
         )?))
     };
-    let err = |e: crate::sink::pcap::PcapError| TraceError::Create {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
+    let err = |source: crate::sink::pcap::PcapError| {
+        TraceError::Sink(SinkError::Pcap {
+            what: path.display().to_string(),
+            source,
+        })
     };
     Ok(if pcapng {
         Box::new(

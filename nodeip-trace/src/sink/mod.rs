@@ -69,6 +69,15 @@ pub enum SinkError {
     /// Serializing an event failed.
     #[error("serializing an event to JSON failed: {0}")]
     Json(#[from] serde_json::Error),
+    /// Writing a capture failed (the pcap writer's error, kind kept).
+    #[error("writing {what} failed: {source}")]
+    Pcap {
+        /// Which output.
+        what: String,
+        /// The writer's error.
+        #[source]
+        source: pcap::PcapError,
+    },
 }
 
 impl SinkError {
@@ -78,6 +87,7 @@ impl SinkError {
             SinkError::Io { source, .. } => Some(source.kind()),
             // serde_json writes straight into the output, so its errors carry the write's.
             SinkError::Json(e) => e.io_error_kind(),
+            SinkError::Pcap { source, .. } => return source.is_broken_pipe(),
         };
         kind == Some(std::io::ErrorKind::BrokenPipe)
     }
@@ -147,10 +157,10 @@ impl FrameSinkAdapter {
         }
     }
 
-    fn pcap_err(&self, e: pcap::PcapError) -> SinkError {
-        SinkError::Io {
+    fn pcap_err(&self, source: pcap::PcapError) -> SinkError {
+        SinkError::Pcap {
             what: self.name.clone(),
-            source: std::io::Error::other(e.to_string()),
+            source,
         }
     }
 }
@@ -199,5 +209,31 @@ mod tests {
             source: std::io::ErrorKind::WriteZero.into(),
         };
         assert!(!full.is_broken_pipe());
+    }
+
+    /// Regression: the pcap adapter flattened the writer's error into a string, so a closed
+    /// pipe under `trace --pcap - | head` was no longer a broken pipe (exit 2 and an error).
+    #[test]
+    fn a_closed_pipe_under_a_pcap_writer_is_a_broken_pipe() {
+        struct Closed;
+        impl std::io::Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+        }
+        let writer = pcap::NlmonWriter::new(Vec::new()).unwrap();
+        let _ = writer;
+        let failing = pcap::NlmonWriter::new(Closed);
+        let error = match failing {
+            Err(source) => SinkError::Pcap {
+                what: "stdout".into(),
+                source,
+            },
+            Ok(_) => panic!("the header write should fail on a closed pipe"),
+        };
+        assert!(error.is_broken_pipe(), "{error:?}");
     }
 }
