@@ -120,6 +120,26 @@ pub fn require_root() {
     );
 }
 
+/// The environment variable that turns every "this kernel lacks X, skipped" into a failure. The
+/// VM lane (`cargo xtask vm-test`) sets it for every test binary in the guest, whose kernel has
+/// everything these tests need: there a skip would hide a failure.
+pub const REQUIRE_ALL_ENV: &str = "NODEIP_TRACE_REQUIRE_ALL";
+
+/// Whether a skip must fail, given the value of [`REQUIRE_ALL_ENV`].
+pub fn skips_fail(require_all: Option<&std::ffi::OsStr>) -> bool {
+    require_all.is_some_and(|v| v == "1")
+}
+
+/// Skips a test whose kernel feature is missing: prints `skipped: {reason}` and returns, so the
+/// caller returns too — unless [`REQUIRE_ALL_ENV`] is `1`, where it fails with the reason.
+pub fn skip_or_fail(reason: &str) {
+    assert!(
+        !skips_fail(std::env::var_os(REQUIRE_ALL_ENV).as_deref()),
+        "{REQUIRE_ALL_ENV}=1, yet this test would skip: {reason}"
+    );
+    eprintln!("skipped: {reason}");
+}
+
 /// Output of a `trace --format json -- COMMAND` run.
 pub struct TraceRun {
     /// Every JSON line on stdout.
@@ -426,5 +446,19 @@ impl ProbeInventory {
                 self.pid
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skips_fail;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn a_skip_fails_only_where_everything_is_required() {
+        assert!(!skips_fail(None));
+        assert!(!skips_fail(Some(OsStr::new("0"))));
+        assert!(!skips_fail(Some(OsStr::new(""))));
+        assert!(skips_fail(Some(OsStr::new("1"))));
     }
 }

@@ -665,7 +665,7 @@ fn is_root() -> bool {
 #[test]
 fn gai_order_matches_real_glibc() -> Result<()> {
     if !is_root() || run(Command::new("ip").args(["netns", "list"])).is_err() {
-        eprintln!("skipped: needs root and `ip netns`");
+        nodeip_trace_tests::skip_or_fail("needs root and `ip netns`");
         return Ok(());
     }
     let seed = match std::env::var("GAI_SEED") {

@@ -273,6 +273,8 @@ fn init_script(
     }
     let _ = writeln!(s, "echo \"@@VM-KERNEL $(uname -r)\"");
     let _ = writeln!(s, "export NODEIP_TRACE_BIN={}", tool.display());
+    // This kernel has what every guest test needs: a "kernel lacks X, skipped" is a failure here.
+    let _ = writeln!(s, "export NODEIP_TRACE_REQUIRE_ALL=1");
     let _ = writeln!(
         s,
         "export NODEIP_VM_ARTIFACTS={GUEST_ARTIFACTS}; mkdir -p {GUEST_ARTIFACTS}"

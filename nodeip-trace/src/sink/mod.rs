@@ -224,8 +224,6 @@ mod tests {
                 Err(std::io::ErrorKind::BrokenPipe.into())
             }
         }
-        let writer = pcap::NlmonWriter::new(Vec::new()).unwrap();
-        let _ = writer;
         let failing = pcap::NlmonWriter::new(Closed);
         let error = match failing {
             Err(source) => SinkError::Pcap {
