@@ -128,6 +128,31 @@ fn every_fixture_has_a_golden_timeline_with_its_diagnoses() {
     }
 }
 
+/// The JSON lines users parse — conversations with their facts, IPVS commands, diagnoses —
+/// pinned byte for byte (`netlink` lines, one per frame, are pinned by the decode goldens).
+/// Refresh on purpose only: `cargo xtask bless`.
+#[test]
+fn every_fixture_has_golden_json_lines_of_conversations_and_diagnoses() {
+    for capture in fixtures() {
+        let output = std::process::Command::new(nodeip_trace_tests::tool())
+            .args(["analyze", "--format", "json"])
+            .arg(&capture)
+            .output()
+            .expect("running nodeip-trace analyze");
+        assert!(output.status.success(), "{}", capture.display());
+        let kept: String = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| {
+                serde_json::from_str::<Value>(line).expect("a JSON line")["kind"] != "netlink"
+            })
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let stem = capture.file_stem().and_then(|s| s.to_str()).expect("name");
+        let golden = workspace_root().join(format!("tests/golden/analyze/{stem}.json-lines.jsonl"));
+        assert_golden(&golden, kept.as_bytes());
+    }
+}
+
 #[test]
 fn every_fixture_converted_to_pcapng_analyses_to_the_same_messages() {
     let dir = std::env::temp_dir().join(format!("nit-pcapng-{}", std::process::id()));
