@@ -17,6 +17,11 @@ fn main() -> anyhow::Result<()> {
         // SAFETY: build scripts are single-threaded at this point.
         std::env::set_var("RUSTC_BOOTSTRAP", "1");
     }
+    // aya-build echoes the inner cargo's stderr as `cargo:warning` lines: a hundred "Compiling …"
+    // lines on a fresh build that read as problems. Quiet, only real compiler messages remain
+    // (and cargo shows them, with the error, when the eBPF build fails).
+    // SAFETY: build scripts are single-threaded at this point.
+    std::env::set_var("CARGO_TERM_QUIET", "true");
     let toolchain =
         std::env::var("NODEIP_TRACE_EBPF_TOOLCHAIN").unwrap_or_else(|_| "stable".into());
     println!("cargo:rerun-if-env-changed=NODEIP_TRACE_EBPF_TOOLCHAIN");

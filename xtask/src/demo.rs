@@ -17,8 +17,15 @@ struct Namespaces;
 
 impl Drop for Namespaces {
     fn drop(&mut self) {
+        // Silently: only namespaces that exist (a fresh machine has none, and `ip` would say
+        // "Cannot remove namespace file").
         for ns in [NS, PEER_NS] {
-            let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+            if std::path::Path::new("/run/netns").join(ns).exists() {
+                let _ = Command::new("ip")
+                    .args(["netns", "delete", ns])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
         }
         let _ = std::fs::remove_dir_all(format!("/etc/netns/{NS}"));
     }
