@@ -15,6 +15,7 @@ mod gai_socket;
 mod getaddrinfo;
 mod handler;
 mod netlink;
+mod netlink_capture;
 mod netlink_socket;
 mod process;
 mod route;

@@ -23,26 +23,18 @@ use nodeip_trace_common::{
     NETLINK_MAX_IOV,
 };
 
+use crate::netlink_capture::{count_call_end, mark_last, offset, protocol_selected};
 use crate::{
     count, filter::traced, header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS, NETLINK_FDS,
     NETLINK_INFLIGHT, RAW_CHUNK_PROGRAMS, SCRATCH, SOCKET_INFLIGHT,
 };
 
-/// Bit N set = capture netlink protocol N (NETLINK_ROUTE = 0, NETLINK_GENERIC = 16).
-#[unsafe(no_mangle)]
-static NETLINK_PROTOCOLS: Global<u64> = Global::new((1 << 0) | (1 << 16));
 /// 1 when `sock:sock_{send,recv}_length` are attached and confirm each socket's family.
 #[unsafe(no_mangle)]
 static CONFIRM_WITH_SOCK_TP: Global<u32> = Global::new(1);
 
 const AF_NETLINK: u64 = 16;
 const MSG_PEEK: u64 = 2;
-
-/// Whether netlink `protocol` is among those selected by userspace.
-#[inline(always)]
-pub fn protocol_selected(protocol: u32) -> bool {
-    protocol < 64 && NETLINK_PROTOCOLS.load() & (1u64 << protocol) != 0
-}
 
 /// `socket(family, type, protocol)` entry: remember AF_NETLINK requests.
 #[tracepoint]
@@ -271,33 +263,6 @@ fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHe
     }
 }
 
-/// Makes the chunk header `hdr` close its call: LAST, CUT when fewer than `total` bytes were
-/// captured, and the call's total length.
-#[inline(always)]
-pub(crate) fn mark_last(hdr: *mut NetlinkChunkHeader, total: u64, captured: u64) {
-    unsafe {
-        (*hdr).flags |= chunk_flags::LAST
-            | if captured < total {
-                chunk_flags::CUT
-            } else {
-                0
-            };
-        (*hdr).total_len = total as u32;
-    }
-}
-
-/// Counts what a closed call lost: bytes not captured, and the call itself when a chunk of it
-/// did not fit in the ring buffer.
-#[inline(always)]
-pub(crate) fn count_call_end(total: u64, captured: u64, dropped: bool) {
-    if captured < total {
-        count(counter::NETLINK_BYTES_CUT, total - captured);
-    }
-    if dropped {
-        count(counter::NETLINK_RINGBUF_FULL, 1);
-    }
-}
-
 /// One chunk of the current call per invocation; tail-calls itself for the next one, so the
 /// verifier checks a short straight-line program instead of an unrolled loop. The kernel's tail
 /// call limit (33) bounds a call at 32 chunks; beyond that the call is flagged CUT.
@@ -513,7 +478,7 @@ fn sock_capture_tracepoint(ctx: &TracePointContext, receiving: bool) -> u32 {
 #[inline(always)]
 fn sock_capture_raw(ctx: &RawTracePointContext, receiving: bool) -> i32 {
     let sk: *const u8 = ctx.arg(0);
-    let at = |index| sk.wrapping_add(crate::netlink_socket::offset(index));
+    let at = |index| sk.wrapping_add(offset(index));
     let family = unsafe { bpf_probe_read_kernel(at(socket_offset::SOCK_FAMILY) as *const u16) };
     if family.map(u64::from) != Ok(AF_NETLINK) {
         return 0;

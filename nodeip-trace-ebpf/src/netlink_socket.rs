@@ -11,7 +11,6 @@ use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
-    Global,
 };
 use nodeip_trace_common::{
     chunk_flags, counter, socket_offset, syscall, NetlinkChunkHeader, NetlinkSocketCall,
@@ -22,21 +21,11 @@ use crate::{
     count,
     filter::traced,
     header,
-    netlink::{count_call_end, mark_last, protocol_selected},
+    netlink_capture::{count_call_end, mark_last, offset, protocol_selected},
     EVENTS, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
 };
 
-/// Member offsets indexed by `socket_offset::*` (from the kernel's BTF; userspace attaches these
-/// programs only when it found all of them).
-#[unsafe(no_mangle)]
-static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> = Global::new([0; socket_offset::COUNT]);
-
 const MSG_PEEK: u64 = 2;
-
-#[inline(always)]
-pub(crate) fn offset(index: usize) -> usize {
-    crate::global_at(&SOCKET_OFFSETS, index) as usize
-}
 
 /// `netlink_sendmsg`/`netlink_recvmsg` entry: remember a traced thread's call on a selected
 /// protocol.
