@@ -140,6 +140,16 @@ pub const GAI_CONF_CHUNK_LEN: usize = 4096;
 /// The file glibc reads its sort tables from, NUL-terminated, as the probe compares it.
 pub const GAI_CONF_PATH: [u8; 14] = *b"/etc/gai.conf\0";
 
+/// Which resolver a getaddrinfo record comes from: the uprobe's attach cookie.
+pub mod resolver {
+    /// Not known (no attach cookie: kernels before 5.15).
+    pub const UNKNOWN: u32 = 0;
+    /// glibc's `getaddrinfo`.
+    pub const GLIBC: u32 = 1;
+    /// musl's `getaddrinfo`.
+    pub const MUSL: u32 = 2;
+}
+
 /// Maximum number of `struct addrinfo` entries copied per getaddrinfo call.
 pub const GAI_MAX_RESULTS: usize = 32;
 /// Bytes of the `node` argument copied (a DNS name is at most 253 bytes).
@@ -371,8 +381,9 @@ pub struct GetaddrinfoRecord {
     pub hints_protocol: i32,
     /// Number of valid entries in `results`.
     pub count: u32,
-    /// Padding, always 0.
-    pub _pad: u32,
+    /// Which resolver made the call (`resolver::*`): the uprobe's attach cookie, set per libc
+    /// file by the loader; 0 where the kernel has no attach cookies (before 5.15).
+    pub resolver: u32,
     /// `node`, NUL-terminated.
     pub node: [u8; GAI_NODE_LEN],
     /// `service`, NUL-terminated.

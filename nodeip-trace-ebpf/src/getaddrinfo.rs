@@ -3,11 +3,12 @@
 //! Minimum kernel: 4.17 for uprobes via perf_event_open, 5.8 for ring buffers.
 use aya_ebpf::{
     helpers::{
-        bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
+        bpf_get_attach_cookie, bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
         bpf_probe_read_user_str_bytes,
     },
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
+    EbpfContext,
 };
 use nodeip_trace_common::{
     counter, gai_flags, EventHeader, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS,
@@ -78,7 +79,8 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         (*rec).start_ns = inflight.start_ns;
         (*rec).ret = ctx.ret::<i64>() as i32;
         (*rec).count = 0;
-        (*rec)._pad = 0;
+        // The loader sets the cookie to the libc kind of the file this uprobe is attached to.
+        (*rec).resolver = bpf_get_attach_cookie(ctx.as_ptr()) as u32;
         let mut flags = 0;
         (*rec).node[0] = 0;
         (*rec).service[0] = 0;

@@ -53,4 +53,3 @@ pub(crate) fn count_call_end(total: u64, captured: u64, dropped: bool) {
         count(counter::NETLINK_RINGBUF_FULL, 1);
     }
 }
-

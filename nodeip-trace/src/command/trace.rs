@@ -149,7 +149,9 @@ impl LibcWatcher {
                 .and_then(|file| {
                     use std::os::fd::AsRawFd;
                     let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-                    tracer.attach_libc(&via).map_err(|e| e.to_string())
+                    let kind = crate::probe::libc_locator::libc_kind(&path.to_string_lossy())
+                        .unwrap_or(crate::probe::libc_locator::LibcKind::Glibc);
+                    tracer.attach_libc(&via, kind).map_err(|e| e.to_string())
                 });
             match attached {
                 Ok(()) => {

@@ -127,7 +127,7 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         start_ns: rec.start_ns,
         duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
         during: 0,
-        resolver: ResolverKind::default(),
+        resolver: ResolverKind::from_record(rec.resolver),
         why: None,
     }
 }
@@ -249,7 +249,7 @@ mod tests {
             hints_socktype: 0,
             hints_protocol: 0,
             count: 4,
-            _pad: 0,
+            resolver: 0,
             node,
             service: [0; 64],
             results,

@@ -179,6 +179,8 @@ pub enum ResolverKind {
     /// glibc's `getaddrinfo` (its `rfc3484_sort`, `/etc/gai.conf`).
     #[default]
     Glibc,
+    /// musl's `getaddrinfo` (its 31-bit key sort; no gai.conf).
+    Musl,
     /// Not told by the probe (kernels before 5.15 have no attach cookies).
     Unknown,
 }
@@ -188,6 +190,7 @@ impl ResolverKind {
     pub fn from_record(code: u32) -> Self {
         match code {
             1 => ResolverKind::Glibc,
+            2 => ResolverKind::Musl,
             _ => ResolverKind::Unknown,
         }
     }
@@ -202,6 +205,7 @@ impl ResolverKind {
     pub fn name(&self) -> &'static str {
         match self {
             ResolverKind::Glibc | ResolverKind::Unknown => "glibc",
+            ResolverKind::Musl => "musl",
         }
     }
 
@@ -209,6 +213,7 @@ impl ResolverKind {
     pub fn sort_name(&self) -> &'static str {
         match self {
             ResolverKind::Glibc | ResolverKind::Unknown => "glibc's RFC 6724 sort",
+            ResolverKind::Musl => "musl's RFC 6724 sort",
         }
     }
 
@@ -217,6 +222,9 @@ impl ResolverKind {
         match self {
             ResolverKind::Glibc | ResolverKind::Unknown => {
                 "list only the wanted address for the name, or give it a higher precedence in /etc/gai.conf"
+            }
+            ResolverKind::Musl => {
+                "list only the wanted address for the name (musl reads no /etc/gai.conf: its precedences are fixed)"
             }
         }
     }

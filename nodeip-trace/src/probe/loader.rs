@@ -3,6 +3,7 @@
 //! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
 use std::path::Path;
 
+use crate::probe::libc_locator::LibcKind;
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
 use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};
@@ -408,7 +409,7 @@ impl LiveTracer {
         }
         if config.getaddrinfo {
             for libc in libcs {
-                let _ = self.attach_libc(&libc.path);
+                let _ = self.attach_libc(&libc.path, libc.kind);
             }
         }
         Ok(())
@@ -416,13 +417,23 @@ impl LiveTracer {
 
     /// Attaches the getaddrinfo uprobe and uretprobe to the libc at `path` (also during a trace,
     /// for libcs of processes that start later); the outcome is recorded in `hooks`.
-    pub fn attach_libc(&mut self, path: &Path) -> Result<(), ProbeError> {
+    ///
+    /// The probes carry `kind` as their attach cookie, so each record says which resolver made
+    /// the call; where the kernel has no attach cookies (before 5.15) they attach without one and
+    /// records say "unknown".
+    pub fn attach_libc(&mut self, path: &Path, kind: LibcKind) -> Result<(), ProbeError> {
+        let cookie = match kind {
+            LibcKind::Glibc => nodeip_trace_common::resolver::GLIBC,
+            LibcKind::Musl => nodeip_trace_common::resolver::MUSL,
+        };
         let mut result = Ok(());
         for (program, mode) in [
             ("getaddrinfo_return", "uretprobe"),
             ("getaddrinfo_entry", "uprobe"),
         ] {
-            let status = self.attach_uprobe(program, path);
+            let status = self
+                .attach_uprobe(program, path, Some(u64::from(cookie)))
+                .or_else(|_| self.attach_uprobe(program, path, None));
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode: mode.into(),
@@ -758,14 +769,23 @@ impl LiveTracer {
         Ok(())
     }
 
-    fn attach_uprobe(&mut self, program: &str, libc: &Path) -> Result<(), ProbeError> {
+    fn attach_uprobe(
+        &mut self,
+        program: &str,
+        libc: &Path,
+        cookie: Option<u64>,
+    ) -> Result<(), ProbeError> {
         let target = libc.display().to_string();
         let err = attach_error(program, &target);
         let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
         if prog.fd().is_err() {
             prog.load().map_err(&err)?;
         }
-        prog.attach("getaddrinfo", libc, UProbeScope::AllProcesses)
+        let point = aya::programs::uprobe::UProbeAttachPoint {
+            location: "getaddrinfo".into(),
+            cookie,
+        };
+        prog.attach(point, libc, UProbeScope::AllProcesses)
             .map_err(err)?;
         Ok(())
     }

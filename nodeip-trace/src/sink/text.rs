@@ -53,8 +53,15 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
     } else {
         String::new()
     };
+    // glibc's calls keep the plain name (every libc call was glibc's before resolvers were told
+    // apart); others say whose getaddrinfo it was.
+    let resolver = if c.resolver.is_glibc() {
+        String::new()
+    } else {
+        format!("{} ", c.resolver.name())
+    };
     format!(
-        "getaddrinfo({node}{service}, {}{flags}) = {} {result} ({:.3} ms)",
+        "{resolver}getaddrinfo({node}{service}, {}{flags}) = {} {result} ({:.3} ms)",
         c.family,
         c.ret,
         c.duration_ns as f64 / 1e6

@@ -15,7 +15,7 @@
 //! decided each adjacent pair of the returned order, and whether prediction and reality agree.
 use std::net::IpAddr;
 
-use super::ResolverSort;
+use super::{connected_candidates, unmapped, ResolverSort};
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
 use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy, ResolverSpan};
@@ -124,47 +124,6 @@ impl In6ai {
     }
 }
 
-/// `::ffff:a.b.c.d` as `a.b.c.d`, so a v4-mapped connect matches an IPv4 result.
-fn unmapped(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// The distinct destinations glibc connected to, in order, each with its source (`None` when
-/// the connect failed or no getsockname followed). Only returned addresses count: a DNS
-/// resolver's own connect to its name server is not a candidate.
-fn connected_candidates(ops: &[GaiSocketOp], returned: &[IpAddr]) -> Vec<(IpAddr, Option<IpAddr>)> {
-    let mut found: Vec<(IpAddr, Option<IpAddr>)> = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
-        // A v4-mapped result is connected as itself; an IPv4 one may be connected v4-mapped.
-        let Some(dest) = op.addr.map(|a| {
-            if returned.contains(&a) {
-                a
-            } else {
-                unmapped(a)
-            }
-        }) else {
-            continue;
-        };
-        if !op.connect || !returned.contains(&dest) || found.iter().any(|(d, _)| *d == dest) {
-            continue;
-        }
-        let source = (op.ret == 0)
-            .then(|| {
-                ops[i + 1..]
-                    .iter()
-                    .take_while(|next| !(next.connect && next.fd == op.fd))
-                    .find(|next| !next.connect && next.fd == op.fd && next.ret == 0)
-                    .and_then(|next| next.addr)
-            })
-            .flatten();
-        found.push((dest, source));
-    }
-    found
-}
-
 /// Explains one call. `returned` is every result entry's address in returned order (copies per
 /// socket type included), `ops` the connect/getsockname calls made inside the call, `dump` the
 /// netlink reply messages received inside it. `None` when there is nothing to explain (fewer
@@ -185,7 +144,10 @@ pub fn explain_call(
     if distinct.len() < 2 {
         return None;
     }
-    let connected = connected_candidates(ops, &distinct);
+    let connected: Vec<(IpAddr, Option<IpAddr>)> = connected_candidates(ops, &distinct)
+        .into_iter()
+        .map(|c| (c.dest, c.source))
+        .collect();
     if connected.is_empty() {
         return None;
     }

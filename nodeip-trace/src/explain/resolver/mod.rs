@@ -1,10 +1,13 @@
 //! The resolver seam: each resolver whose address sort nodeip-trace can replay is one
 //! implementation of [`ResolverSort`], and [`explain_span`] dispatches on the resolver a call
-//! names. glibc's `rfc3484_sort` ([`glibc`]) is the first; adding a resolver means one new file
-//! here and one arm in [`sort_for`].
+//! names: glibc's `rfc3484_sort` ([`glibc`]) and musl's 31-bit key sort ([`musl`]). Adding a
+//! resolver means one new file here, one [`ResolverKind`] variant and one arm in [`sort_for`].
 pub mod glibc;
+pub mod musl;
 
-use crate::model::getaddrinfo::{GetaddrinfoWhy, ResolverKind, ResolverSpan};
+use std::net::IpAddr;
+
+use crate::model::getaddrinfo::{GaiSocketOp, GetaddrinfoWhy, ResolverKind, ResolverSpan};
 
 /// A resolver's destination-address sort, replayed on what a trace saw inside one call.
 pub trait ResolverSort {
@@ -19,10 +22,71 @@ pub trait ResolverSort {
 pub fn sort_for(kind: ResolverKind) -> &'static dyn ResolverSort {
     match kind {
         ResolverKind::Glibc | ResolverKind::Unknown => &glibc::GlibcSort,
+        ResolverKind::Musl => &musl::MuslSort,
     }
 }
 
 /// Explains one resolver call from its span (see [`ResolverSort::explain`]).
 pub fn explain_span(span: &ResolverSpan) -> Option<GetaddrinfoWhy> {
     sort_for(span.call.resolver).explain(span)
+}
+
+/// `::ffff:a.b.c.d` as `a.b.c.d`, so a v4-mapped connect matches an IPv4 result.
+pub(crate) fn unmapped(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// One destination a resolver `connect()`ed a UDP socket to while sorting, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConnectedCandidate {
+    /// The destination (an IPv4 result connected v4-mapped is given as IPv4).
+    pub dest: IpAddr,
+    /// The `connect()` succeeded (the destination is usable: rule 1).
+    pub connected: bool,
+    /// The source `getsockname()` gave after it; `None` when the connect failed or no
+    /// getsockname followed.
+    pub source: Option<IpAddr>,
+}
+
+/// The distinct destinations the resolver connected to, in order, each with its source. Only
+/// returned addresses count: a DNS resolver's own connect to its name server is not a
+/// candidate.
+pub(crate) fn connected_candidates(
+    ops: &[GaiSocketOp],
+    returned: &[IpAddr],
+) -> Vec<ConnectedCandidate> {
+    let mut found: Vec<ConnectedCandidate> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        // A v4-mapped result is connected as itself; an IPv4 one may be connected v4-mapped.
+        let Some(dest) = op.addr.map(|a| {
+            if returned.contains(&a) {
+                a
+            } else {
+                unmapped(a)
+            }
+        }) else {
+            continue;
+        };
+        if !op.connect || !returned.contains(&dest) || found.iter().any(|c| c.dest == dest) {
+            continue;
+        }
+        let source = (op.ret == 0)
+            .then(|| {
+                ops[i + 1..]
+                    .iter()
+                    .take_while(|next| !(next.connect && next.fd == op.fd))
+                    .find(|next| !next.connect && next.fd == op.fd && next.ret == 0)
+                    .and_then(|next| next.addr)
+            })
+            .flatten();
+        found.push(ConnectedCandidate {
+            dest,
+            connected: op.ret == 0,
+            source,
+        });
+    }
+    found
 }
