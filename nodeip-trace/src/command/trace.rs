@@ -121,9 +121,11 @@ impl LibcWatcher {
     ) -> Self {
         let attached = |l: &crate::probe::libc_locator::LibcTarget| {
             let target = format!("getaddrinfo@{}", l.path.display());
-            hooks
-                .iter()
-                .any(|h| h.target == target && h.mode == "uprobe" && h.status.is_ok())
+            hooks.iter().any(|h| {
+                h.target == target
+                    && h.mode == crate::probe::hooks::HookMode::Uprobe
+                    && h.status.is_ok()
+            })
         };
         Self {
             attached: libcs
@@ -656,7 +658,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let failed: Vec<String> = tracer
         .hooks
         .iter()
-        .filter(|h| h.status.is_err() && h.mode != "off")
+        .filter(|h| h.status.is_err() && h.mode != crate::probe::hooks::HookMode::Off)
         .map(|h| h.describe())
         .collect();
     let mut handler_summary: BTreeMap<&str, usize> = BTreeMap::new();

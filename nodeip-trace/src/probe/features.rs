@@ -5,113 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::hooks::TRACEPOINT_HOOKS;
 use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
-
-/// The tracepoints the tool attaches to, as (category, name, purpose).
-pub const TRACEPOINTS: [(&str, &str, &str); 25] = [
-    (
-        "syscalls",
-        "sys_enter_socket",
-        "learn netlink sockets as they are opened",
-    ),
-    (
-        "syscalls",
-        "sys_exit_socket",
-        "learn netlink sockets as they are opened",
-    ),
-    ("syscalls", "sys_enter_sendto", "netlink requests (sendto)"),
-    ("syscalls", "sys_exit_sendto", "netlink requests (sendto)"),
-    (
-        "syscalls",
-        "sys_enter_sendmsg",
-        "netlink requests (sendmsg)",
-    ),
-    ("syscalls", "sys_exit_sendmsg", "netlink requests (sendmsg)"),
-    (
-        "syscalls",
-        "sys_enter_recvfrom",
-        "netlink replies (recvfrom)",
-    ),
-    (
-        "syscalls",
-        "sys_exit_recvfrom",
-        "netlink replies (recvfrom)",
-    ),
-    ("syscalls", "sys_enter_recvmsg", "netlink replies (recvmsg)"),
-    ("syscalls", "sys_exit_recvmsg", "netlink replies (recvmsg)"),
-    (
-        "sock",
-        "sock_send_length",
-        "netlink requests with only netlink sockets paying (kernel >= 6.3; else: confirm a socket is AF_NETLINK)",
-    ),
-    (
-        "sock",
-        "sock_recv_length",
-        "netlink replies with only netlink sockets paying (kernel >= 6.3; else: confirm a socket is AF_NETLINK)",
-    ),
-    (
-        "fib",
-        "fib_table_lookup",
-        "IPv4 route lookups (source selection, route get)",
-    ),
-    ("fib6", "fib6_table_lookup", "IPv6 route lookups"),
-    (
-        "netlink",
-        "netlink_extack",
-        "kernel error strings for netlink requests",
-    ),
-    (
-        "syscalls",
-        "sys_enter_connect",
-        "source-address decisions (their route lookups are kept); getaddrinfo's sort candidates",
-    ),
-    (
-        "syscalls",
-        "sys_exit_connect",
-        "getaddrinfo's sort: candidates the kernel cannot reach",
-    ),
-    (
-        "syscalls",
-        "sys_enter_getsockname",
-        "getaddrinfo's sort: the source chosen per candidate",
-    ),
-    (
-        "syscalls",
-        "sys_exit_getsockname",
-        "getaddrinfo's sort: the source chosen per candidate",
-    ),
-    (
-        "syscalls",
-        "sys_enter_openat",
-        "getaddrinfo's sort: the /etc/gai.conf it opens",
-    ),
-    (
-        "syscalls",
-        "sys_exit_openat",
-        "getaddrinfo's sort: the /etc/gai.conf it opens",
-    ),
-    (
-        "syscalls",
-        "sys_enter_read",
-        "getaddrinfo's sort: the /etc/gai.conf it reads",
-    ),
-    (
-        "syscalls",
-        "sys_exit_read",
-        "getaddrinfo's sort: the /etc/gai.conf it reads",
-    ),
-    (
-        "sched",
-        "sched_process_fork",
-        "follow descendants of traced processes",
-    ),
-    (
-        "sched",
-        "sched_process_exec",
-        "new programs (libc attach, attribution)",
-    ),
-];
 
 /// Kernel handlers behind netlink requests, probed with fentry/fexit or kprobe/kretprobe, as
 /// (function, purpose); the order is `nodeip_trace_common::handler_function` order.
@@ -724,7 +620,8 @@ impl KernelFeatures {
                 });
             }
         }
-        for (category, name, purpose) in TRACEPOINTS {
+        for hook in &TRACEPOINT_HOOKS {
+            let (category, name, purpose) = (hook.category, hook.name, hook.purpose);
             let exists = tracefs_root
                 .as_ref()
                 .map(|r| tracefs::event_exists(r, category, name))

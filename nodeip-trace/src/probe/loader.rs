@@ -3,6 +3,7 @@
 //! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
 use std::path::Path;
 
+use crate::probe::hooks::{tracepoints_of, HookError, HookGroup, HookMode, TracepointHook};
 use crate::probe::libc_locator::LibcKind;
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
@@ -44,10 +45,10 @@ impl ChunkPrograms {
         }
     }
 
-    fn mode(self) -> &'static str {
+    fn mode(self) -> HookMode {
         match self {
-            ChunkPrograms::Classic => "tracepoint",
-            ChunkPrograms::Raw => "raw tracepoint",
+            ChunkPrograms::Classic => HookMode::Tracepoint,
+            ChunkPrograms::Raw => HookMode::RawTracepoint,
         }
     }
 }
@@ -108,13 +109,12 @@ impl Default for TraceConfig {
 pub struct AttachedHook {
     /// Program name in the eBPF object.
     pub program: String,
-    /// Mode: `uprobe`, `uretprobe`, `tracepoint`, `fentry`, `fexit`, `kprobe`, `kretprobe`, or
-    /// `off` for a kernel handler left unprobed.
-    pub mode: String,
+    /// How it is attached ([`HookMode::Off`] for a kernel handler left unprobed).
+    pub mode: HookMode,
     /// Attach target.
     pub target: String,
-    /// Attached, or the reason it is not.
-    pub status: Result<(), String>,
+    /// Attached, or why it is not.
+    pub status: Result<(), HookError>,
 }
 
 impl AttachedHook {
@@ -313,54 +313,38 @@ impl LiveTracer {
         };
         if config.netlink && !socket_layer {
             let chunks = sock_capture.unwrap_or(ChunkPrograms::Classic);
-            let status = self
-                .install_chunk_program(chunks)
-                .map_err(|e| e.to_string());
+            let status = self.install_chunk_program(chunks).map_err(HookError::from);
             self.hooks.push(AttachedHook {
                 program: chunks.program().into(),
-                mode: "tail call".into(),
+                mode: HookMode::TailCall,
                 target: format!("{}[0]", chunks.array()),
                 status,
             });
         }
         let sock_capture = sock_capture.is_some();
-        let mut tps: Vec<(&str, &str, &str)> = vec![
-            ("process_fork", "sched", "sched_process_fork"),
-            ("process_exec", "sched", "sched_process_exec"),
-        ];
+        // The tracepoints, from the hook table, group by group as the configuration asks.
+        let mut tps: Vec<&TracepointHook> = tracepoints_of(HookGroup::Processes).collect();
         if config.netlink && !socket_layer && !sock_capture {
-            tps.extend([
-                ("socket_enter", "syscalls", "sys_enter_socket"),
-                ("socket_exit", "syscalls", "sys_exit_socket"),
-                ("sendto_enter", "syscalls", "sys_enter_sendto"),
-                ("sendmsg_enter", "syscalls", "sys_enter_sendmsg"),
-                ("recvfrom_enter", "syscalls", "sys_enter_recvfrom"),
-                ("recvmsg_enter", "syscalls", "sys_enter_recvmsg"),
-                ("netlink_io_exit", "syscalls", "sys_exit_sendto"),
-                ("netlink_io_exit", "syscalls", "sys_exit_sendmsg"),
-                ("netlink_io_exit", "syscalls", "sys_exit_recvfrom"),
-                ("netlink_io_exit", "syscalls", "sys_exit_recvmsg"),
-                ("sock_send_length", "sock", "sock_send_length"),
-                ("sock_recv_length", "sock", "sock_recv_length"),
-            ]);
+            tps.extend(tracepoints_of(HookGroup::NetlinkSyscalls));
         }
         if config.netlink {
-            tps.push(("netlink_extack", "netlink", "netlink_extack"));
+            tps.extend(tracepoints_of(HookGroup::NetlinkErrors));
         }
         if config.route_lookups {
             // Raw tracepoints where the BTF gave the offsets: a routed packet then costs one
             // port read, not the classic tracepoint's record. The classic one otherwise.
-            // Each program is named after its tracepoint, the raw one with `_raw`.
-            for (category, name) in [("fib", "fib_table_lookup"), ("fib6", "fib6_table_lookup")] {
+            // Each raw program is named after its tracepoint, with `_raw`.
+            for hook in tracepoints_of(HookGroup::RouteLookups) {
+                let (category, name) = (hook.category, hook.name);
                 if offsets_known.route && features.tracepoint_available(category, name) {
                     let raw = format!("{name}_raw");
                     let status = self
                         .attach_raw_tracepoint(&raw, name)
-                        .map_err(|e| e.to_string());
+                        .map_err(HookError::from);
                     let attached = status.is_ok();
                     self.hooks.push(AttachedHook {
                         program: raw,
-                        mode: "raw tracepoint".into(),
+                        mode: HookMode::RawTracepoint,
                         target: name.into(),
                         status,
                     });
@@ -368,38 +352,31 @@ impl LiveTracer {
                         continue;
                     }
                 }
-                tps.push((name, category, name));
+                tps.push(hook);
             }
         }
         // connect() marks a source-address decision (its route lookups are kept), and is one of
-        // glibc's sort probes inside getaddrinfo.
+        // the resolvers' sort probes inside getaddrinfo.
         if config.getaddrinfo || config.route_lookups {
-            tps.extend([
-                ("gai_connect_enter", "syscalls", "sys_enter_connect"),
-                ("gai_socket_exit", "syscalls", "sys_exit_connect"),
-            ]);
+            tps.extend(tracepoints_of(HookGroup::Decisions));
         }
         if config.getaddrinfo {
-            tps.extend([
-                ("gai_getsockname_enter", "syscalls", "sys_enter_getsockname"),
-                ("gai_socket_exit", "syscalls", "sys_exit_getsockname"),
-                ("gai_conf_open_enter", "syscalls", "sys_enter_openat"),
-                ("gai_conf_open_exit", "syscalls", "sys_exit_openat"),
-                ("gai_conf_read_enter", "syscalls", "sys_enter_read"),
-                ("gai_conf_read_exit", "syscalls", "sys_exit_read"),
-            ]);
+            tps.extend(tracepoints_of(HookGroup::ResolverSort));
         }
-        for (program, category, name) in tps {
+        for hook in tps {
+            let (program, category, name) = (hook.program, hook.category, hook.name);
             let target = format!("{category}:{name}");
             let status = if !features.tracepoint_available(category, name) {
-                Err("tracepoint not available on this kernel".to_string())
+                Err(HookError::Unavailable(
+                    "tracepoint not available on this kernel".into(),
+                ))
             } else {
                 self.attach_tracepoint(program, category, name)
-                    .map_err(|e| e.to_string())
+                    .map_err(HookError::from)
             };
             self.hooks.push(AttachedHook {
                 program: program.into(),
-                mode: "tracepoint".into(),
+                mode: HookMode::Tracepoint,
                 target,
                 status,
             });
@@ -428,17 +405,20 @@ impl LiveTracer {
         };
         let mut result = Ok(());
         for (program, mode) in [
-            ("getaddrinfo_return", "uretprobe"),
-            ("getaddrinfo_entry", "uprobe"),
+            ("getaddrinfo_return", HookMode::Uretprobe),
+            ("getaddrinfo_entry", HookMode::Uprobe),
         ] {
             let status = self
                 .attach_uprobe(program, path, Some(u64::from(cookie)))
                 .or_else(|_| self.attach_uprobe(program, path, None));
             self.hooks.push(AttachedHook {
                 program: program.into(),
-                mode: mode.into(),
+                mode,
                 target: format!("getaddrinfo@{}", path.display()),
-                status: status.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+                status: status
+                    .as_ref()
+                    .map(|_| ())
+                    .map_err(|e| HookError::Failed(e.to_string())),
             });
             if let Err(e) = status {
                 result = Err(e);
@@ -463,9 +443,9 @@ impl LiveTracer {
                 self.handler_modes.insert(function.into(), "off".into());
                 self.hooks.push(AttachedHook {
                     program: function.into(),
-                    mode: "off".into(),
+                    mode: HookMode::Off,
                     target: function.into(),
-                    status: Err(step.reason.clone()),
+                    status: Err(HookError::Unavailable(step.reason.clone())),
                 });
                 continue;
             };
@@ -489,12 +469,17 @@ impl LiveTracer {
                 function.into(),
                 if result.is_ok() { chosen } else { "off" }.into(),
             );
-            for suffix in [exit, entry] {
+            let (entry_mode, exit_mode) = if chosen == "fentry" {
+                HookMode::Fentry.entry_and_return()
+            } else {
+                HookMode::Kprobe.entry_and_return()
+            };
+            for (suffix, mode) in [(exit, exit_mode), (entry, entry_mode)] {
                 self.hooks.push(AttachedHook {
                     program: format!("{function}_{suffix}"),
-                    mode: suffix.into(),
+                    mode,
                     target: function.into(),
-                    status: result.clone(),
+                    status: result.clone().map_err(HookError::Failed),
                 });
             }
         }
@@ -535,7 +520,11 @@ impl LiveTracer {
                     self.netlink_capture = format!("socket layer ({mode})");
                     self.hooks.push(AttachedHook {
                         program: "netlink_socket_capture".into(),
-                        mode: mode.into(),
+                        mode: if mode == "fentry" {
+                            HookMode::Fentry
+                        } else {
+                            HookMode::Kprobe
+                        },
                         target:
                             "netlink_sendmsg, netlink_recvmsg, netlink_unicast, skb_recv_datagram"
                                 .into(),
@@ -620,7 +609,7 @@ impl LiveTracer {
             }
             self.hooks.push(AttachedHook {
                 program: program.into(),
-                mode: kind.mode().into(),
+                mode: kind.mode(),
                 target: format!("sock:{name}"),
                 status: Ok(()),
             });
