@@ -3,6 +3,7 @@
 //! names: glibc's `rfc3484_sort` ([`glibc`]) and musl's 31-bit key sort ([`musl`]). Adding a
 //! resolver means one new file here, one [`ResolverKind`] variant and one arm in [`sort_for`].
 pub mod glibc;
+pub mod go;
 pub mod musl;
 
 use std::net::IpAddr;
