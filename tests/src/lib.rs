@@ -5,6 +5,7 @@
 //! created, so no packet can reach the host or anything beyond it.
 pub mod go;
 pub mod golden;
+pub mod layouts;
 pub mod malformed;
 pub mod strace;
 pub mod tshark;
