@@ -21,9 +21,11 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::gai_conf::GaiConf;
+use super::resolver::{go, musl};
 use super::rfc6724::{self, Candidate, SourceInterface};
 use crate::model::event::Diagnosis;
 use crate::model::facts::{AddressFact, LinkFact, RouteFact};
+use crate::model::getaddrinfo::PairWhy;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// Everything the audit looks at.
@@ -94,11 +96,28 @@ pub struct LocalAddressSource {
     pub src: Option<IpAddr>,
 }
 
+/// How one resolver would order the node name's addresses on this node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResolverOrder {
+    /// `glibc`, `musl` or `go`.
+    pub resolver: String,
+    /// Who uses it among node components (as built upstream; see research notes in the docs).
+    pub used_by: String,
+    /// The order it returns.
+    pub order: Vec<IpAddr>,
+    /// The rule behind each adjacent pair (`first before second: rule N (name): detail`), or
+    /// why it keeps the resolver's order.
+    pub reasoning: Vec<String>,
+}
+
 /// The audit's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditReport {
     /// The input.
     pub snapshot: NodeSnapshot,
+    /// The node name's order under each resolver a node's components use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolvers: Vec<ResolverOrder>,
     /// Local addresses with their local routes' `src`.
     pub local_sources: Vec<LocalAddressSource>,
     /// Each component's pick.
@@ -743,10 +762,154 @@ fn openelb(s: &NodeSnapshot, target: IpAddr, findings: &mut Vec<Diagnosis>) -> C
     )
 }
 
+/// The node name's order under glibc (with the node's gai.conf), musl and Go's own resolver, and
+/// a `resolvers-disagree` finding when their first IPv4 addresses (kubelet's rule) differ.
+fn resolver_orders(
+    s: &NodeSnapshot,
+    conf: &GaiConf,
+    findings: &mut Vec<Diagnosis>,
+) -> Vec<ResolverOrder> {
+    if s.hosts.len() < 2 {
+        return Vec::new();
+    }
+    let sources: Vec<Option<IpAddr>> = s
+        .hosts
+        .iter()
+        .map(|a| s.route_get(*a).and_then(|r| r.src))
+        .collect();
+    let pair_lines = |pairs: &[PairWhy]| -> Vec<String> {
+        pairs
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} before {}: rule {} ({}): {}",
+                    p.first, p.second, p.rule, p.rule_name, p.detail
+                )
+            })
+            .collect()
+    };
+    let glibc_candidates: Vec<Candidate> = s
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| s.glibc_candidate(*a, i))
+        .collect();
+    let glibc = rfc6724::sort(&glibc_candidates, conf);
+    let glibc_order: Vec<IpAddr> = glibc
+        .order
+        .iter()
+        .map(|i| glibc_candidates[*i].dest)
+        .collect();
+    let glibc_reasons = glibc
+        .decisions
+        .iter()
+        .map(|d| {
+            format!(
+                "{} before {}: rule {} ({}): {}",
+                d.first, d.second, d.rule, d.rule_name, d.detail
+            )
+        })
+        .collect();
+    let musl_candidates: Vec<musl::MuslCandidate> = s
+        .hosts
+        .iter()
+        .zip(&sources)
+        .map(|(dest, source)| musl::MuslCandidate {
+            dest: *dest,
+            connected: source.is_some(),
+            source: *source,
+        })
+        .collect();
+    let (musl_order, musl_reasons) = if musl::sorts(false, &s.hosts) {
+        let order: Vec<IpAddr> = musl::sort(&musl_candidates)
+            .into_iter()
+            .map(|i| musl_candidates[i].dest)
+            .collect();
+        let why = musl::explain(&musl_candidates, &order);
+        (order, pair_lines(&why.pairs))
+    } else {
+        (
+            s.hosts.clone(),
+            vec!["no IPv6 result: musl does not sort, the hosts-file order is kept".into()],
+        )
+    };
+    let go_candidates: Vec<go::GoCandidate> = s
+        .hosts
+        .iter()
+        .zip(&sources)
+        .map(|(dest, source)| go::GoCandidate {
+            dest: *dest,
+            source: *source,
+        })
+        .collect();
+    let go_order: Vec<IpAddr> = go::sort(&go_candidates)
+        .into_iter()
+        .map(|i| go_candidates[i].dest)
+        .collect();
+    let go_reasons = pair_lines(&go::explain(&go_candidates, &go_order).pairs);
+    let orders = vec![
+        ResolverOrder {
+            resolver: "glibc".into(),
+            used_by: "cgo Go programs sent to libc (kubelet before 1.38 when nsswitch/resolv.conf require it), C programs such as getent"
+                .into(),
+            order: glibc_order,
+            reasoning: glibc_reasons,
+        },
+        ResolverOrder {
+            resolver: "musl".into(),
+            used_by: "k3s's embedded kubelet (static musl), Alpine-based containers".into(),
+            order: musl_order,
+            reasoning: musl_reasons,
+        },
+        ResolverOrder {
+            resolver: "go".into(),
+            used_by: "kubelet from 1.38 (static), kube-proxy, kube-vip, MetalLB and OpenELB speakers, calico-node by default"
+                .into(),
+            order: go_order,
+            reasoning: go_reasons,
+        },
+    ];
+    let firsts: Vec<(&str, Option<IpAddr>)> = orders
+        .iter()
+        .map(|o| {
+            (
+                o.resolver.as_str(),
+                o.order.iter().copied().find(|a| ipv4_global(*a)),
+            )
+        })
+        .collect();
+    if firsts.iter().any(|(_, f)| *f != firsts[0].1) {
+        findings.push(Diagnosis {
+            id: "resolvers-disagree".into(),
+            severity: "warning".into(),
+            summary: format!(
+                "the node name {:?} comes out differently per resolver: first IPv4 {}",
+                s.hostname,
+                firsts
+                    .iter()
+                    .map(|(r, f)| format!(
+                        "{r} {}",
+                        f.map_or_else(|| "none".to_string(), |a| a.to_string())
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            evidence: orders
+                .iter()
+                .map(|o| format!("{}: [{}]", o.resolver, list(&o.order)))
+                .collect(),
+            remedy: "components that look the node name up can pick different addresses: set kubelet --node-ip (and the other components' address settings) explicitly, or list only one address for the name"
+                .into(),
+        });
+    }
+    orders
+}
+
 /// Runs every picker on a snapshot.
 pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiConf) -> AuditReport {
     let mut findings = Vec::new();
     let s = &snapshot;
+    let resolvers = resolver_orders(s, conf, &mut findings);
     let kubelet_pick = kubelet(s, settings, conf, &mut findings);
     let kubelet_ip = kubelet_pick.picked.first().copied();
     let calico_pick = calico(s, settings, kubelet_ip, &mut findings);
@@ -773,6 +936,7 @@ pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiCon
     }
     AuditReport {
         local_sources: s.local_sources(),
+        resolvers,
         snapshot,
         picks,
         findings,
@@ -831,6 +995,24 @@ pub fn render_text(r: &AuditReport) -> String {
             l.address.to_string(),
             l.ifname
         ));
+    }
+    if !r.resolvers.is_empty() {
+        out.push_str(&format!(
+            "\nHow each resolver orders {:?} (hosts file: {}):\n",
+            r.snapshot.hostname,
+            list(&r.snapshot.hosts)
+        ));
+        for o in &r.resolvers {
+            out.push_str(&format!(
+                "  {:<5} [{}]  — used by {}\n",
+                o.resolver,
+                list(&o.order),
+                o.used_by
+            ));
+            for why in &o.reasoning {
+                out.push_str(&format!("      {why}\n"));
+            }
+        }
     }
     out.push_str("\nWhat each component picks:\n");
     for p in &r.picks {
