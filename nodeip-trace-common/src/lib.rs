@@ -617,6 +617,90 @@ const _: () = assert!(
 );
 const _: () = assert!(core::mem::size_of::<GaiConfRecord>() == 48 + 8 + GAI_CONF_CHUNK_LEN);
 
+/// Kind tag of [`GoSortRecord`].
+pub const KIND_GO_SORT: u32 = 14;
+/// Addresses copied per Go resolver sort (more are counted in `count`).
+pub const GO_MAX_ADDRS: usize = 16;
+/// Bytes of the looked-up name copied.
+pub const GO_NAME_LEN: usize = 128;
+
+/// How `net.sortByRFC6724withSrcs` receives its sources (a uprobe program per layout).
+pub mod go_layout {
+    /// `srcs []net.IP` (Go 1.19): 24-byte slice headers.
+    pub const IP_SLICES: u32 = 1;
+    /// `srcs []netip.Addr` (Go 1.21+): 24 bytes, two big-endian halves and a zone pointer.
+    pub const NETIP_ADDRS: u32 = 2;
+}
+
+/// Flags of a [`GoSortRecord`].
+pub mod go_flags {
+    /// The goroutine's lookup name was not seen (its entry probe missed, or another caller).
+    pub const NO_NAME: u32 = 1;
+    /// More than [`super::GO_MAX_ADDRS`] addresses: the lists are cut.
+    pub const CUT: u32 = 2;
+    /// An address or source could not be read.
+    pub const UNREADABLE: u32 = 4;
+}
+
+/// Up to [`GO_MAX_ADDRS`] addresses, each 4 or 16 bytes (`lens[i]`; 0: none, or invalid).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GoAddrList {
+    /// The address bytes (IPv4 in the first 4).
+    pub addrs: [[u8; 16]; GO_MAX_ADDRS],
+    /// Length of each address: 4, 16, or 0.
+    pub lens: [u8; GO_MAX_ADDRS],
+}
+
+/// One run of Go's own resolver's sort (`net.sortByRFC6724withSrcs`): its input order and the
+/// sources it sorted with (at entry), and the order it left (at its RETs), for one goroutine.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GoSortRecord {
+    /// Common header; `ts_ns` is the return time.
+    pub header: EventHeader,
+    /// The goroutine (`g` pointer, R14).
+    pub g: u64,
+    /// The `addrs` array (sorted in place), read again at return.
+    pub addrs_ptr: u64,
+    /// Entry time.
+    pub start_ns: u64,
+    /// Number of addresses the sort was given.
+    pub count: u32,
+    /// `go_layout::*`.
+    pub layout: u32,
+    /// Bytes of `name` that are valid.
+    pub name_len: u32,
+    /// `go_flags::*`.
+    pub flags: u32,
+    /// The name being looked up (from `goLookupIPCNAMEOrder`'s entry on this goroutine).
+    pub name: [u8; GO_NAME_LEN],
+    /// The addresses in the resolver's order, as the sort got them.
+    pub unsorted: GoAddrList,
+    /// The source of each (its `srcs` argument: what `DialUDP` + `LocalAddr` gave).
+    pub sources: GoAddrList,
+    /// The addresses in the order the sort left them.
+    pub sorted: GoAddrList,
+}
+
+/// The name a goroutine is looking up, kept until its sort runs.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GoLookupName {
+    /// Bytes of `name` that are valid.
+    pub len: u32,
+    /// Padding, always 0.
+    pub _pad: u32,
+    /// The name.
+    pub name: [u8; GO_NAME_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<GoAddrList>() == 16 * GO_MAX_ADDRS + GO_MAX_ADDRS);
+const _: () = assert!(
+    core::mem::size_of::<GoSortRecord>() == 48 + 24 + 16 + GO_NAME_LEN + 3 * (17 * GO_MAX_ADDRS)
+);
+const _: () = assert!(core::mem::size_of::<GoLookupName>() == 8 + GO_NAME_LEN);
+
 #[cfg(feature = "user")]
 mod user_pod {
     //! `aya::Pod` impls so userspace can put these records in maps.

@@ -13,6 +13,7 @@ mod filter;
 mod gai_conf;
 mod gai_socket;
 mod getaddrinfo;
+mod go_resolver;
 mod handler;
 mod netlink;
 mod netlink_capture;
@@ -30,8 +31,9 @@ use aya_ebpf::{
     Global,
 };
 use nodeip_trace_common::{
-    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, KernelHandlerRecord,
-    NetlinkInflight, NetlinkSocketCall, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
+    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, GoLookupName, GoSortRecord,
+    KernelHandlerRecord, NetlinkInflight, NetlinkSocketCall, NETLINK_CHUNK_HEADER_LEN,
+    NETLINK_CHUNK_LEN,
 };
 
 /// All records go through this ring buffer; userspace sets its size before load.
@@ -73,6 +75,16 @@ fn global_at<const N: usize>(global: &Global<[u32; N]>, index: usize) -> u32 {
         core::ptr::read_volatile((global as *const Global<[u32; N]>).cast::<u32>().add(index))
     }
 }
+
+/// The name each goroutine of Go's own resolver is looking up, keyed by (tgid, g).
+#[map]
+static GO_NAMES: LruHashMap<[u64; 2], GoLookupName> = LruHashMap::with_max_entries(4096, 0);
+/// Go resolver sorts in flight (entry seen, no RET yet), keyed by (tgid, g).
+#[map]
+static GO_SORTS: LruHashMap<[u64; 2], GoSortRecord> = LruHashMap::with_max_entries(1024, 0);
+/// Per-CPU scratch where a Go sort record is built (too big for the eBPF stack).
+#[map]
+static GO_SCRATCH: PerCpuArray<GoSortRecord> = PerCpuArray::with_max_entries(1, 0);
 
 /// Per-CPU counters of everything not delivered (see `nodeip_trace_common::counter`).
 #[map]

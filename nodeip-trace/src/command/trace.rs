@@ -582,6 +582,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             crate::probe::process_table::ProcProcessDirectory::default(),
         ));
     let mut libc_watcher = LibcWatcher::new(&features.libcs, &tracer.hooks);
+    // Go's own resolver: every running Go program now, each new one at its exec.
+    let mut go_probes = crate::probe::go_resolver::GoResolverProbes::default();
+    if config.getaddrinfo {
+        go_probes.scan_all(&mut tracer);
+    }
 
     // Sinks.
     let stdout_machine = opts.format == Some(OutputFormat::Json)
@@ -772,6 +777,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     if let crate::decode::record::KernelRecord::Exec(r) = &rec {
                         if config.getaddrinfo {
                             libc_watcher.on_exec(&mut tracer, (r.header.pid_tgid >> 32) as u32);
+                            go_probes.look(&mut tracer, (r.header.pid_tgid >> 32) as u32);
                         }
                     }
                     pipeline.on_kernel_record(rec, &mut out);

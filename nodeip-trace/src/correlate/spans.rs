@@ -106,6 +106,7 @@ impl SpanTracker {
                 read_by_resolver,
                 at_start,
             },
+            sort_inputs: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! the typed values in [`crate::model::event`]. No I/O here; every decoder is tested with bytes.
 pub mod addrinfo;
 pub mod cgroup;
+pub mod go_sort;
 pub mod kernel_handler;
 pub mod netlink;
 pub mod record;

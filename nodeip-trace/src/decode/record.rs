@@ -53,6 +53,8 @@ pub enum KernelRecord {
     GaiConf(Box<common::GaiConfRecord>),
     /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
     KernelHandler(Box<common::KernelHandlerRecord>),
+    /// One run of Go's own resolver's sort.
+    GoSort(Box<common::GoSortRecord>),
 }
 
 impl KernelRecord {
@@ -69,6 +71,7 @@ impl KernelRecord {
             KernelRecord::GaiSocket(r) => &r.header,
             KernelRecord::GaiConf(r) => &r.header,
             KernelRecord::KernelHandler(r) => &r.header,
+            KernelRecord::GoSort(r) => &r.header,
         }
     }
 }
@@ -118,6 +121,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_GAI_SOCKET => KernelRecord::GaiSocket(Box::new(read(kind, bytes)?)),
         common::KIND_GAI_CONF => KernelRecord::GaiConf(Box::new(read(kind, bytes)?)),
         common::KIND_KERNEL_HANDLER => KernelRecord::KernelHandler(Box::new(read(kind, bytes)?)),
+        common::KIND_GO_SORT => KernelRecord::GoSort(Box::new(read(kind, bytes)?)),
         other => return Err(RecordError::UnknownKind(other)),
     })
 }

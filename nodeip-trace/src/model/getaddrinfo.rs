@@ -140,6 +140,16 @@ pub struct GaiConfSeen {
     pub at_start: Option<GaiConfText>,
 }
 
+/// A sort's own inputs, as the resolver's sort function received them (Go's: its `addrs` and
+/// `srcs` arguments): no replay of the sources is needed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SortInputs {
+    /// The addresses in the resolver's order.
+    pub order: Vec<IpAddr>,
+    /// The source of each (`None`: none, the address is unusable).
+    pub sources: Vec<Option<IpAddr>>,
+}
+
 /// A resolver call with what its thread did inside it: what flows from correlate to explain.
 #[derive(Clone, Debug)]
 pub struct ResolverSpan {
@@ -151,6 +161,8 @@ pub struct ResolverSpan {
     pub socket_ops: Vec<GaiSocketOp>,
     /// Its configuration.
     pub gai_conf: GaiConfSeen,
+    /// The sort's own inputs, when a probe read them (Go's resolver).
+    pub sort_inputs: Option<SortInputs>,
 }
 
 impl ResolverSpan {
@@ -181,6 +193,8 @@ pub enum ResolverKind {
     Glibc,
     /// musl's `getaddrinfo` (its 31-bit key sort; no gai.conf).
     Musl,
+    /// Go's own resolver (`net`'s pure-Go lookups; its `addrselect.go` sort).
+    Go,
     /// Not told by the probe (kernels before 5.15 have no attach cookies).
     Unknown,
 }
@@ -206,6 +220,7 @@ impl ResolverKind {
         match self {
             ResolverKind::Glibc | ResolverKind::Unknown => "glibc",
             ResolverKind::Musl => "musl",
+            ResolverKind::Go => "go",
         }
     }
 
@@ -214,6 +229,7 @@ impl ResolverKind {
         match self {
             ResolverKind::Glibc | ResolverKind::Unknown => "glibc's RFC 6724 sort",
             ResolverKind::Musl => "musl's RFC 6724 sort",
+            ResolverKind::Go => "Go's RFC 6724 sort",
         }
     }
 
@@ -225,6 +241,9 @@ impl ResolverKind {
             }
             ResolverKind::Musl => {
                 "list only the wanted address for the name (musl reads no /etc/gai.conf: its precedences are fixed)"
+            }
+            ResolverKind::Go => {
+                "list only the wanted address for the name (Go reads no /etc/gai.conf), or make the program use cgo (GODEBUG=netdns=cgo) if glibc's order is wanted"
             }
         }
     }

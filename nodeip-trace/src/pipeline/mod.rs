@@ -10,6 +10,7 @@ use crate::correlate::chunks::ChunkAssembler;
 use crate::correlate::conversations::{BufferRef, CompletedConversation, ConversationTracker};
 use crate::correlate::spans::SpanTracker;
 use crate::decode::addrinfo::{decode_gai_socket, decode_getaddrinfo};
+use crate::decode::go_sort::decode_go_sort;
 use crate::decode::kernel_handler::decode_kernel_handler;
 use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
 use crate::decode::record::{c_string, KernelRecord};
@@ -22,6 +23,7 @@ use crate::model::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
 };
 use crate::model::frame::{Direction, NetlinkFrame, Task};
+use crate::model::getaddrinfo::ResolverSpan;
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
 
@@ -308,6 +310,26 @@ impl Pipeline {
                     r.header.ts_ns,
                     &task,
                     EventBody::KernelHandler(Box::new(call)),
+                );
+                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+            }
+            // Go's own resolver: the sort's record carries its inputs and its result; the why is
+            // explained from them (no span: the goroutine may have run on several threads).
+            KernelRecord::GoSort(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let (call, inputs) = decode_go_sort(&r);
+                let mut span = ResolverSpan {
+                    call,
+                    inside: Vec::new(),
+                    socket_ops: Vec::new(),
+                    gai_conf: Default::default(),
+                    sort_inputs: Some(inputs),
+                };
+                span.call.why = explain_span(&span).map(Box::new);
+                let ev = self.event(
+                    r.header.ts_ns,
+                    &task,
+                    EventBody::Getaddrinfo(Box::new(span.call)),
                 );
                 self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
             }

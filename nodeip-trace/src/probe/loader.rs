@@ -3,8 +3,14 @@
 //! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
 use std::path::Path;
 
+use crate::probe::go_binary::{GoBinary, SourcesLayout};
 use crate::probe::hooks::{tracepoints_of, HookError, HookGroup, HookMode, TracepointHook};
 use crate::probe::libc_locator::LibcKind;
+
+/// The function of Go's `net` whose arguments and result the Go resolver probes read.
+pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
+/// The function whose entry gives the name a goroutine looks up.
+pub const GO_LOOKUP_FUNCTION: &str = "net.(*Resolver).goLookupIPCNAMEOrder";
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
 use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};
@@ -426,6 +432,69 @@ impl LiveTracer {
             }
         }
         result
+    }
+
+    /// Attaches Go's own resolver probes to the Go executable `binary` read from `path`: plain
+    /// uprobes at every RET of `net.sortByRFC6724withSrcs`, at its entry (the program of the
+    /// binary's sources layout), and at the entry of `goLookupIPCNAMEOrder` (the name) — never
+    /// uretprobes. Returns the Go version probed.
+    pub fn attach_go(&mut self, path: &Path, binary: &GoBinary) -> Result<String, ProbeError> {
+        let refuse = |reason: String| ProbeError::GoResolver {
+            path: path.display().to_string(),
+            reason,
+        };
+        let version = binary.version.clone().unwrap_or_default();
+        let layout = SourcesLayout::of(&version).ok_or_else(|| {
+            refuse(format!(
+                "Go {version:?} is not a version whose resolver layout is known (1.19, 1.21–1.27)"
+            ))
+        })?;
+        let sort = binary
+            .probes(GO_SORT_FUNCTION)
+            .ok_or_else(|| refuse(format!("{GO_SORT_FUNCTION} not found")))?;
+        if sort.ret_offsets.is_empty() {
+            return Err(refuse(format!("no RET found in {GO_SORT_FUNCTION}")));
+        }
+        let entry_program = match layout {
+            SourcesLayout::IpSlices => "go_sort_entry_ip",
+            SourcesLayout::NetipAddrs => "go_sort_entry_netip",
+        };
+        let mut steps: Vec<(&str, u64, &str)> = sort
+            .ret_offsets
+            .iter()
+            .map(|o| ("go_sort_return", *o, GO_SORT_FUNCTION))
+            .collect();
+        steps.push((entry_program, sort.entry_offset, GO_SORT_FUNCTION));
+        if let Some(lookup) = binary.probes(GO_LOOKUP_FUNCTION) {
+            steps.push(("go_lookup_entry", lookup.entry_offset, GO_LOOKUP_FUNCTION));
+        }
+        for (program, offset, function) in steps {
+            let target = format!("{function}@{}+{offset:#x}", path.display());
+            let err = attach_error(program, &target);
+            let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
+            if prog.fd().is_err() {
+                prog.load().map_err(&err)?;
+            }
+            let point = aya::programs::uprobe::UProbeAttachPoint {
+                location: aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(offset),
+                cookie: None,
+            };
+            let status = prog
+                .attach(point, path, UProbeScope::AllProcesses)
+                .map(|_| ())
+                .map_err(err);
+            self.hooks.push(AttachedHook {
+                program: program.into(),
+                mode: HookMode::Uprobe,
+                target,
+                status: status
+                    .as_ref()
+                    .map(|_| ())
+                    .map_err(|e| HookError::Failed(e.to_string())),
+            });
+            status?;
+        }
+        Ok(version)
     }
 
     /// Attaches each kernel handler as `plan` says; under `auto`, a function whose fentry

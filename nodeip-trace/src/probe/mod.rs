@@ -4,6 +4,7 @@
 //! ([`loader`]), and the files of traced processes the explanations need ([`resolver_config`]).
 pub mod features;
 pub mod go_binary;
+pub mod go_resolver;
 pub mod hooks;
 pub mod kernel_btf;
 pub mod kernel_dump;
@@ -31,6 +32,15 @@ pub enum ProbeError {
     /// A program is missing from the embedded object.
     #[error("eBPF program {0} is missing from the embedded object: rebuild nodeip-trace")]
     MissingProgram(String),
+    /// A Go executable's resolver cannot be probed (its layout is not one nodeip-trace knows,
+    /// or its functions are not found).
+    #[error("Go resolver of {path} not probed: {reason}")]
+    GoResolver {
+        /// The executable.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// A map is missing from the embedded object.
     #[error("eBPF map {0} is missing from the embedded object: rebuild nodeip-trace")]
     MissingMap(String),

@@ -54,7 +54,15 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
         String::new()
     };
     // glibc's calls keep the plain name (every libc call was glibc's before resolvers were told
-    // apart); others say whose getaddrinfo it was.
+    // apart); others say whose lookup it was. Go's own resolver has no getaddrinfo: its probe
+    // sees the lookup's sort.
+    if c.resolver == ResolverKind::Go {
+        return format!(
+            "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms)",
+            c.ret,
+            c.duration_ns as f64 / 1e6
+        );
+    }
     let resolver = if c.resolver.is_glibc() {
         String::new()
     } else {

@@ -23,7 +23,8 @@
 use std::cmp::Ordering;
 use std::net::IpAddr;
 
-use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy};
+use super::ResolverSort;
+use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
 
 /// One address as Go's sort sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,6 +248,35 @@ pub fn explain(candidates: &[GoCandidate], returned: &[IpAddr]) -> GetaddrinfoWh
             })
             .collect(),
         notes: Vec::new(),
+    }
+}
+
+/// Go's sort, as the [`ResolverSort`] of Go's own resolver: explained from the sort's own
+/// arguments (the probe read the exact sources it used).
+pub struct GoSort;
+
+impl ResolverSort for GoSort {
+    fn explain(&self, span: &ResolverSpan) -> Option<GetaddrinfoWhy> {
+        let inputs = span.sort_inputs.as_ref()?;
+        let candidates: Vec<GoCandidate> = inputs
+            .order
+            .iter()
+            .zip(&inputs.sources)
+            .map(|(dest, source)| GoCandidate {
+                dest: *dest,
+                source: *source,
+            })
+            .collect();
+        let returned: Vec<IpAddr> = span
+            .call
+            .addresses
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        if candidates.len() < 2 {
+            return None;
+        }
+        Some(explain(&candidates, &returned))
     }
 }
 

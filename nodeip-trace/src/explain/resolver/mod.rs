@@ -24,6 +24,7 @@ pub fn sort_for(kind: ResolverKind) -> &'static dyn ResolverSort {
     match kind {
         ResolverKind::Glibc | ResolverKind::Unknown => &glibc::GlibcSort,
         ResolverKind::Musl => &musl::MuslSort,
+        ResolverKind::Go => &go::GoSort,
     }
 }
 

@@ -1,0 +1,84 @@
+//! Finds the Go executables the node runs and puts Go's own resolver probes on each, once per
+//! file: at start for every running process, then for each program exec'd during the trace.
+//! A file is read once (its verdict is cached by device and inode, Go or not), through
+//! `/proc/PID/exe`, so executables inside containers are found too.
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use super::go_binary::GoBinary;
+use super::loader::{LiveTracer, GO_SORT_FUNCTION};
+
+/// Files seen at most; beyond, the memory starts over (a file seen again is read again).
+const MAX_FILES: usize = 16384;
+
+/// What was decided for one executable file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GoProbeOutcome {
+    /// Not a Go program, or one whose `net` package has no resolver sort (it never resolves).
+    NotResolving,
+    /// Probed: its Go version.
+    Probed(String),
+    /// A Go resolver nodeip-trace cannot probe, and why.
+    Refused(String),
+}
+
+/// The Go resolver probes of one trace.
+#[derive(Default)]
+pub struct GoResolverProbes {
+    seen: HashMap<(u64, u64), GoProbeOutcome>,
+}
+
+impl GoResolverProbes {
+    /// Looks at every running process's executable.
+    pub fn scan_all(&mut self, tracer: &mut LiveTracer) {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                self.look(tracer, pid);
+            }
+        }
+    }
+
+    /// Looks at `pid`'s executable; probes it when it is a Go program that resolves. Returns
+    /// the outcome when the file was new.
+    pub fn look(&mut self, tracer: &mut LiveTracer, pid: u32) -> Option<GoProbeOutcome> {
+        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+        let target = std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone());
+        // Hold the file open: the process may be gone before the probes are attached.
+        let file = std::fs::File::open(&exe).ok()?;
+        let meta = file.metadata().ok()?;
+        let id = (meta.dev(), meta.ino());
+        if self.seen.contains_key(&id) {
+            return None;
+        }
+        if self.seen.len() >= MAX_FILES {
+            self.seen.clear();
+        }
+        use std::os::fd::AsRawFd;
+        let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let outcome = match GoBinary::open(&via) {
+            Ok(binary) if binary.function(GO_SORT_FUNCTION).is_some() => {
+                match tracer.attach_go(&via, &binary) {
+                    Ok(version) => GoProbeOutcome::Probed(version),
+                    Err(e) => GoProbeOutcome::Refused(e.to_string()),
+                }
+            }
+            _ => GoProbeOutcome::NotResolving,
+        };
+        match &outcome {
+            GoProbeOutcome::Probed(version) => eprintln!(
+                "nodeip-trace: Go resolver probes attached to {} ({version}, pid {pid})",
+                target.display()
+            ),
+            GoProbeOutcome::Refused(why) => {
+                eprintln!("nodeip-trace: {why} ({}, pid {pid})", target.display())
+            }
+            GoProbeOutcome::NotResolving => {}
+        }
+        self.seen.insert(id, outcome.clone());
+        Some(outcome)
+    }
+}
