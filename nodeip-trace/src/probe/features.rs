@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::go_resolver::{running_go_resolvers, GoResolverTarget};
 use super::hooks::TRACEPOINT_HOOKS;
 use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
@@ -154,6 +155,8 @@ pub struct KernelFeatures {
     pub fentry_reason: String,
     /// The libcs found.
     pub libcs: Vec<LibcTarget>,
+    /// The running Go programs whose own resolver would be probed.
+    pub go_resolvers: Vec<GoResolverTarget>,
     /// Every hook and whether it can attach.
     pub hooks: Vec<HookAvailability>,
     /// The kernel handler functions and where they are.
@@ -599,6 +602,7 @@ impl KernelFeatures {
             (false, "not privileged".into())
         };
         let libcs = find_libcs(Path::new("/proc"));
+        let go_resolvers = running_go_resolvers(Path::new("/proc"));
         let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
 
         let mut hooks = Vec::new();
@@ -619,6 +623,24 @@ impl KernelFeatures {
                     },
                 });
             }
+        }
+        for go in &go_resolvers {
+            hooks.push(HookAvailability {
+                mode: "uprobe".into(),
+                target: format!("net.sortByRFC6724withSrcs@{} (entry, every RET)", go.path),
+                purpose: format!(
+                    "Go's own resolver ({}, {}{} processes): its sort's inputs and result",
+                    go.version,
+                    if go.cgo { "cgo-capable, " } else { "" },
+                    go.processes
+                ),
+                available: uprobes && go.unsupported.is_none(),
+                reason: match (&go.unsupported, uprobes) {
+                    (Some(why), _) => why.clone(),
+                    (None, false) => "no uprobe PMU (CONFIG_UPROBE_EVENTS)".into(),
+                    (None, true) => String::new(),
+                },
+            });
         }
         for hook in &TRACEPOINT_HOOKS {
             let (category, name, purpose) = (hook.category, hook.name, hook.purpose);
@@ -673,6 +695,7 @@ impl KernelFeatures {
             fentry,
             fentry_reason,
             libcs,
+            go_resolvers,
             hooks,
             handler_plan,
             functions,
@@ -800,6 +823,23 @@ impl KernelFeatures {
                 l.dev,
                 l.ino,
                 l.processes
+            ));
+        }
+        s.push_str("go resolvers (running Go programs whose net package sorts; probed at start, new ones at exec)\n");
+        if self.go_resolvers.is_empty() {
+            s.push_str("  none running\n");
+        }
+        for g in &self.go_resolvers {
+            s.push_str(&format!(
+                "  {} {}{} ({} processes){}\n",
+                g.version,
+                g.path,
+                if g.cgo { " cgo" } else { "" },
+                g.processes,
+                g.unsupported
+                    .as_deref()
+                    .map(|w| format!(": not probed, {w}"))
+                    .unwrap_or_default()
             ));
         }
         s.push_str("hooks\n");

@@ -82,3 +82,70 @@ impl GoResolverProbes {
         Some(outcome)
     }
 }
+
+/// A running Go program whose own resolver nodeip-trace would probe (for `doctor`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct GoResolverTarget {
+    /// The executable (as the first process running it names it).
+    pub path: String,
+    /// Its Go version.
+    pub version: String,
+    /// Its `net` package can go through libc (cgo): lookups may be glibc's or musl's instead.
+    pub cgo: bool,
+    /// Processes running it.
+    pub processes: usize,
+    /// Why its resolver cannot be probed, when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
+}
+
+/// The Go programs running under `proc` whose `net` package has the resolver's sort.
+pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
+    use super::go_binary::SourcesLayout;
+    let mut by_file: HashMap<(u64, u64), Option<GoResolverTarget>> = HashMap::new();
+    let Ok(dir) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    for entry in dir.flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_none()
+        {
+            continue;
+        }
+        let exe = entry.path().join("exe");
+        let Ok(meta) = std::fs::metadata(&exe) else {
+            continue;
+        };
+        let found = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
+            let binary = GoBinary::open(&exe).ok()?;
+            binary.function(GO_SORT_FUNCTION)?;
+            let version = binary.version.clone().unwrap_or_default();
+            let unsupported = match SourcesLayout::of(&version) {
+                Some(_) if binary.probes(GO_SORT_FUNCTION).is_some() => None,
+                Some(_) => Some(format!("{GO_SORT_FUNCTION} has no RET found")),
+                None => Some(format!(
+                    "Go {version:?}: resolver layout not known (1.19, 1.21-1.27 are)"
+                )),
+            };
+            Some(GoResolverTarget {
+                path: std::fs::read_link(&exe)
+                    .unwrap_or(exe.clone())
+                    .display()
+                    .to_string(),
+                version,
+                cgo: binary.cgo_net,
+                processes: 0,
+                unsupported,
+            })
+        });
+        if let Some(target) = found {
+            target.processes += 1;
+        }
+    }
+    let mut found: Vec<GoResolverTarget> = by_file.into_values().flatten().collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
