@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
 use crate::model::event::{Diagnosis, Event, EventBody, NetlinkConversation};
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
-use crate::model::getaddrinfo::GetaddrinfoCall;
+use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverKind};
 use crate::model::netlink::MessageBody;
 
 /// What one process did that a diagnosis at the end needs.
@@ -52,7 +52,13 @@ pub struct Diagnoser {
     processes: BTreeMap<u32, ProcessView>,
     /// Diagnoses already made (id + subject), so each is said once.
     said: BTreeSet<String>,
+    /// Per looked-up name and resolver: the first address it returned, the whole order, and
+    /// the call that showed it (the evidence of `resolvers-disagree`).
+    first_by_resolver: BTreeMap<String, BTreeMap<ResolverKind, (String, Vec<String>, String)>>,
 }
+
+/// Names whose per-resolver answers are remembered at most (`resolvers-disagree`).
+const MAX_NAMES: usize = 4096;
 
 /// The address of a `dst/len` or plain address text.
 fn address_of(text: &str) -> Option<IpAddr> {
@@ -89,7 +95,10 @@ impl Diagnoser {
     pub fn observe(&mut self, e: &Event) -> Vec<Event> {
         let mut found = Vec::new();
         match &e.body {
-            EventBody::Getaddrinfo(call) => found.extend(self.gai_reordered(e, call)),
+            EventBody::Getaddrinfo(call) => {
+                found.extend(self.gai_reordered(e, call));
+                found.extend(self.resolvers_disagree(e, call));
+            }
             EventBody::Conversation(c) => {
                 self.learn(&c.facts);
                 found.extend(self.route_get_to_lo(e, c));
@@ -163,6 +172,62 @@ impl Diagnoser {
             process: about.process.clone(),
             body: EventBody::Diagnosis(d),
         })
+    }
+
+    /// The same name's first address differs between the resolvers this node's processes use.
+    fn resolvers_disagree(&mut self, e: &Event, call: &GetaddrinfoCall) -> Option<Event> {
+        let node = call.node.clone()?;
+        let first = call.addresses.first()?.clone();
+        if self.first_by_resolver.len() >= MAX_NAMES && !self.first_by_resolver.contains_key(&node)
+        {
+            return None;
+        }
+        let seen = self.first_by_resolver.entry(node.clone()).or_default();
+        seen.entry(call.resolver)
+            .or_insert_with(|| (first.clone(), call.addresses.clone(), reference(e)));
+        let (other, (other_first, other_order, other_ref)) = seen
+            .iter()
+            .find(|(kind, (f, _, _))| **kind != call.resolver && *f != first)?;
+        let (other, other_first, other_order, other_ref) = (
+            *other,
+            other_first.clone(),
+            other_order.clone(),
+            other_ref.clone(),
+        );
+        let split = call
+            .why
+            .as_ref()
+            .and_then(|w| w.pairs.first())
+            .map(|p| {
+                format!(
+                    " ({} decided by rule {}: {})",
+                    call.resolver.sort_name(),
+                    p.rule,
+                    p.rule_name
+                )
+            })
+            .unwrap_or_default();
+        self.diagnosis(
+            e,
+            &node,
+            Diagnosis {
+                id: "resolvers-disagree".into(),
+                severity: "warning".into(),
+                summary: format!(
+                    "{node:?} resolves to {first} first through {} ({}) but to {other_first} first through {}{split}",
+                    call.resolver.name(),
+                    who(e),
+                    other.name(),
+                ),
+                evidence: vec![
+                    reference(e),
+                    format!("{}: [{}]", call.resolver.name(), call.addresses.join(", ")),
+                    other_ref,
+                    format!("{}: [{}]", other.name(), other_order.join(", ")),
+                ],
+                remedy: "processes that look this name up pick different addresses depending on their resolver (glibc, musl, Go's own): set the address explicitly (kubelet --node-ip, calico IP_AUTODETECTION_METHOD, …) or list only one address for the name".into(),
+            },
+        )
     }
 
     fn gai_reordered(&mut self, e: &Event, call: &GetaddrinfoCall) -> Option<Event> {

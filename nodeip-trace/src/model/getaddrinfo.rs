@@ -185,7 +185,7 @@ impl ResolverSpan {
 
 /// Which resolver made a call: the libc whose `getaddrinfo` the probe hooked (the uprobe's attach
 /// cookie says which), later Go's own resolver. Wording that names a resolver comes from here.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResolverKind {
     /// glibc's `getaddrinfo` (its `rfc3484_sort`, `/etc/gai.conf`).

@@ -334,3 +334,53 @@ fn tunnel_local_address_that_is_a_network_address_or_not_local() {
     // Nothing learned about the node's addresses: no claim that it is not assigned.
     assert!(run(&[tunnel_add("198.51.100.4")]).is_empty());
 }
+
+/// The same `getaddrinfo` event, made by another resolver (`"resolver":"go"` etc.).
+fn with_resolver(mut e: Event, resolver: ResolverKind, pid: u32) -> Event {
+    if let EventBody::Getaddrinfo(call) = &mut e.body {
+        call.resolver = resolver;
+    }
+    e.pid = pid;
+    e
+}
+
+#[test]
+fn resolvers_that_put_another_address_first_disagree_once() {
+    let glibc = getaddrinfo(
+        &["172.18.45.20", "172.18.45.6"],
+        &["172.18.45.6", "172.18.45.20"],
+    );
+    let go = with_resolver(
+        getaddrinfo(
+            &["172.18.45.6", "172.18.45.20"],
+            &["172.18.45.6", "172.18.45.20"],
+        ),
+        ResolverKind::Go,
+        30,
+    );
+    let found = run(&[glibc.clone(), go.clone(), go.clone()]);
+    assert_eq!(ids(&found), ["gai-reordered", "resolvers-disagree"]);
+    let EventBody::Diagnosis(d) = &found[1].body else {
+        unreachable!()
+    };
+    assert!(
+        d.summary.contains("172.18.45.6 first through go"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.summary.contains("172.18.45.20 first through glibc"),
+        "{}",
+        d.summary
+    );
+    // One resolver, or resolvers that agree: nothing.
+    assert_eq!(
+        ids(&run(&[glibc.clone(), glibc.clone()])),
+        ["gai-reordered"]
+    );
+    let musl = with_resolver(glibc.clone(), ResolverKind::Musl, 40);
+    assert_eq!(
+        ids(&run(&[glibc, musl])),
+        ["gai-reordered", "gai-reordered"]
+    );
+}
