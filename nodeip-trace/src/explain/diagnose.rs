@@ -54,8 +54,12 @@ pub struct Diagnoser {
     said: BTreeSet<String>,
     /// Per looked-up name and resolver: the first address it returned, the whole order, and
     /// the call that showed it (the evidence of `resolvers-disagree`).
-    first_by_resolver: BTreeMap<String, BTreeMap<ResolverKind, (String, Vec<String>, String)>>,
+    first_by_resolver: BTreeMap<String, BTreeMap<ResolverKind, ResolverAnswer>>,
 }
+
+/// One resolver's answer for a name: its first address, its whole order, and the call's
+/// reference (the evidence of `resolvers-disagree`).
+type ResolverAnswer = (String, Vec<String>, String);
 
 /// Names whose per-resolver answers are remembered at most (`resolvers-disagree`).
 const MAX_NAMES: usize = 4096;
