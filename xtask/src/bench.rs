@@ -212,6 +212,40 @@ impl Tracer {
     }
 }
 
+/// The Go (Debian's Go 1.19, `CGO_ENABLED=0`, stripped) and musl storm programs, built into `dir`.
+fn resolver_storm_programs(dir: &Path) -> anyhow::Result<Vec<(&'static str, PathBuf)>> {
+    let clients = crate::workspace_root().join("tests/clients");
+    let go = dir.join("storm-go");
+    crate::run(
+        Command::new("/usr/lib/go-1.19/bin/go")
+            .args(["build", "-ldflags=-s -w", "-o"])
+            .arg(&go)
+            .arg(clients.join("storm.go"))
+            .env("CGO_ENABLED", "0")
+            .env("GO111MODULE", "off")
+            .env(
+                "GOCACHE",
+                crate::workspace_root().join("target/toolchains/go-cache"),
+            ),
+    )
+    .context("building the Go storm (golang-go: `cargo xtask setup` installs it)")?;
+    let musl = dir.join("storm-musl");
+    crate::run(
+        Command::new("musl-gcc")
+            .args(["-O2", "-o"])
+            .arg(&musl)
+            .arg(clients.join("storm_musl.c")),
+    )
+    .context("building the musl storm (musl-tools: `cargo xtask setup` installs it)")?;
+    Ok(vec![
+        (
+            "Go lookup storm: net.LookupIP(localhost), Go's own resolver",
+            go,
+        ),
+        ("musl getaddrinfo storm: localhost from /etc/hosts", musl),
+    ])
+}
+
 /// Wall time of a command that must succeed (stdout discarded).
 fn timed(cmd: &mut Command) -> anyhow::Result<Duration> {
     let start = Instant::now();
@@ -502,6 +536,51 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             "ip netns exec NS target/release/load_gen {mode} {count} (loop time), untraced and under nodeip-trace trace --format json > FILE"
         ));
     }
+
+    // 3b. The other resolvers' storms, next to glibc's: Go's own resolver (its sort probed at
+    // entry and RETs) and musl's getaddrinfo. Each traced run first runs the program once, so its
+    // file is probed (at exec) before the measured run.
+    let storms = resolver_storm_programs(&dir)?;
+    for (label, program) in &storms {
+        let count = sizes.gai_calls.to_string();
+        let run = |n: &str| {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns.name])
+                .arg(program)
+                .arg(n)
+                .env("GODEBUG", "netdns=go");
+            timed(&mut c)
+        };
+        let measured = abba(
+            sizes.rounds,
+            || run(&count),
+            || {
+                let t = Tracer::start(&tool, &dir, &trace_all)?;
+                run("1")?;
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(t)
+            },
+            |t| t.stop().map(|_| ()),
+        )?;
+        let (p, t, ratio) = (measured.untraced, measured.traced, measured.ratio);
+        rows.push(Row {
+            what: format!("{label}, {} calls", sizes.gai_calls),
+            measured: format!(
+                "untraced {:.0} ns/call, traced {:.0} ns/call (process run time)",
+                p.as_nanos() as f64 / sizes.gai_calls as f64,
+                t.as_nanos() as f64 / sizes.gai_calls as f64
+            ),
+            ratio: Some(ratio),
+            target: "(next to the glibc storm)".into(),
+            met: None,
+        });
+    }
+    commands.push(
+        "ip netns exec NS target/bench/storm-go N / storm-musl N (tests/clients/storm.go, \
+         storm_musl.c: N lookups of localhost; process run time), untraced and under nodeip-trace \
+         trace --format json > FILE after one warm-up run"
+            .into(),
+    );
 
     // 4. Burst and loss: request/reply pairs as fast as possible, per ring-buffer size.
     // 16 MiB is the default; the larger sizes find where a burst this long fits, 1 MiB shows
