@@ -148,6 +148,11 @@ pub mod resolver {
     pub const GLIBC: u32 = 1;
     /// musl's `getaddrinfo`.
     pub const MUSL: u32 = 2;
+    /// The bits of the field that name the C library (the rest are flags).
+    pub const KIND_MASK: u32 = 0xff;
+    /// Flag: the call came from a Go program's `net` through cgo (its thread entered
+    /// `net._C2func_getaddrinfo` just before).
+    pub const VIA_GO_CGO: u32 = 0x100;
 }
 
 /// Maximum number of `struct addrinfo` entries copied per getaddrinfo call.

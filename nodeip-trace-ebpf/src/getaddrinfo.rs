@@ -15,7 +15,7 @@ use nodeip_trace_common::{
     KIND_GETADDRINFO, KIND_GETADDRINFO_ENTRY,
 };
 
-use crate::{count, filter::traced, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
+use crate::{count, filter::traced, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT, GO_CGO_THREADS};
 
 /// x86-64 glibc/musl `struct addrinfo`.
 #[repr(C)]
@@ -81,6 +81,11 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         (*rec).count = 0;
         // The loader sets the cookie to the libc kind of the file this uprobe is attached to.
         (*rec).resolver = bpf_get_attach_cookie(ctx.as_ptr()) as u32;
+        // A Go program's `net` marked this thread on its way into libc (cgo).
+        if GO_CGO_THREADS.get(&pid_tgid).is_some() {
+            (*rec).resolver |= nodeip_trace_common::resolver::VIA_GO_CGO;
+            let _ = GO_CGO_THREADS.remove(&pid_tgid);
+        }
         let mut flags = 0;
         (*rec).node[0] = 0;
         (*rec).service[0] = 0;

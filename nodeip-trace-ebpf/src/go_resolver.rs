@@ -5,7 +5,9 @@
 //!   `[]IPAddr`) and the sources the sort uses (RDI/RSI, `[]IP` or `[]netip.Addr`: one program
 //!   per layout);
 //! - every RET of `net.sortByRFC6724withSrcs` (file offsets found by decoding the function in
-//!   userspace): the same array, now sorted.
+//!   userspace): the same array, now sorted;
+//! - the entry of `net._C2func_getaddrinfo` (cgo builds): a mark on the thread, so the C
+//!   library's getaddrinfo that follows says it was Go's lookup.
 //! A goroutine moves between threads, so everything is keyed by its `g` (R14 in Go's
 //! ABIInternal on amd64, Go ≥ 1.17), with the thread group.
 //!
@@ -20,7 +22,9 @@ use nodeip_trace_common::{
     GO_NAME_LEN, KIND_GO_SORT,
 };
 
-use crate::{count, filter::traced, header, EVENTS, GO_NAMES, GO_SCRATCH, GO_SORTS};
+use crate::{
+    count, filter::traced, header, EVENTS, GO_CGO_THREADS, GO_NAMES, GO_SCRATCH, GO_SORTS,
+};
 
 /// Bytes of one `net.IPAddr` (`IP []byte` then `Zone string`).
 const IPADDR_SIZE: u64 = 40;
@@ -66,6 +70,18 @@ pub fn go_lookup_entry(ctx: ProbeContext) -> u32 {
         }
     }
     let _ = GO_NAMES.insert(&key(&ctx, pid_tgid), &name, 0);
+    0
+}
+
+/// `net._C2func_getaddrinfo` entry (cgo builds): this thread is about to call the C library's
+/// getaddrinfo for Go's `net`; the getaddrinfo return probe takes the mark. (The call runs on
+/// the same thread: cgo locks the goroutine to it until the C function returns.)
+#[uprobe]
+pub fn go_cgo_getaddrinfo(_ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if traced(pid_tgid) {
+        let _ = GO_CGO_THREADS.insert(&pid_tgid, &1, 0);
+    }
     0
 }
 

@@ -82,6 +82,10 @@ static GO_NAMES: LruHashMap<[u64; 2], GoLookupName> = LruHashMap::with_max_entri
 /// Go resolver sorts in flight (entry seen, no RET yet), keyed by (tgid, g).
 #[map]
 static GO_SORTS: LruHashMap<[u64; 2], GoSortRecord> = LruHashMap::with_max_entries(1024, 0);
+/// Threads of Go programs that just entered `net._C2func_getaddrinfo` (cgo): the getaddrinfo
+/// return on the same thread takes the mark and says the call was Go's.
+#[map]
+static GO_CGO_THREADS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(4096, 0);
 /// Per-CPU scratch where a Go sort record is built (too big for the eBPF stack).
 #[map]
 static GO_SCRATCH: PerCpuArray<GoSortRecord> = PerCpuArray::with_max_entries(1, 0);

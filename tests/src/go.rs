@@ -17,12 +17,15 @@ pub struct GoToolchain {
 }
 
 /// How to build a Go test client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GoBuild {
     /// `CGO_ENABLED=1` (the net package may call libc's getaddrinfo) or `0` (Go's own resolver).
     pub cgo: bool,
     /// `-ldflags=-s -w`: no symbol table, no DWARF (as release builds of node components are).
     pub stripped: bool,
+    /// With `cgo`: linked statically against musl (`CC=musl-gcc`, external linking, `-static`),
+    /// as k3s builds its binaries: the program carries musl's `getaddrinfo` itself.
+    pub static_musl: bool,
 }
 
 impl GoToolchain {
@@ -36,8 +39,16 @@ impl GoToolchain {
         let cache = crate::workspace_root().join("target/toolchains/go-cache");
         let mut cmd = Command::new(self.go());
         cmd.arg("build").arg("-o").arg(out);
+        let mut ldflags = Vec::new();
         if how.stripped {
-            cmd.arg("-ldflags=-s -w");
+            ldflags.push("-s -w");
+        }
+        if how.static_musl {
+            ldflags.push("-linkmode external -extldflags -static");
+            cmd.env("CC", "musl-gcc");
+        }
+        if !ldflags.is_empty() {
+            cmd.arg(format!("-ldflags={}", ldflags.join(" ")));
         }
         cmd.arg(source)
             .env("GOROOT", &self.goroot)

@@ -450,6 +450,44 @@ impl ProbeInventory {
     }
 }
 
+/// A traced run of a program whose file the tracer probes when it first sees it exec'd (Go's
+/// resolver, a static C library's getaddrinfo): `nodeip-trace trace ARGS -- ip netns exec NS
+/// env ENV sh -c SCRIPT`, where the script runs `program warmup` once (output discarded), waits
+/// until the tracer says `probes attached to PROGRAM (WHAT` (at most 30 s, however loaded the
+/// machine is), then runs `program judged`. The output is the tracer's: stdout, and stderr
+/// (kept in `program` + `.tracer-stderr`).
+pub fn trace_once_probed(
+    trace_args: &[&str],
+    ns: &str,
+    env: &[&str],
+    program: &std::path::Path,
+    what: &str,
+    warmup: &str,
+    judged: &str,
+) -> Output {
+    let errors = std::path::PathBuf::from(format!("{}.tracer-stderr", program.display()));
+    let script = format!(
+        "P='{p}'; $P {warmup} >/dev/null 2>&1; i=0; \
+         while ! grep -qF \"probes attached to $P ({what}\" '{e}'; do \
+         i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; done; $P {judged}",
+        p = program.display(),
+        e = errors.display(),
+    );
+    let child = Command::new(tool())
+        .arg("trace")
+        .args(trace_args)
+        .args(["--", "ip", "netns", "exec", ns, "env"])
+        .args(env)
+        .args(["sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&errors).expect("creating the tracer's stderr file"))
+        .spawn()
+        .expect("running nodeip-trace");
+    let mut out = child.wait_with_output().expect("waiting for nodeip-trace");
+    out.stderr = std::fs::read(&errors).unwrap_or_default();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::skips_fail;

@@ -1037,15 +1037,15 @@ fn recording_cases() -> Vec<Case> {
         &NETLINK_LINE.replace(r#""ts_ns":1000"#, r#""ts_ns":1e30"#),
         "not a nodeip-trace event",
     ));
-    let future = HEADER_LINE.replace(r#""schema":1"#, r#""schema":2"#);
+    let future = HEADER_LINE.replace(r#""schema":1"#, r#""schema":3"#);
     let bytes = lines(&[&future, NETLINK_LINE]);
     cases.push(case(
         "replay-future-schema.jsonl",
-        "the header says schema 2 (made by a newer nodeip-trace)",
+        "the header says schema 3 (made by a newer nodeip-trace)",
         bytes,
         Outcome::Fatal,
         0,
-        &["line 1", "schema 2"],
+        &["line 1", "schema 3"],
     ));
     let mut cut = lines(&[HEADER_LINE, NETLINK_LINE]);
     let at = line_at(&cut, 3);

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout};
+use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::workspace_root;
 
@@ -50,7 +50,15 @@ fn every_toolchain_s_resolver_sort_is_found_with_its_rets() {
                     if stripped { "stripped" } else { "full" }
                 ));
                 toolchain
-                    .build(&source, &out, GoBuild { cgo, stripped })
+                    .build(
+                        &source,
+                        &out,
+                        GoBuild {
+                            cgo,
+                            stripped,
+                            ..GoBuild::default()
+                        },
+                    )
                     .unwrap();
                 let binary = GoBinary::open(&out).unwrap();
                 let version = binary.version.clone().unwrap_or_default();
@@ -64,6 +72,14 @@ fn every_toolchain_s_resolver_sort_is_found_with_its_rets() {
                     "{version}: no known layout"
                 );
                 assert_eq!(binary.cgo_net, cgo, "{}", out.display());
+                assert_eq!(
+                    binary.probes(GO_CGO_GETADDRINFO).is_some(),
+                    cgo,
+                    "{}: {GO_CGO_GETADDRINFO}",
+                    out.display()
+                );
+                // A Go program linked against a dynamic libc: its getaddrinfo is found in its maps.
+                assert_eq!(binary.elf.static_resolver(), None, "{}", out.display());
                 let probes = binary
                     .probes(SORT)
                     .unwrap_or_else(|| panic!("{}: {SORT} not found", out.display()));

@@ -123,10 +123,22 @@ fn unknown_name_gives_eai_noname_and_no_addresses() {
 #[test]
 fn summary_and_header_frame_the_json_stream() {
     require_root();
-    let run = trace_json(&[], &["true"]);
+    let run = trace_json(&[], &["getent", "ahosts", "localhost"]);
     assert!(run.output.status.success(), "{}", run.stderr);
     assert_eq!(run.events.first().unwrap()["kind"], "header");
-    assert_eq!(run.events.first().unwrap()["schema"], 1);
-    assert_eq!(run.events.last().unwrap()["kind"], "summary");
+    assert_eq!(
+        run.events.first().unwrap()["schema"],
+        nodeip_trace::model::event::SCHEMA_VERSION
+    );
+    let summary = run.events.last().unwrap();
+    assert_eq!(summary["kind"], "summary");
     assert!(run.stderr.contains("0 lost"), "{}", run.stderr);
+    // The summary counts every event, resolver calls (which open a span) included.
+    let calls = run
+        .events
+        .iter()
+        .filter(|e| e["kind"] == "getaddrinfo")
+        .count();
+    assert!(calls >= 1, "{:?}", run.events);
+    assert_eq!(summary["events"]["getaddrinfo"], calls, "{summary}");
 }

@@ -4,13 +4,16 @@
 //! namespace this test makes (a veth pair, both ends inside); every `go` lookup event must carry
 //! the order the program printed, the name, and a `why` that predicts it from the sort's own
 //! arguments. And the probes must not change what a Go program does: 10,000 lookups between
-//! deep recursions (stacks grown and moved) give the same output traced and untraced.
+//! deep recursions (stacks grown and moved) give the same output traced and untraced. Through
+//! cgo, the C library's getaddrinfo event names Go as its caller and the C library that sorted.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
-use nodeip_trace_tests::{json_lines, require_root, tool, workspace_root, Netns};
+use nodeip_trace_tests::{
+    json_lines, require_root, tool, trace_once_probed, workspace_root, Netns,
+};
 
 /// The research notes' "mixed" and "multi4" layouts, and seed 000's.
 const HOSTS: &str = "10.2.3.4 mixed\n2001:db8:99::1 mixed\n10.1.0.9 mixed\nfd00:1::9 mixed\n\
@@ -53,6 +56,7 @@ fn build(source: &str, suffix: &str, with_cgo: bool) -> Vec<(String, PathBuf)> {
                 GoBuild {
                     cgo,
                     stripped: true,
+                    static_musl: false,
                 },
             )
             .unwrap();
@@ -60,6 +64,16 @@ fn build(source: &str, suffix: &str, with_cgo: bool) -> Vec<(String, PathBuf)> {
         }
     }
     built
+}
+
+/// An event's `addresses`, in order.
+fn addresses(event: &serde_json::Value) -> Vec<&str> {
+    event["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .collect()
 }
 
 fn in_ns(ns: &Netns, program: &Path, args: &[&str]) -> Command {
@@ -78,17 +92,15 @@ fn go_lookups_are_traced_with_the_order_go_returned_and_why() {
     let names = ["mixed", "multi4", "node-a"];
     for (version, client) in build("lookup_ip.go", "lookup", true) {
         // The first run's exec makes the tracer probe the file; the second run is traced.
-        let script = format!(
-            "{0} mixed >/dev/null; sleep 1; {0} {1}",
-            client.display(),
-            names.join(" ")
+        let out = trace_once_probed(
+            &["--format", "json", "--no-route-lookups"],
+            &ns.name,
+            &["GODEBUG=netdns=go"],
+            &client,
+            "Go resolver",
+            "mixed",
+            &names.join(" "),
         );
-        let out = Command::new(tool())
-            .args(["trace", "--format", "json", "--no-route-lookups", "--"])
-            .args(["ip", "netns", "exec", &ns.name, "env", "GODEBUG=netdns=go"])
-            .args(["sh", "-c", &script])
-            .output()
-            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         let printed: BTreeMap<&str, Vec<&str>> = stderr
@@ -111,13 +123,11 @@ fn go_lookups_are_traced_with_the_order_go_returned_and_why() {
                 .rev()
                 .find(|e| e["node"] == name)
                 .unwrap_or_else(|| panic!("go{version}: no go lookup event for {name}: {stderr}"));
-            let addresses: Vec<&str> = event["addresses"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap())
-                .collect();
-            assert_eq!(addresses, printed[name], "go{version} {name}: {event}");
+            assert_eq!(
+                addresses(event),
+                printed[name],
+                "go{version} {name}: {event}"
+            );
             assert_eq!(event["why"]["matches"], true, "go{version} {name}: {event}");
         }
         // Seed 000 under Go: the hosts order is kept (rule 9 is IPv6-only in Go), so no
@@ -128,6 +138,82 @@ fn go_lookups_are_traced_with_the_order_go_returned_and_why() {
             .find(|e| e["node"] == "node-a")
             .unwrap();
         assert_eq!(node_a["addresses"][0], "10.1.0.6", "{node_a}");
+    }
+}
+
+/// Go through cgo (`GODEBUG=netdns=cgo`): the C library's getaddrinfo event says it was Go's
+/// lookup and whose C library sorted it — glibc's for a program linked dynamically (stripped,
+/// as releases are), musl's own copy for one linked statically against musl (as k3s is: its
+/// `getaddrinfo` is found in its symbol table). Judged by the programs' output: the event's
+/// order is what the program printed, and the replay of that C library's sort predicts it.
+#[test]
+fn cgo_lookups_name_go_and_the_c_library_that_sorted() {
+    require_root();
+    let ns = namespace("gocgo");
+    let dir = workspace_root().join("target/go-live");
+    std::fs::create_dir_all(&dir).unwrap();
+    let names = ["mixed", "node-a"];
+    for t in require_go_toolchains() {
+        for (static_musl, libc) in [(false, "glibc"), (true, "musl")] {
+            let label = format!("go{} cgo→{libc}", t.version);
+            let client = dir.join(format!("cgo-go{}-{libc}", t.version));
+            let how = GoBuild {
+                cgo: true,
+                stripped: !static_musl,
+                static_musl,
+            };
+            t.build(
+                &workspace_root().join("tests/clients/lookup_ip.go"),
+                &client,
+                how,
+            )
+            .unwrap();
+            // The first run's exec makes the tracer probe the file; the second run is judged.
+            let recording = dir.join(format!("cgo-go{}-{libc}.jsonl", t.version));
+            let out = trace_once_probed(
+                &["--no-route-lookups", "-o", &recording.display().to_string()],
+                &ns.name,
+                &["GODEBUG=netdns=cgo"],
+                &client,
+                "Go resolver",
+                "mixed",
+                &names.join(" "),
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{label}: {stderr}");
+            let events = json_lines(&std::fs::read(&recording).unwrap());
+            for name in names {
+                let printed: Vec<&str> = stdout
+                    .lines()
+                    .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                    .next_back()
+                    .unwrap_or_else(|| panic!("{label}: {name} not printed: {stdout}"))
+                    .split_whitespace()
+                    .collect();
+                let event = events
+                    .iter()
+                    .rev()
+                    .find(|e| e["kind"] == "getaddrinfo" && e["node"] == name)
+                    .unwrap_or_else(|| {
+                        panic!("{label}: no getaddrinfo event for {name}: {stderr}")
+                    });
+                assert_eq!(event["caller"], "go-cgo", "{label} {name}: {event}");
+                let resolver = event["resolver"].as_str().unwrap_or("glibc");
+                assert_eq!(resolver, libc, "{label} {name}: {event}");
+                assert_eq!(addresses(event), printed, "{label} {name}: {event}");
+                assert_eq!(event["why"]["matches"], true, "{label} {name}: {event}");
+            }
+            // And as a person reads it.
+            let text = Command::new(tool())
+                .arg("replay")
+                .arg(&recording)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&text.stdout);
+            let want = format!("go→cgo→{libc} getaddrinfo(\"node-a\"");
+            assert!(text.contains(&want), "{label}: no {want:?} in\n{text}");
+        }
     }
 }
 

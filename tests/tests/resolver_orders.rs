@@ -10,10 +10,11 @@
 //! address the source the kernel gives a UDP `connect()` (`ip route get`; Go's sockets have
 //! `SO_BROADCAST`, so its connect to a broadcast address succeeds).
 //!
-//! The same runs of the dynamic musl client are traced (`nodeip-trace trace`): every musl
-//! getaddrinfo event must carry the addresses the client printed, name its resolver, and its
-//! `why` — musl's sort replayed live from the connect/getsockname calls the tracer saw — must
-//! predict that order.
+//! The same runs of the musl clients are traced (`nodeip-trace trace`; the dynamic client in
+//! even namespaces, the static one — its own `getaddrinfo`, found in its symbol table — in odd
+//! ones): every musl getaddrinfo event must carry the addresses the client printed, name its
+//! resolver, and its `why` — musl's sort replayed live from the connect/getsockname calls the
+//! tracer saw — must predict that order.
 //!
 //! Needs root. Namespaces are `nit-res-<pid>-<n>`, always removed with their `/etc/netns`
 //! directory. Only veth pairs whose both ends stay in the namespace; nothing is sent (a UDP
@@ -29,7 +30,7 @@ use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::layouts::{
     destination_pool, make_layout, route_source_with, run, Netns, Rng,
 };
-use nodeip_trace_tests::{require_root, tool, workspace_root};
+use nodeip_trace_tests::{require_root, tool, trace_once_probed, workspace_root};
 
 const DEFAULT_SEED: u64 = 0x5eed_0f6a_7e00;
 const NAMESPACES: usize = 24;
@@ -71,6 +72,7 @@ fn build_clients(dir: &Path) -> Result<Vec<Client>> {
             GoBuild {
                 cgo: false,
                 stripped: false,
+                static_musl: false,
             },
         )?;
         clients.push(Client {
@@ -197,15 +199,29 @@ fn describe(scene: &Scene, hosts: &[IpAddr]) -> String {
     text
 }
 
-/// The traced run of the dynamic musl client: its getaddrinfo events against its output.
+/// The traced run of a musl client: its getaddrinfo events against its output.
 fn check_live(scene: &Scene, client: &Client, names: &[&str], failures: &mut Vec<String>) -> usize {
-    let out = Command::new(tool())
-        .args(["trace", "--format", "json", "--no-route-lookups"])
-        .args(["--", "ip", "netns", "exec", &scene.ns.name])
-        .arg(&client.path)
-        .args(names)
-        .output()
-        .expect("running nodeip-trace");
+    // A static client's own getaddrinfo is probed at its first exec; a dynamic one's libc
+    // when the tracer sees it mapped ("probes attached" is only said for the static one).
+    let out = if client.label == "musl-static" {
+        trace_once_probed(
+            &["--format", "json", "--no-route-lookups"],
+            &scene.ns.name,
+            &[],
+            &client.path,
+            "static musl getaddrinfo",
+            "localhost",
+            &names.join(" "),
+        )
+    } else {
+        Command::new(tool())
+            .args(["trace", "--format", "json", "--no-route-lookups"])
+            .args(["--", "ip", "netns", "exec", &scene.ns.name])
+            .arg(&client.path)
+            .args(names)
+            .output()
+            .expect("running nodeip-trace")
+    };
     let stderr = String::from_utf8_lossy(&out.stderr);
     // The client's stdout goes to stderr when stdout carries JSON.
     let printed = parse_lines(&stderr);
@@ -223,19 +239,22 @@ fn check_live(scene: &Scene, client: &Client, names: &[&str], failures: &mut Vec
             .filter_map(|a| a.as_str()?.parse().ok())
             .collect();
         checked += 1;
+        let label = &client.label;
         if e["resolver"] != "musl" {
             failures.push(format!(
-                "live {node}: resolver {} (want musl)",
+                "live {label} {node}: resolver {} (want musl)",
                 e["resolver"]
             ));
         }
         if &addresses != got {
-            failures.push(format!("live {node}: event {addresses:?}, client {got:?}"));
+            failures.push(format!(
+                "live {label} {node}: event {addresses:?}, client {got:?}"
+            ));
         }
         if let Some(why) = e.get("why") {
             if why["matches"] != true {
                 failures.push(format!(
-                    "live {node}: the live why predicts otherwise: {why}"
+                    "live {label} {node}: the live why predicts otherwise: {why}"
                 ));
             }
         }
@@ -254,7 +273,7 @@ fn musl_and_go_return_what_their_replayed_sorts_predict() -> Result<()> {
     let mut rng = Rng::new(seed);
     let clients = build_clients(&workspace_root().join("target/resolver-clients"))?;
     let mut judged: BTreeMap<String, usize> = BTreeMap::new();
-    let mut live_checked = 0;
+    let mut live_checked: BTreeMap<&str, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     for n in 0..NAMESPACES {
         let scene = make_scene(&mut rng, n)?;
@@ -282,11 +301,13 @@ fn musl_and_go_return_what_their_replayed_sorts_predict() -> Result<()> {
                 }
             }
         }
-        if let Some(musl) = clients.iter().find(|c| c.label == "musl") {
-            live_checked += check_live(&scene, musl, &names, &mut failures);
+        let live = if n % 2 == 0 { "musl" } else { "musl-static" };
+        if let Some(musl) = clients.iter().find(|c| c.label == live) {
+            *live_checked.entry(live).or_default() +=
+                check_live(&scene, musl, &names, &mut failures);
         }
     }
-    eprintln!("judged per client: {judged:?}; live musl events checked: {live_checked}");
+    eprintln!("judged per client: {judged:?}; live musl events checked: {live_checked:?}");
     assert!(
         failures.is_empty(),
         "{} mismatch(es) (RESOLVER_SEED={seed}):\n{}",
@@ -296,9 +317,12 @@ fn musl_and_go_return_what_their_replayed_sorts_predict() -> Result<()> {
     for (label, count) in &judged {
         assert!(*count >= MIN_NAMES, "{label}: only {count} names judged");
     }
-    assert!(
-        live_checked >= MIN_NAMES,
-        "only {live_checked} live musl events were checked"
-    );
+    for label in ["musl", "musl-static"] {
+        let checked = live_checked.get(label).copied().unwrap_or(0);
+        assert!(
+            checked >= MIN_NAMES / 2,
+            "{label}: only {checked} live events were checked"
+        );
+    }
     Ok(())
 }

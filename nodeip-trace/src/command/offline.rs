@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::decode::route_lookup::RouteLookupDecoder;
 use crate::model::clock::WallClock;
 use crate::model::emitted::Emitted;
-use crate::model::event::{Event, EventBody, SCHEMA_VERSION};
+use crate::model::event::{Event, EventBody, OLDEST_READABLE_SCHEMA, SCHEMA_VERSION};
 use crate::pipeline::Pipeline;
 use crate::sink::text::TextTimelineSink;
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
@@ -61,7 +61,7 @@ pub enum OfflineError {
         reason: String,
     },
     /// The recording's schema is not ours.
-    #[error("{path} line {line}: event schema {found}, this nodeip-trace reads schema {SCHEMA_VERSION}: use the nodeip-trace version that made it (its header says `tool_version`)")]
+    #[error("{path} line {line}: event schema {found}, this nodeip-trace reads schemas {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}: use the nodeip-trace version that made it (its header says `tool_version`)")]
     Schema {
         /// The file.
         path: PathBuf,
@@ -316,7 +316,7 @@ fn parse_line_at(path: &Path, line: usize, offset: u64, text: &str) -> Result<Ev
         reason: json_reason(&e),
     })?;
     if let EventBody::Header(h) = &event.body {
-        if h.schema != SCHEMA_VERSION {
+        if !(OLDEST_READABLE_SCHEMA..=SCHEMA_VERSION).contains(&h.schema) {
             return Err(OfflineError::Schema {
                 path: path.into(),
                 line,

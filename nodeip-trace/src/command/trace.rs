@@ -358,7 +358,8 @@ impl Sinks {
     }
 
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
-        if let Emitted::Event(e) = item {
+        // Every event counts, a resolver call opening its span included.
+        if let Some(e) = item.event() {
             *self.counts.entry(e.body.kind().to_string()).or_default() += 1;
         }
         self.each(|s| s.write(item))
@@ -582,8 +583,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             crate::probe::process_table::ProcProcessDirectory::default(),
         ));
     let mut libc_watcher = LibcWatcher::new(&features.libcs, &tracer.hooks);
-    // Go's own resolver: every running Go program now, each new one at its exec.
-    let mut go_probes = crate::probe::go_resolver::GoResolverProbes::default();
+    // Resolvers linked into executables (Go's own, static C libraries): every running
+    // program now, each new one at its exec.
+    let mut go_probes = crate::probe::executable_resolvers::ExecutableResolverProbes::default();
     if config.getaddrinfo {
         go_probes.scan_all(&mut tracer);
     }

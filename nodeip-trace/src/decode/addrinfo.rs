@@ -6,7 +6,7 @@ use nodeip_trace_common::{gai_flags, gai_socket_call, GaiSocketRecord, Getaddrin
 
 use crate::decode::record::c_string;
 use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall};
-use crate::model::getaddrinfo::{GaiSocketOp, ResolverKind};
+use crate::model::getaddrinfo::{GaiSocketOp, ResolverCaller, ResolverKind};
 
 /// `AF_*` name of an address family number.
 pub fn family_name(family: i32) -> String {
@@ -128,6 +128,8 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
         during: 0,
         resolver: ResolverKind::from_record(rec.resolver),
+        caller: (rec.resolver & nodeip_trace_common::resolver::VIA_GO_CGO != 0)
+            .then_some(ResolverCaller::GoCgo),
         why: None,
     }
 }

@@ -56,6 +56,7 @@ pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
         duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
         during: 0,
         resolver: ResolverKind::Go,
+        caller: None,
         why: None,
     };
     (call, SortInputs { order, sources })

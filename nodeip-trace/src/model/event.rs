@@ -12,8 +12,12 @@ use super::process::ProcessAttribution;
 use crate::model::frame::Direction;
 use crate::model::netlink::{IpvsCommand, Name, NetlinkMessage};
 
-/// Version of the JSON-lines schema (see docs/events.md).
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the JSON-lines schema this nodeip-trace writes (see docs/events.md). 2 added the
+/// getaddrinfo-like events of other resolvers (`resolver`: `musl`, `go`; `caller`: `go-cgo`).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest schema this nodeip-trace reads: each version since only added fields and values.
+pub const OLDEST_READABLE_SCHEMA: u32 = 1;
 
 /// One timeline event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -125,6 +125,10 @@ pub struct GetaddrinfoCall {
     /// Which resolver made the call (absent: glibc).
     #[serde(default, skip_serializing_if = "ResolverKind::is_glibc")]
     pub resolver: ResolverKind,
+    /// The runtime whose lookup this call was, when a runtime called the C library for it (a
+    /// Go program's `net` through cgo); absent for a C program's own call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<ResolverCaller>,
     /// Why the order is what it is: glibc's RFC 6724 sort replayed on the inputs glibc had
     /// inside this call (absent when there was nothing to sort, or glibc did not sort).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,10 +203,29 @@ pub enum ResolverKind {
     Unknown,
 }
 
+/// A runtime that called a C library's resolver for its own lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ResolverCaller {
+    /// Go's `net` package through cgo (`GODEBUG=netdns=cgo`, or Go's own rules chose cgo).
+    #[serde(rename = "go-cgo")]
+    GoCgo,
+}
+
+impl GetaddrinfoCall {
+    /// Whose lookup this was, as a path a person reads: `glibc`, `musl`, `go`,
+    /// `go→cgo→glibc`.
+    pub fn resolver_path(&self) -> String {
+        match self.caller {
+            Some(ResolverCaller::GoCgo) => format!("go→cgo→{}", self.resolver.name()),
+            None => self.resolver.name().to_string(),
+        }
+    }
+}
+
 impl ResolverKind {
     /// The kind a getaddrinfo record's `resolver` field names (`nodeip_trace_common::RESOLVER_*`).
     pub fn from_record(code: u32) -> Self {
-        match code {
+        match code & nodeip_trace_common::resolver::KIND_MASK {
             1 => ResolverKind::Glibc,
             2 => ResolverKind::Musl,
             _ => ResolverKind::Unknown,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::go_resolver::{running_go_resolvers, GoResolverTarget};
+use super::executable_resolvers::{running_go_resolvers, GoResolverTarget};
 use super::hooks::TRACEPOINT_HOOKS;
 use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;

@@ -16,6 +16,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::elf::{u32_at, u64_at, ElfError, ElfImage};
+
+/// The cgo wrapper Go's `net` calls libc's `getaddrinfo` through (cgo builds, Go 1.19–1.27): a
+/// uprobe at its entry marks the thread, so the getaddrinfo that follows says it came from Go.
+pub const GO_CGO_GETADDRINFO: &str = "net._C2func_getaddrinfo";
+
 /// Why a Go executable could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum GoBinaryError {
@@ -28,8 +34,8 @@ pub enum GoBinaryError {
         source: std::io::Error,
     },
     /// Not an ELF file nodeip-trace reads (64-bit little-endian x86-64).
-    #[error("not a 64-bit little-endian x86-64 ELF file ({0})")]
-    NotElf(&'static str),
+    #[error(transparent)]
+    NotElf(#[from] ElfError),
     /// No `.gopclntab` section: not a Go executable.
     #[error("no .gopclntab section: not a Go executable")]
     NotGo,
@@ -39,33 +45,6 @@ pub enum GoBinaryError {
     /// The table points outside the file.
     #[error("malformed .gopclntab: {0}")]
     Malformed(&'static str),
-}
-
-/// An ELF section: name, virtual address, file offset, size.
-#[derive(Clone, Debug)]
-struct Section {
-    name: String,
-    addr: u64,
-    offset: u64,
-    size: u64,
-}
-
-/// A loadable segment: virtual address, file offset, file size.
-#[derive(Clone, Copy, Debug)]
-struct Segment {
-    vaddr: u64,
-    offset: u64,
-    filesz: u64,
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// One function: its name, entry address and end (the next function's entry).
@@ -92,9 +71,8 @@ pub struct FunctionProbes {
 
 /// A Go executable, parsed.
 pub struct GoBinary {
-    bytes: Vec<u8>,
-    sections: Vec<Section>,
-    segments: Vec<Segment>,
+    /// The executable's ELF layout (also what a statically linked C resolver in it needs).
+    pub elf: ElfImage,
     functions: HashMap<String, GoFunction>,
     /// The Go version from `.go.buildinfo` (`go1.21.13`), when present.
     pub version: Option<String>,
@@ -114,34 +92,31 @@ impl GoBinary {
 
     /// Parses an executable's bytes.
     pub fn parse(bytes: Vec<u8>) -> Result<Self, GoBinaryError> {
-        let (sections, segments) = elf_layout(&bytes)?;
-        let pclntab = sections
-            .iter()
-            .find(|s| s.name == ".gopclntab")
-            .ok_or(GoBinaryError::NotGo)?;
-        let table = bytes
-            .get(pclntab.offset as usize..(pclntab.offset + pclntab.size) as usize)
+        Self::from_elf(ElfImage::parse(bytes)?)
+    }
+
+    /// Reads the Go side of an executable already parsed as ELF.
+    pub fn from_elf(elf: ElfImage) -> Result<Self, GoBinaryError> {
+        let pclntab = elf.section(".gopclntab").ok_or(GoBinaryError::NotGo)?;
+        let table = elf
+            .section_bytes(".gopclntab")
             .ok_or(GoBinaryError::Malformed("section outside the file"))?;
         let text_start = match u64_at(table, 8 + 8 * 2) {
             Some(start) if start != 0 => start,
             // Go 1.26+ leaves pcHeader.textStart 0: the runtime takes it from its moduledata.
-            _ => moduledata_text(&bytes, pclntab.addr)
-                .or_else(|| sections.iter().find(|s| s.name == ".text").map(|s| s.addr))
+            _ => moduledata_text(elf.bytes(), pclntab.addr)
+                .or_else(|| elf.section(".text").map(|s| s.addr))
                 .ok_or(GoBinaryError::Malformed("no text start"))?,
         };
         let functions = read_functions(table, text_start)?;
-        let version = sections
-            .iter()
-            .find(|s| s.name == ".go.buildinfo")
-            .and_then(|s| bytes.get(s.offset as usize..(s.offset + s.size) as usize))
+        let version = elf
+            .section_bytes(".go.buildinfo")
             .and_then(buildinfo_version);
         let cgo_net = functions.contains_key("net.cgoLookupIP")
             || functions.contains_key("net.cgoLookupIPCNAME")
-            || functions.contains_key("net._C2func_getaddrinfo");
+            || functions.contains_key(GO_CGO_GETADDRINFO);
         Ok(GoBinary {
-            bytes,
-            sections,
-            segments,
+            elf,
             functions,
             version,
             cgo_net,
@@ -153,21 +128,14 @@ impl GoBinary {
         self.functions.get(name)
     }
 
-    /// The file offset of virtual address `vaddr` (through the loadable segments).
-    pub fn file_offset(&self, vaddr: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.filesz)
-            .map(|s| vaddr - s.vaddr + s.offset)
-    }
-
     /// Entry and RET offsets of the function named `name`.
     pub fn probes(&self, name: &str) -> Option<FunctionProbes> {
         let function = self.function(name)?.clone();
-        let entry_offset = self.file_offset(function.entry)?;
+        let entry_offset = self.elf.file_offset(function.entry)?;
         let len = function.end.checked_sub(function.entry)? as usize;
         let code = self
-            .bytes
+            .elf
+            .bytes()
             .get(entry_offset as usize..entry_offset as usize + len)?;
         let ret_offsets = ret_positions(code, function.entry)
             .into_iter()
@@ -182,80 +150,8 @@ impl GoBinary {
 
     /// Whether a section named `name` exists.
     pub fn has_section(&self, name: &str) -> bool {
-        self.sections.iter().any(|s| s.name == name)
+        self.elf.section(name).is_some()
     }
-}
-
-/// Sections and loadable segments of a 64-bit little-endian x86-64 ELF file.
-fn elf_layout(b: &[u8]) -> Result<(Vec<Section>, Vec<Segment>), GoBinaryError> {
-    if b.get(..4) != Some(b"\x7fELF") {
-        return Err(GoBinaryError::NotElf("no ELF magic"));
-    }
-    if b.get(4) != Some(&2) || b.get(5) != Some(&1) {
-        return Err(GoBinaryError::NotElf("not 64-bit little-endian"));
-    }
-    if u16_at(b, 18) != Some(62) {
-        return Err(GoBinaryError::NotElf("not x86-64"));
-    }
-    let bad = GoBinaryError::NotElf("truncated headers");
-    let phoff = u64_at(b, 32).ok_or(GoBinaryError::NotElf("truncated headers"))? as usize;
-    let shoff = u64_at(b, 40).ok_or(GoBinaryError::NotElf("truncated headers"))? as usize;
-    let phentsize = u16_at(b, 54).ok_or(GoBinaryError::NotElf("truncated headers"))? as usize;
-    let phnum = u16_at(b, 56).ok_or(GoBinaryError::NotElf("truncated headers"))? as usize;
-    let shentsize = u16_at(b, 58).ok_or(GoBinaryError::NotElf("truncated headers"))? as usize;
-    let shnum = u16_at(b, 60).ok_or(GoBinaryError::NotElf("truncated headers"))? as usize;
-    let shstrndx = u16_at(b, 62).ok_or(bad)? as usize;
-    let mut segments = Vec::new();
-    for i in 0..phnum {
-        let at = phoff + i * phentsize;
-        if u32_at(b, at) == Some(1) {
-            // PT_LOAD
-            let (Some(offset), Some(vaddr), Some(filesz)) =
-                (u64_at(b, at + 8), u64_at(b, at + 16), u64_at(b, at + 32))
-            else {
-                return Err(GoBinaryError::NotElf("truncated program header"));
-            };
-            segments.push(Segment {
-                vaddr,
-                offset,
-                filesz,
-            });
-        }
-    }
-    let header = |i: usize| -> Option<(u32, u64, u64, u64)> {
-        let at = shoff + i * shentsize;
-        Some((
-            u32_at(b, at)?,
-            u64_at(b, at + 16)?,
-            u64_at(b, at + 24)?,
-            u64_at(b, at + 32)?,
-        ))
-    };
-    let (_, _, strtab_off, strtab_size) =
-        header(shstrndx).ok_or(GoBinaryError::NotElf("no section name table"))?;
-    let strtab = b
-        .get(strtab_off as usize..(strtab_off + strtab_size) as usize)
-        .ok_or(GoBinaryError::NotElf("section name table outside the file"))?;
-    let mut sections = Vec::new();
-    for i in 0..shnum {
-        let Some((name_off, addr, offset, size)) = header(i) else {
-            break;
-        };
-        let name = strtab
-            .get(name_off as usize..)
-            .map(|s| {
-                let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-                String::from_utf8_lossy(&s[..end]).into_owned()
-            })
-            .unwrap_or_default();
-        sections.push(Section {
-            name,
-            addr,
-            offset,
-            size,
-        });
-    }
-    Ok((sections, segments))
 }
 
 /// `runtime.moduledata.text`: the moduledata begins with a pointer to the pclntab header; its

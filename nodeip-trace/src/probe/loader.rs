@@ -3,7 +3,7 @@
 //! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
 use std::path::Path;
 
-use crate::probe::go_binary::{GoBinary, SourcesLayout};
+use crate::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
 use crate::probe::hooks::{tracepoints_of, HookError, HookGroup, HookMode, TracepointHook};
 use crate::probe::libc_locator::LibcKind;
 
@@ -437,12 +437,22 @@ impl LiveTracer {
     /// Attaches Go's own resolver probes to the Go executable `binary` read from `path`: plain
     /// uprobes at every RET of `net.sortByRFC6724withSrcs`, at its entry (the program of the
     /// binary's sources layout), and at the entry of `goLookupIPCNAMEOrder` (the name) — never
-    /// uretprobes. Returns the Go version probed.
+    /// uretprobes — and, in cgo builds, at the entry of `net._C2func_getaddrinfo` (so the C
+    /// library's getaddrinfo says it was Go's). Returns the Go version probed; an error when
+    /// the binary's resolver cannot be probed (the cgo mark is attached even then).
     pub fn attach_go(&mut self, path: &Path, binary: &GoBinary) -> Result<String, ProbeError> {
         let refuse = |reason: String| ProbeError::GoResolver {
             path: path.display().to_string(),
             reason,
         };
+        if let Some(cgo) = binary.probes(GO_CGO_GETADDRINFO) {
+            self.attach_go_at(
+                path,
+                "go_cgo_getaddrinfo",
+                cgo.entry_offset,
+                GO_CGO_GETADDRINFO,
+            )?;
+        }
         let version = binary.version.clone().unwrap_or_default();
         let layout = SourcesLayout::of(&version).ok_or_else(|| {
             refuse(format!(
@@ -469,32 +479,44 @@ impl LiveTracer {
             steps.push(("go_lookup_entry", lookup.entry_offset, GO_LOOKUP_FUNCTION));
         }
         for (program, offset, function) in steps {
-            let target = format!("{function}@{}+{offset:#x}", path.display());
-            let err = attach_error(program, &target);
-            let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
-            if prog.fd().is_err() {
-                prog.load().map_err(&err)?;
-            }
-            let point = aya::programs::uprobe::UProbeAttachPoint {
-                location: aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(offset),
-                cookie: None,
-            };
-            let status = prog
-                .attach(point, path, UProbeScope::AllProcesses)
-                .map(|_| ())
-                .map_err(err);
-            self.hooks.push(AttachedHook {
-                program: program.into(),
-                mode: HookMode::Uprobe,
-                target,
-                status: status
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(|e| HookError::Failed(e.to_string())),
-            });
-            status?;
+            self.attach_go_at(path, program, offset, function)?;
         }
         Ok(version)
+    }
+
+    /// Attaches the uprobe `program` at file offset `offset` (in `function`) of the Go
+    /// executable at `path`; the outcome is recorded in `hooks`.
+    fn attach_go_at(
+        &mut self,
+        path: &Path,
+        program: &str,
+        offset: u64,
+        function: &str,
+    ) -> Result<(), ProbeError> {
+        let target = format!("{function}@{}+{offset:#x}", path.display());
+        let err = attach_error(program, &target);
+        let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
+        if prog.fd().is_err() {
+            prog.load().map_err(&err)?;
+        }
+        let point = aya::programs::uprobe::UProbeAttachPoint {
+            location: aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(offset),
+            cookie: None,
+        };
+        let status = prog
+            .attach(point, path, UProbeScope::AllProcesses)
+            .map(|_| ())
+            .map_err(err);
+        self.hooks.push(AttachedHook {
+            program: program.into(),
+            mode: HookMode::Uprobe,
+            target,
+            status: status
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| HookError::Failed(e.to_string())),
+        });
+        status
     }
 
     /// Attaches each kernel handler as `plan` says; under `auto`, a function whose fentry

@@ -2,9 +2,10 @@
 //! libc lives ([`libc_locator`]), which netlink sockets exist ([`netlink_sockets`]), tracefs
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
 //! ([`loader`]), and the files of traced processes the explanations need ([`resolver_config`]).
+pub mod elf;
+pub mod executable_resolvers;
 pub mod features;
 pub mod go_binary;
-pub mod go_resolver;
 pub mod hooks;
 pub mod kernel_btf;
 pub mod kernel_dump;

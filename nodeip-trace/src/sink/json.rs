@@ -90,6 +90,7 @@ mod tests {
             duration_ns: 50,
             during: 3,
             resolver: Default::default(),
+            caller: None,
             why: None,
         };
         let event = Event {

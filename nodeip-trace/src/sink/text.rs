@@ -63,10 +63,10 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
             c.duration_ns as f64 / 1e6
         );
     }
-    let resolver = if c.resolver.is_glibc() {
+    let resolver = if c.resolver.is_glibc() && c.caller.is_none() {
         String::new()
     } else {
-        format!("{} ", c.resolver.name())
+        format!("{} ", c.resolver_path())
     };
     format!(
         "{resolver}getaddrinfo({node}{service}, {}{flags}) = {} {result} ({:.3} ms)",

@@ -1,35 +1,38 @@
-//! Finds the Go executables the node runs and puts Go's own resolver probes on each, once per
-//! file: at start for every running process, then for each program exec'd during the trace.
-//! A file is read once (its verdict is cached by device and inode, Go or not), through
+//! Finds the resolvers linked into the node's executables and probes each file once: Go's own
+//! resolver in Go programs, and the C library's `getaddrinfo` linked into statically built
+//! programs (static musl or glibc, including Go programs linked against a static musl, as k3s
+//! is). Dynamic programs' C libraries are found in their maps instead (`libc_locator`). Every
+//! running process's executable is looked at when the trace starts, then each program exec'd
+//! during it; a file is read once (its verdict is cached by device and inode), through
 //! `/proc/PID/exe`, so executables inside containers are found too.
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use super::elf::ElfImage;
 use super::go_binary::GoBinary;
+use super::libc_locator::LibcKind;
 use super::loader::{LiveTracer, GO_SORT_FUNCTION};
 
 /// Files seen at most; beyond, the memory starts over (a file seen again is read again).
 const MAX_FILES: usize = 16384;
 
-/// What was decided for one executable file.
+/// What was decided for one resolver found in an executable file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GoProbeOutcome {
-    /// Not a Go program, or one whose `net` package has no resolver sort (it never resolves).
-    NotResolving,
-    /// Probed: its Go version.
+pub enum ProbeOutcome {
+    /// Probed: what (`go1.21.13`, `static musl getaddrinfo`).
     Probed(String),
-    /// A Go resolver nodeip-trace cannot probe, and why.
+    /// A resolver nodeip-trace cannot probe, and why.
     Refused(String),
 }
 
-/// The Go resolver probes of one trace.
+/// The executables' resolver probes of one trace.
 #[derive(Default)]
-pub struct GoResolverProbes {
-    seen: HashMap<(u64, u64), GoProbeOutcome>,
+pub struct ExecutableResolverProbes {
+    seen: HashMap<(u64, u64), Vec<ProbeOutcome>>,
 }
 
-impl GoResolverProbes {
+impl ExecutableResolverProbes {
     /// Looks at every running process's executable.
     pub fn scan_all(&mut self, tracer: &mut LiveTracer) {
         let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -42,9 +45,9 @@ impl GoResolverProbes {
         }
     }
 
-    /// Looks at `pid`'s executable; probes it when it is a Go program that resolves. Returns
-    /// the outcome when the file was new.
-    pub fn look(&mut self, tracer: &mut LiveTracer, pid: u32) -> Option<GoProbeOutcome> {
+    /// Looks at `pid`'s executable and probes the resolvers it carries. Returns the outcomes
+    /// when the file was new (empty: it carries no resolver of its own).
+    pub fn look(&mut self, tracer: &mut LiveTracer, pid: u32) -> Option<Vec<ProbeOutcome>> {
         let exe = PathBuf::from(format!("/proc/{pid}/exe"));
         let target = std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone());
         // Hold the file open: the process may be gone before the probes are attached.
@@ -59,27 +62,48 @@ impl GoResolverProbes {
         }
         use std::os::fd::AsRawFd;
         let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        let outcome = match GoBinary::open(&via) {
-            Ok(binary) if binary.function(GO_SORT_FUNCTION).is_some() => {
-                match tracer.attach_go(&via, &binary) {
-                    Ok(version) => GoProbeOutcome::Probed(version),
-                    Err(e) => GoProbeOutcome::Refused(e.to_string()),
+        let mut outcomes = Vec::new();
+        let elf = std::fs::read(&via)
+            .ok()
+            .and_then(|bytes| ElfImage::parse(bytes).ok());
+        if let Some(elf) = elf {
+            if let Some(kind) = elf.static_resolver() {
+                let what = format!("static {} getaddrinfo", kind_name(kind));
+                outcomes.push(match tracer.attach_libc(&via, kind) {
+                    Ok(()) => ProbeOutcome::Probed(what),
+                    Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
+                });
+            }
+            if let Ok(binary) = GoBinary::from_elf(elf) {
+                if binary.function(GO_SORT_FUNCTION).is_some() {
+                    outcomes.push(match tracer.attach_go(&via, &binary) {
+                        Ok(version) => ProbeOutcome::Probed(format!("Go resolver, {version}")),
+                        Err(e) => ProbeOutcome::Refused(e.to_string()),
+                    });
                 }
             }
-            _ => GoProbeOutcome::NotResolving,
-        };
-        match &outcome {
-            GoProbeOutcome::Probed(version) => eprintln!(
-                "nodeip-trace: Go resolver probes attached to {} ({version}, pid {pid})",
-                target.display()
-            ),
-            GoProbeOutcome::Refused(why) => {
-                eprintln!("nodeip-trace: {why} ({}, pid {pid})", target.display())
-            }
-            GoProbeOutcome::NotResolving => {}
         }
-        self.seen.insert(id, outcome.clone());
-        Some(outcome)
+        for outcome in &outcomes {
+            match outcome {
+                ProbeOutcome::Probed(what) => eprintln!(
+                    "nodeip-trace: probes attached to {} ({what}, pid {pid})",
+                    target.display()
+                ),
+                ProbeOutcome::Refused(why) => {
+                    eprintln!("nodeip-trace: {why} ({}, pid {pid})", target.display())
+                }
+            }
+        }
+        self.seen.insert(id, outcomes.clone());
+        Some(outcomes)
+    }
+}
+
+/// "musl" or "glibc".
+fn kind_name(kind: LibcKind) -> &'static str {
+    match kind {
+        LibcKind::Glibc => "glibc",
+        LibcKind::Musl => "musl",
     }
 }
 

@@ -1,0 +1,251 @@
+//! Executables read from their bytes: the sections, loadable segments and symbols of a 64-bit
+//! little-endian x86-64 ELF file, and what kind of resolver a statically linked one carries.
+//! Used to put uprobes in executables ([`super::go_binary`] for Go's resolver; the C library's
+//! `getaddrinfo` linked into static programs). Never panics on bad input: a malformed file is an
+//! [`ElfError`].
+use super::libc_locator::LibcKind;
+
+/// Why a file could not be read as an ELF executable.
+#[derive(Debug, thiserror::Error)]
+pub enum ElfError {
+    /// Not an ELF file nodeip-trace reads (64-bit little-endian x86-64), or a truncated one.
+    #[error("not a 64-bit little-endian x86-64 ELF file ({0})")]
+    NotElf(&'static str),
+}
+
+/// An ELF section: name, virtual address, file offset, size, type.
+#[derive(Clone, Debug)]
+pub struct ElfSection {
+    /// Its name (`.gopclntab`).
+    pub name: String,
+    /// Virtual address.
+    pub addr: u64,
+    /// File offset.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A loadable segment: virtual address, file offset, file size.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    vaddr: u64,
+    offset: u64,
+    filesz: u64,
+}
+
+/// Little-endian reads that say `None` past the end.
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+/// See [`u16_at`].
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+/// See [`u16_at`].
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+/// A parsed ELF executable: its bytes, sections and loadable segments.
+pub struct ElfImage {
+    bytes: Vec<u8>,
+    sections: Vec<ElfSection>,
+    segments: Vec<Segment>,
+    /// It names a program interpreter (`PT_INTERP`): dynamically linked.
+    pub dynamic: bool,
+}
+
+/// `PT_LOAD` and `PT_INTERP`.
+const PT_LOAD: u32 = 1;
+const PT_INTERP: u32 = 3;
+
+impl ElfImage {
+    /// Parses an executable's bytes.
+    pub fn parse(bytes: Vec<u8>) -> Result<Self, ElfError> {
+        let b = &bytes;
+        if b.get(..4) != Some(b"\x7fELF") {
+            return Err(ElfError::NotElf("no ELF magic"));
+        }
+        if b.get(4) != Some(&2) || b.get(5) != Some(&1) {
+            return Err(ElfError::NotElf("not 64-bit little-endian"));
+        }
+        if u16_at(b, 18) != Some(62) {
+            return Err(ElfError::NotElf("not x86-64"));
+        }
+        let truncated = || ElfError::NotElf("truncated headers");
+        let phoff = u64_at(b, 32).ok_or_else(truncated)? as usize;
+        let shoff = u64_at(b, 40).ok_or_else(truncated)? as usize;
+        let phentsize = u16_at(b, 54).ok_or_else(truncated)? as usize;
+        let phnum = u16_at(b, 56).ok_or_else(truncated)? as usize;
+        let shentsize = u16_at(b, 58).ok_or_else(truncated)? as usize;
+        let shnum = u16_at(b, 60).ok_or_else(truncated)? as usize;
+        let shstrndx = u16_at(b, 62).ok_or_else(truncated)? as usize;
+        let mut segments = Vec::new();
+        let mut dynamic = false;
+        for i in 0..phnum {
+            let Some(at) = i
+                .checked_mul(phentsize)
+                .and_then(|o| o.checked_add(phoff))
+                .filter(|at| at.checked_add(40).is_some())
+            else {
+                return Err(ElfError::NotElf("program headers outside the file"));
+            };
+            match u32_at(b, at) {
+                Some(PT_LOAD) => {
+                    let (Some(offset), Some(vaddr), Some(filesz)) =
+                        (u64_at(b, at + 8), u64_at(b, at + 16), u64_at(b, at + 32))
+                    else {
+                        return Err(ElfError::NotElf("truncated program header"));
+                    };
+                    segments.push(Segment {
+                        vaddr,
+                        offset,
+                        filesz,
+                    });
+                }
+                Some(PT_INTERP) => dynamic = true,
+                _ => {}
+            }
+        }
+        let header = |i: usize| -> Option<(u32, u64, u64, u64)> {
+            let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
+            at.checked_add(40)?;
+            Some((
+                u32_at(b, at)?,
+                u64_at(b, at + 16)?,
+                u64_at(b, at + 24)?,
+                u64_at(b, at + 32)?,
+            ))
+        };
+        let (_, _, strtab_off, strtab_size) =
+            header(shstrndx).ok_or(ElfError::NotElf("no section name table"))?;
+        let strtab = b
+            .get(strtab_off as usize..strtab_off.saturating_add(strtab_size) as usize)
+            .ok_or(ElfError::NotElf("section name table outside the file"))?;
+        let mut sections = Vec::new();
+        for i in 0..shnum {
+            let Some((name_off, addr, offset, size)) = header(i) else {
+                break;
+            };
+            sections.push(ElfSection {
+                name: c_string(strtab, name_off as usize),
+                addr,
+                offset,
+                size,
+            });
+        }
+        Ok(ElfImage {
+            bytes,
+            sections,
+            segments,
+            dynamic,
+        })
+    }
+
+    /// The section named `name`.
+    pub fn section(&self, name: &str) -> Option<&ElfSection> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+
+    /// The bytes of the section named `name` (`None` when absent or outside the file).
+    pub fn section_bytes(&self, name: &str) -> Option<&[u8]> {
+        let s = self.section(name)?;
+        self.bytes
+            .get(s.offset as usize..s.offset.checked_add(s.size)? as usize)
+    }
+
+    /// All the file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The file offset of virtual address `vaddr` (through the loadable segments).
+    pub fn file_offset(&self, vaddr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.filesz)
+            .map(|s| vaddr - s.vaddr + s.offset)
+    }
+
+    /// Whether `.symtab` (static symbols: absent from stripped files) defines `name`.
+    pub fn defines_symbol(&self, name: &str) -> bool {
+        let (Some(symtab), Some(strtab)) =
+            (self.section_bytes(".symtab"), self.section_bytes(".strtab"))
+        else {
+            return false;
+        };
+        // Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64.
+        symtab.chunks_exact(24).any(|sym| {
+            let shndx = u16::from_le_bytes([sym[6], sym[7]]);
+            let name_off = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]) as usize;
+            shndx != 0
+                && strtab.get(name_off..).is_some_and(|s| {
+                    s.starts_with(name.as_bytes()) && s.get(name.len()) == Some(&0)
+                })
+        })
+    }
+
+    /// The C library whose `getaddrinfo` is linked into this file, when it is a statically
+    /// linked program carrying one (musl's has `__init_libc`; otherwise glibc's). `None` for
+    /// dynamic programs (their libc is found in their maps), stripped files (no symbols to put
+    /// the probe at) and programs without `getaddrinfo`.
+    pub fn static_resolver(&self) -> Option<LibcKind> {
+        if self.dynamic || !self.defines_symbol("getaddrinfo") {
+            return None;
+        }
+        Some(if self.defines_symbol("__init_libc") {
+            LibcKind::Musl
+        } else {
+            LibcKind::Glibc
+        })
+    }
+}
+
+/// The NUL-terminated string at `at` of `table` (empty when outside).
+fn c_string(table: &[u8], at: usize) -> String {
+    table
+        .get(at..)
+        .map(|s| {
+            let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+            String::from_utf8_lossy(&s[..end]).into_owned()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_and_truncated_files_are_errors_not_panics() {
+        for bytes in [
+            Vec::new(),
+            b"#!/bin/sh\n".to_vec(),
+            b"\x7fELF\x02\x01".to_vec(),
+            {
+                let mut v = b"\x7fELF\x02\x01\x01\0".to_vec();
+                v.resize(64, 0xff);
+                v[18] = 62;
+                v[19] = 0;
+                v
+            },
+        ] {
+            assert!(ElfImage::parse(bytes).is_err());
+        }
+    }
+
+    #[test]
+    fn this_test_binary_is_dynamic_and_carries_no_static_resolver() {
+        let image = ElfImage::parse(std::fs::read("/proc/self/exe").unwrap()).unwrap();
+        assert!(image.dynamic);
+        assert_eq!(image.static_resolver(), None);
+        assert!(image.section(".text").is_some());
+    }
+}
