@@ -645,6 +645,42 @@ pub mod go_flags {
     pub const CUT: u32 = 2;
     /// An address or source could not be read.
     pub const UNREADABLE: u32 = 4;
+    /// (Host lookups) Go's sort ran inside the call: the answer is a sorted one, already
+    /// reported by the sort's own record, so the host lookup's record is not sent.
+    pub const SORTED: u32 = 8;
+}
+
+/// Kind tag of [`GoHostRecord`].
+pub const KIND_GO_HOST: u32 = 15;
+/// Bytes copied of each address string a host lookup returns (an IPv6 text with zone fits).
+pub const GO_HOST_ADDR_LEN: usize = 48;
+
+/// One `net.(*Resolver).goLookupHostOrder` call that returned `/etc/hosts` entries as they are
+/// (`LookupHost`: Go sorts only answers that go through `goLookupIPCNAMEOrder`): the name (at
+/// entry) and the address strings returned (at a RET), for one goroutine.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GoHostRecord {
+    /// Common header; `ts_ns` is the return time.
+    pub header: EventHeader,
+    /// The goroutine (`g` pointer, R14).
+    pub g: u64,
+    /// Entry time.
+    pub start_ns: u64,
+    /// Number of addresses returned.
+    pub count: u32,
+    /// Bytes of `name` that are valid.
+    pub name_len: u32,
+    /// `go_flags::*`.
+    pub flags: u32,
+    /// Padding, always 0.
+    pub _pad: u32,
+    /// The name looked up.
+    pub name: [u8; GO_NAME_LEN],
+    /// The returned address strings, in order (`addr_lens[i]` bytes of each are valid).
+    pub addrs: [[u8; GO_HOST_ADDR_LEN]; GO_MAX_ADDRS],
+    /// Valid bytes of each address string.
+    pub addr_lens: [u8; GO_MAX_ADDRS],
 }
 
 /// Up to [`GO_MAX_ADDRS`] addresses, each 4 or 16 bytes (`lens[i]`; 0: none, or invalid).
@@ -705,6 +741,10 @@ const _: () = assert!(
     core::mem::size_of::<GoSortRecord>() == 48 + 24 + 16 + GO_NAME_LEN + 3 * (17 * GO_MAX_ADDRS)
 );
 const _: () = assert!(core::mem::size_of::<GoLookupName>() == 8 + GO_NAME_LEN);
+const _: () = assert!(
+    core::mem::size_of::<GoHostRecord>()
+        == 48 + 16 + 16 + GO_NAME_LEN + (GO_HOST_ADDR_LEN + 1) * GO_MAX_ADDRS
+);
 
 #[cfg(feature = "user")]
 mod user_pod {

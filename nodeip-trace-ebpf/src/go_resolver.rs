@@ -6,6 +6,8 @@
 //!   per layout);
 //! - every RET of `net.sortByRFC6724withSrcs` (file offsets found by decoding the function in
 //!   userspace): the same array, now sorted;
+//! - the entry and every RET of `net.(*Resolver).goLookupHostOrder` (`LookupHost`): the
+//!   `/etc/hosts` answer it returns unsorted (a sorted answer is the sort's record);
 //! - the entry of `net._C2func_getaddrinfo` (cgo builds): a mark on the thread, so the C
 //!   library's getaddrinfo that follows says it was Go's lookup.
 //! A goroutine moves between threads, so everything is keyed by its `g` (R14 in Go's
@@ -18,12 +20,13 @@ use aya_ebpf::{
     programs::ProbeContext,
 };
 use nodeip_trace_common::{
-    counter, go_flags, go_layout, GoAddrList, GoLookupName, GoSortRecord, GO_MAX_ADDRS,
-    GO_NAME_LEN, KIND_GO_SORT,
+    counter, go_flags, go_layout, GoAddrList, GoHostRecord, GoLookupName, GoSortRecord,
+    GO_MAX_ADDRS, GO_NAME_LEN, KIND_GO_HOST, KIND_GO_SORT,
 };
 
 use crate::{
-    count, filter::traced, header, EVENTS, GO_CGO_THREADS, GO_NAMES, GO_SCRATCH, GO_SORTS,
+    count, filter::traced, header, EVENTS, GO_CGO_THREADS, GO_HOSTS, GO_HOST_SCRATCH, GO_NAMES,
+    GO_SCRATCH, GO_SORTS,
 };
 
 /// Bytes of one `net.IPAddr` (`IP []byte` then `Zone string`).
@@ -50,26 +53,97 @@ pub fn go_lookup_entry(ctx: ProbeContext) -> u32 {
         _pad: 0,
         name: [0; GO_NAME_LEN],
     };
-    let n = (len as usize).min(GO_NAME_LEN);
-    // A bounded copy: read the whole buffer's worth when the name is that long, else byte runs.
-    if n == GO_NAME_LEN {
-        if let Ok(bytes) = unsafe { bpf_probe_read_user(ptr as *const [u8; GO_NAME_LEN]) } {
-            name.name = bytes;
-            name.len = n as u32;
+    name.len = copy_go_string(ptr, len, &mut name.name);
+    let _ = GO_NAMES.insert(&key(&ctx, pid_tgid), &name, 0);
+    0
+}
+
+/// Copies the Go string (`ptr`, `len`) into `out`, at most `N` bytes; returns the bytes copied.
+/// One read of `N` bytes when it succeeds (the string's memory usually goes on), else byte by
+/// byte up to the string's length (it may end at the end of a mapping).
+#[inline(always)]
+fn copy_go_string<const N: usize>(ptr: u64, len: u64, out: &mut [u8; N]) -> u32 {
+    let n = (len as usize).min(N);
+    if let Ok(bytes) = unsafe { bpf_probe_read_user(ptr as *const [u8; N]) } {
+        *out = bytes;
+        return n as u32;
+    }
+    let mut copied = 0;
+    for i in 0..N {
+        if i >= n {
+            break;
         }
-    } else {
-        for i in 0..GO_NAME_LEN {
-            if i >= n {
+        match unsafe { bpf_probe_read_user((ptr + i as u64) as *const u8) } {
+            Ok(b) => out[i] = b,
+            Err(_) => break,
+        }
+        copied = i as u32 + 1;
+    }
+    copied
+}
+
+/// `(*Resolver).goLookupHostOrder(ctx, name, order, …)` entry (`LookupHost`): the name (RDI/RSI).
+#[uprobe]
+pub fn go_host_entry(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !traced(pid_tgid) {
+        return 0;
+    }
+    let Some(rec) = GO_HOST_SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    let rec = unsafe { &mut *rec };
+    let (ptr, len) = unsafe { ((*ctx.regs).rdi, (*ctx.regs).rsi) };
+    let k = key(&ctx, pid_tgid);
+    rec.header = header(KIND_GO_HOST, pid_tgid);
+    rec.g = k[1];
+    rec.start_ns = unsafe { bpf_ktime_get_ns() };
+    rec.count = 0;
+    rec.flags = 0;
+    rec._pad = 0;
+    rec.addr_lens = [0; GO_MAX_ADDRS];
+    rec.name_len = copy_go_string(ptr, len, &mut rec.name);
+    if GO_HOSTS.insert(&k, rec, 0).is_err() {
+        count(counter::OTHER_RINGBUF_FULL, 1);
+    }
+    0
+}
+
+/// A RET of `goLookupHostOrder`: its `[]string` result (RAX/RBX). Sent only when no sort ran
+/// inside (the `/etc/hosts` answer, returned in the file's order); a sorted answer is the
+/// sort's record.
+#[uprobe]
+pub fn go_host_return(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let k = key(&ctx, pid_tgid);
+    let Some(rec) = GO_HOSTS.get_ptr_mut(&k) else {
+        return 0;
+    };
+    let rec = unsafe { &mut *rec };
+    let (ptr, n) = unsafe { ((*ctx.regs).rax, (*ctx.regs).rbx) };
+    if rec.flags & go_flags::SORTED == 0 && n > 0 && n < 1 << 20 {
+        rec.header.ts_ns = unsafe { bpf_ktime_get_ns() };
+        rec.count = n as u32;
+        if n > GO_MAX_ADDRS as u64 {
+            rec.flags |= go_flags::CUT;
+        }
+        for i in 0..GO_MAX_ADDRS {
+            if i as u64 >= n {
                 break;
             }
-            match unsafe { bpf_probe_read_user((ptr + i as u64) as *const u8) } {
-                Ok(b) => name.name[i] = b,
-                Err(_) => break,
+            match unsafe { bpf_probe_read_user((ptr + 16 * i as u64) as *const [u64; 2]) } {
+                Ok(s) => rec.addr_lens[i] = copy_go_string(s[0], s[1], &mut rec.addrs[i]) as u8,
+                Err(_) => rec.flags |= go_flags::UNREADABLE,
             }
-            name.len = i as u32 + 1;
+        }
+        if EVENTS
+            .output::<GoHostRecord>(rec, crate::submit_flags())
+            .is_err()
+        {
+            count(counter::GAI_RINGBUF_FULL, 1);
         }
     }
-    let _ = GO_NAMES.insert(&key(&ctx, pid_tgid), &name, 0);
+    let _ = GO_HOSTS.remove(&k);
     0
 }
 
@@ -233,5 +307,9 @@ pub fn go_sort_return(ctx: ProbeContext) -> u32 {
     }
     let _ = GO_SORTS.remove(&k);
     let _ = GO_NAMES.remove(&k);
+    // A host lookup around this sort returns the sorted answer: the sort's record says it.
+    if let Some(host) = GO_HOSTS.get_ptr_mut(&k) {
+        unsafe { (*host).flags |= go_flags::SORTED };
+    }
     0
 }

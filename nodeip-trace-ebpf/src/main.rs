@@ -31,9 +31,9 @@ use aya_ebpf::{
     Global,
 };
 use nodeip_trace_common::{
-    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, GoLookupName, GoSortRecord,
-    KernelHandlerRecord, NetlinkInflight, NetlinkSocketCall, NETLINK_CHUNK_HEADER_LEN,
-    NETLINK_CHUNK_LEN,
+    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, GoHostRecord, GoLookupName,
+    GoSortRecord, KernelHandlerRecord, NetlinkInflight, NetlinkSocketCall,
+    NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
 /// All records go through this ring buffer; userspace sets its size before load.
@@ -86,6 +86,12 @@ static GO_SORTS: LruHashMap<[u64; 2], GoSortRecord> = LruHashMap::with_max_entri
 /// return on the same thread takes the mark and says the call was Go's.
 #[map]
 static GO_CGO_THREADS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(4096, 0);
+/// Go host lookups (`goLookupHostOrder`) in flight, keyed by (tgid, g).
+#[map]
+static GO_HOSTS: LruHashMap<[u64; 2], GoHostRecord> = LruHashMap::with_max_entries(1024, 0);
+/// Per-CPU scratch where a Go host lookup record is built.
+#[map]
+static GO_HOST_SCRATCH: PerCpuArray<GoHostRecord> = PerCpuArray::with_max_entries(1, 0);
 /// Per-CPU scratch where a Go sort record is built (too big for the eBPF stack).
 #[map]
 static GO_SCRATCH: PerCpuArray<GoSortRecord> = PerCpuArray::with_max_entries(1, 0);

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
+use nodeip_trace::probe::loader::GO_HOST_FUNCTION;
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::workspace_root;
 
@@ -78,6 +79,11 @@ fn every_toolchain_s_resolver_sort_is_found_with_its_rets() {
                     "{}: {GO_CGO_GETADDRINFO}",
                     out.display()
                 );
+                // LookupHost's own function (the client calls it with -host), with its RETs.
+                let host = binary
+                    .probes(GO_HOST_FUNCTION)
+                    .unwrap_or_else(|| panic!("{}: {GO_HOST_FUNCTION}", out.display()));
+                assert!(!host.ret_offsets.is_empty(), "{}", out.display());
                 // A Go program linked against a dynamic libc: its getaddrinfo is found in its maps.
                 assert_eq!(binary.elf.static_resolver(), None, "{}", out.display());
                 let probes = binary

@@ -66,6 +66,48 @@ fn build(source: &str, suffix: &str, with_cgo: bool) -> Vec<(String, PathBuf)> {
     built
 }
 
+/// A traced run of a Go client recorded with `-o`: a first run (`mixed`) makes the tracer probe
+/// the file, the judged run looks `names` up with `GODEBUG=netdns=NETDNS`.
+struct RecordedRun {
+    recording: PathBuf,
+    stdout: String,
+    stderr: String,
+    events: Vec<serde_json::Value>,
+}
+
+impl RecordedRun {
+    fn of(ns: &Netns, client: &Path, netdns: &str, names: &[&str]) -> Self {
+        let recording = PathBuf::from(format!("{}.jsonl", client.display()));
+        let out = trace_once_probed(
+            &["--no-route-lookups", "-o", &recording.display().to_string()],
+            &ns.name,
+            &[&format!("GODEBUG=netdns={netdns}")],
+            client,
+            "Go resolver",
+            "mixed",
+            &names.join(" "),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{}: {stderr}", client.display());
+        RecordedRun {
+            events: json_lines(&std::fs::read(&recording).unwrap()),
+            recording,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr,
+        }
+    }
+
+    /// The recording as the text timeline shows it (`replay`).
+    fn text(&self) -> String {
+        let out = Command::new(tool())
+            .arg("replay")
+            .arg(&self.recording)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
 /// An event's `addresses`, in order.
 fn addresses(event: &serde_json::Value) -> Vec<&str> {
     event["addresses"]
@@ -141,6 +183,59 @@ fn go_lookups_are_traced_with_the_order_go_returned_and_why() {
     }
 }
 
+/// `LookupHost` answered from `/etc/hosts` is returned in the file's order, unsorted: each is a
+/// `go_hosts` event with that order and a why saying so, next to the sorted `go` event of
+/// `(*Resolver).LookupIPAddr` for the same name — judged by the program's own output, for every
+/// toolchain, stripped.
+#[test]
+fn lookup_host_answers_are_the_hosts_order_and_lookup_ip_addr_is_sorted() {
+    require_root();
+    let ns = namespace("gohost");
+    let names = ["mixed", "node-a"];
+    for (version, client) in build("lookup_ip.go", "host", false) {
+        let run = RecordedRun::of(&ns, &client, "go", &["-host", "mixed", "node-a"]);
+        let (stdout, stderr, events) = (&run.stdout, &run.stderr, &run.events);
+        let printed = |how: &str, name: &str| -> Vec<String> {
+            let prefix = format!("{how} {name} ");
+            stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix(&prefix))
+                .next_back()
+                .unwrap_or_else(|| panic!("go{version}: no {prefix:?} line: {stdout}"))
+                .split_whitespace()
+                .map(String::from)
+                .collect()
+        };
+        for name in names {
+            for (how, resolver) in [("host", "go_hosts"), ("ipaddr", "go")] {
+                let event = events
+                    .iter()
+                    .rev()
+                    .find(|e| e["resolver"] == resolver && e["node"] == name)
+                    .unwrap_or_else(|| {
+                        panic!("go{version}: no {resolver} event for {name}: {stderr}")
+                    });
+                assert_eq!(addresses(event), printed(how, name), "go{version}: {event}");
+                assert_eq!(event["why"]["matches"], true, "go{version}: {event}");
+            }
+        }
+        // mixed: the hosts order, and Go's sort moved the IPv6 ULA and 10.1.0.9 for LookupIPAddr.
+        assert_eq!(
+            printed("host", "mixed"),
+            ["10.2.3.4", "2001:db8:99::1", "10.1.0.9", "fd00:1::9"],
+            "go{version}"
+        );
+        assert_ne!(
+            printed("ipaddr", "mixed"),
+            printed("host", "mixed"),
+            "go{version}"
+        );
+        let text = run.text();
+        let want = "go LookupHost(\"mixed\") = OK [10.2.3.4, 2001:db8:99::1, 10.1.0.9, fd00:1::9]";
+        assert!(text.contains(want), "go{version}: no {want:?} in\n{text}");
+    }
+}
+
 /// Go through cgo (`GODEBUG=netdns=cgo`): the C library's getaddrinfo event says it was Go's
 /// lookup and whose C library sorted it — glibc's for a program linked dynamically (stripped,
 /// as releases are), musl's own copy for one linked statically against musl (as k3s is: its
@@ -168,21 +263,8 @@ fn cgo_lookups_name_go_and_the_c_library_that_sorted() {
                 how,
             )
             .unwrap();
-            // The first run's exec makes the tracer probe the file; the second run is judged.
-            let recording = dir.join(format!("cgo-go{}-{libc}.jsonl", t.version));
-            let out = trace_once_probed(
-                &["--no-route-lookups", "-o", &recording.display().to_string()],
-                &ns.name,
-                &["GODEBUG=netdns=cgo"],
-                &client,
-                "Go resolver",
-                "mixed",
-                &names.join(" "),
-            );
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{label}: {stderr}");
-            let events = json_lines(&std::fs::read(&recording).unwrap());
+            let run = RecordedRun::of(&ns, &client, "cgo", &names);
+            let (stdout, stderr, events) = (&run.stdout, &run.stderr, &run.events);
             for name in names {
                 let printed: Vec<&str> = stdout
                     .lines()
@@ -205,12 +287,7 @@ fn cgo_lookups_name_go_and_the_c_library_that_sorted() {
                 assert_eq!(event["why"]["matches"], true, "{label} {name}: {event}");
             }
             // And as a person reads it.
-            let text = Command::new(tool())
-                .arg("replay")
-                .arg(&recording)
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&text.stdout);
+            let text = run.text();
             let want = format!("go→cgo→{libc} getaddrinfo(\"node-a\"");
             assert!(text.contains(&want), "{label}: no {want:?} in\n{text}");
         }

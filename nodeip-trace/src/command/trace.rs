@@ -779,7 +779,12 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     if let crate::decode::record::KernelRecord::Exec(r) = &rec {
                         if config.getaddrinfo {
                             libc_watcher.on_exec(&mut tracer, (r.header.pid_tgid >> 32) as u32);
-                            go_probes.look(&mut tracer, (r.header.pid_tgid >> 32) as u32);
+                            let executed = crate::decode::record::c_string(&r.filename);
+                            go_probes.look(
+                                &mut tracer,
+                                (r.header.pid_tgid >> 32) as u32,
+                                Some(std::path::Path::new(&executed)),
+                            );
                         }
                     }
                     pipeline.on_kernel_record(rec, &mut out);

@@ -1,9 +1,10 @@
-//! Go's own resolver's sort, from its ring record: the call as a getaddrinfo-like event (the
-//! name, the order the sort left) and the sort's own inputs (the resolver's order and the source
-//! of each address, exactly as the sort got them). Pure.
+//! Go's own resolver, from its ring records: a sort's record as a getaddrinfo-like event (the
+//! name, the order the sort left) with the sort's own inputs (the resolver's order and the
+//! source of each address, exactly as the sort got them); a host lookup's record (`LookupHost`
+//! answered from `/etc/hosts`, unsorted) likewise, its order its own input. Pure.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nodeip_trace_common::{go_flags, GoAddrList, GoSortRecord};
+use nodeip_trace_common::{go_flags, GoAddrList, GoHostRecord, GoSortRecord};
 
 use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall, ResolverKind, SortInputs};
 
@@ -27,11 +28,61 @@ pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
     let order: Vec<IpAddr> = (0..n).filter_map(|i| address(&rec.unsorted, i)).collect();
     let sources: Vec<Option<IpAddr>> = (0..n).map(|i| address(&rec.sources, i)).collect();
     let sorted: Vec<IpAddr> = (0..n).filter_map(|i| address(&rec.sorted, i)).collect();
-    let name_len = (rec.name_len as usize).min(rec.name.len());
-    let name = (rec.flags & go_flags::NO_NAME == 0)
-        .then(|| String::from_utf8_lossy(&rec.name[..name_len]).into_owned());
-    let addresses: Vec<String> = sorted.iter().map(|a| a.to_string()).collect();
-    let results = sorted
+    let name = (rec.flags & go_flags::NO_NAME == 0).then(|| name_of(&rec.name, rec.name_len));
+    let call = go_call(
+        name,
+        &sorted,
+        rec.flags,
+        (rec.start_ns, rec.header.ts_ns),
+        ResolverKind::Go,
+    );
+    (call, SortInputs { order, sources })
+}
+
+/// Decodes a Go host lookup record (`LookupHost`'s `/etc/hosts` answer, unsorted): the call,
+/// and its "inputs" — the same order, no sources (nothing was sorted). An address string that
+/// is not an address (cut, unreadable) is left out and the call marked cut.
+pub fn decode_go_host(rec: &GoHostRecord) -> (GetaddrinfoCall, SortInputs) {
+    let n = (rec.count as usize).min(rec.addrs.len());
+    let parsed: Vec<Option<IpAddr>> = (0..n)
+        .map(|i| {
+            let len = (rec.addr_lens[i] as usize).min(rec.addrs[i].len());
+            let text = std::str::from_utf8(&rec.addrs[i][..len]).ok()?;
+            // Go writes a zone as addr%zone; the address is what is compared.
+            text.split('%').next()?.parse().ok()
+        })
+        .collect();
+    let order: Vec<IpAddr> = parsed.iter().flatten().copied().collect();
+    let mut flags = rec.flags;
+    if order.len() < n {
+        flags |= go_flags::UNREADABLE;
+    }
+    let call = go_call(
+        Some(name_of(&rec.name, rec.name_len)),
+        &order,
+        flags,
+        (rec.start_ns, rec.header.ts_ns),
+        ResolverKind::GoHosts,
+    );
+    let sources = vec![None; order.len()];
+    (call, SortInputs { order, sources })
+}
+
+/// The first `len` bytes of a fixed name buffer, lossily as UTF-8.
+fn name_of(name: &[u8], len: u32) -> String {
+    String::from_utf8_lossy(&name[..(len as usize).min(name.len())]).into_owned()
+}
+
+/// A Go lookup as a getaddrinfo-like call returning `returned`.
+fn go_call(
+    name: Option<String>,
+    returned: &[IpAddr],
+    flags: u32,
+    (start_ns, end_ns): (u64, u64),
+    resolver: ResolverKind,
+) -> GetaddrinfoCall {
+    let addresses: Vec<String> = returned.iter().map(|a| a.to_string()).collect();
+    let results = returned
         .iter()
         .map(|a| AddrinfoResult {
             address: a.to_string(),
@@ -41,7 +92,7 @@ pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
             port: 0,
         })
         .collect();
-    let call = GetaddrinfoCall {
+    GetaddrinfoCall {
         node: name,
         service: None,
         family: "AF_UNSPEC".into(),
@@ -51,15 +102,14 @@ pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
         ret_code: 0,
         addresses,
         results,
-        results_truncated: rec.flags & (go_flags::CUT | go_flags::UNREADABLE) != 0,
-        start_ns: rec.start_ns,
-        duration_ns: rec.header.ts_ns.saturating_sub(rec.start_ns),
+        results_truncated: flags & (go_flags::CUT | go_flags::UNREADABLE) != 0,
+        start_ns,
+        duration_ns: end_ns.saturating_sub(start_ns),
         during: 0,
-        resolver: ResolverKind::Go,
+        resolver,
         caller: None,
         why: None,
-    };
-    (call, SortInputs { order, sources })
+    }
 }
 
 #[cfg(test)]
@@ -105,5 +155,31 @@ mod tests {
         assert_eq!(inputs.order.len(), 2);
         assert_eq!(inputs.sources[0], Some("172.18.45.20".parse().unwrap()));
         assert_eq!(inputs.sources[1], None);
+    }
+
+    #[test]
+    fn a_host_record_is_an_unsorted_go_lookup_and_bad_strings_are_cut() {
+        let mut rec: GoHostRecord = unsafe { std::mem::zeroed() };
+        rec.name[..6].copy_from_slice(b"node-a");
+        rec.name_len = 6;
+        for (i, text) in ["10.1.0.6", "fe80::1%eth0", "10.1.0.20", "garbage"]
+            .iter()
+            .enumerate()
+        {
+            rec.addrs[i][..text.len()].copy_from_slice(text.as_bytes());
+            rec.addr_lens[i] = text.len() as u8;
+        }
+        rec.count = 4;
+        let (call, inputs) = decode_go_host(&rec);
+        assert_eq!(call.node.as_deref(), Some("node-a"));
+        assert_eq!(call.resolver, ResolverKind::GoHosts);
+        assert_eq!(call.addresses, ["10.1.0.6", "fe80::1", "10.1.0.20"]);
+        assert!(call.results_truncated);
+        assert_eq!(inputs.order.len(), 3);
+        assert!(inputs.sources.iter().all(Option::is_none));
+        // A length past the buffer or a count past the array does not panic.
+        rec.addr_lens[0] = 255;
+        rec.count = 1000;
+        let _ = decode_go_host(&rec);
     }
 }

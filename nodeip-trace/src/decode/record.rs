@@ -55,6 +55,8 @@ pub enum KernelRecord {
     KernelHandler(Box<common::KernelHandlerRecord>),
     /// One run of Go's own resolver's sort.
     GoSort(Box<common::GoSortRecord>),
+    /// A Go host lookup (`LookupHost`) answered from `/etc/hosts`, unsorted.
+    GoHost(Box<common::GoHostRecord>),
 }
 
 impl KernelRecord {
@@ -72,6 +74,7 @@ impl KernelRecord {
             KernelRecord::GaiConf(r) => &r.header,
             KernelRecord::KernelHandler(r) => &r.header,
             KernelRecord::GoSort(r) => &r.header,
+            KernelRecord::GoHost(r) => &r.header,
         }
     }
 }
@@ -122,6 +125,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_GAI_CONF => KernelRecord::GaiConf(Box::new(read(kind, bytes)?)),
         common::KIND_KERNEL_HANDLER => KernelRecord::KernelHandler(Box::new(read(kind, bytes)?)),
         common::KIND_GO_SORT => KernelRecord::GoSort(Box::new(read(kind, bytes)?)),
+        common::KIND_GO_HOST => KernelRecord::GoHost(Box::new(read(kind, bytes)?)),
         other => return Err(RecordError::UnknownKind(other)),
     })
 }

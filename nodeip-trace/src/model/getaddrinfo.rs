@@ -199,6 +199,9 @@ pub enum ResolverKind {
     Musl,
     /// Go's own resolver (`net`'s pure-Go lookups; its `addrselect.go` sort).
     Go,
+    /// Go's own resolver answering a host lookup (`LookupHost`) from `/etc/hosts`: the file's
+    /// order, which Go does not sort.
+    GoHosts,
     /// Not told by the probe (kernels before 5.15 have no attach cookies).
     Unknown,
 }
@@ -244,6 +247,7 @@ impl ResolverKind {
             ResolverKind::Glibc | ResolverKind::Unknown => "glibc",
             ResolverKind::Musl => "musl",
             ResolverKind::Go => "go",
+            ResolverKind::GoHosts => "go LookupHost",
         }
     }
 
@@ -253,6 +257,7 @@ impl ResolverKind {
             ResolverKind::Glibc | ResolverKind::Unknown => "glibc's RFC 6724 sort",
             ResolverKind::Musl => "musl's RFC 6724 sort",
             ResolverKind::Go => "Go's RFC 6724 sort",
+            ResolverKind::GoHosts => "Go's LookupHost (the /etc/hosts order, unsorted)",
         }
     }
 
@@ -267,6 +272,9 @@ impl ResolverKind {
             }
             ResolverKind::Go => {
                 "list only the wanted address for the name (Go reads no /etc/gai.conf), or make the program use cgo (GODEBUG=netdns=cgo) if glibc's order is wanted"
+            }
+            ResolverKind::GoHosts => {
+                "list the wanted address first for the name in /etc/hosts (Go's LookupHost returns the file's order), or only that address"
             }
         }
     }

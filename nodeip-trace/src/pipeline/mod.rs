@@ -10,7 +10,7 @@ use crate::correlate::chunks::ChunkAssembler;
 use crate::correlate::conversations::{BufferRef, CompletedConversation, ConversationTracker};
 use crate::correlate::spans::SpanTracker;
 use crate::decode::addrinfo::{decode_gai_socket, decode_getaddrinfo};
-use crate::decode::go_sort::decode_go_sort;
+use crate::decode::go_sort::{decode_go_host, decode_go_sort};
 use crate::decode::kernel_handler::decode_kernel_handler;
 use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
 use crate::decode::record::{c_string, KernelRecord};
@@ -23,7 +23,7 @@ use crate::model::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
 };
 use crate::model::frame::{Direction, NetlinkFrame, Task};
-use crate::model::getaddrinfo::ResolverSpan;
+use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverSpan, SortInputs};
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
 
@@ -316,26 +316,42 @@ impl Pipeline {
             // Go's own resolver: the sort's record carries its inputs and its result; the why is
             // explained from them (no span: the goroutine may have run on several threads).
             KernelRecord::GoSort(r) => {
-                let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let (call, inputs) = decode_go_sort(&r);
-                let mut span = ResolverSpan {
-                    call,
-                    inside: Vec::new(),
-                    socket_ops: Vec::new(),
-                    gai_conf: Default::default(),
-                    sort_inputs: Some(inputs),
-                };
-                span.call.why = explain_span(&span).map(Box::new);
-                let ev = self.event(
-                    r.header.ts_ns,
-                    &task,
-                    EventBody::Getaddrinfo(Box::new(span.call)),
-                );
-                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+                self.on_go_lookup(&r.header, call, inputs, out);
+            }
+            KernelRecord::GoHost(r) => {
+                let (call, inputs) = decode_go_host(&r);
+                self.on_go_lookup(&r.header, call, inputs, out);
             }
             // The live source rescans that process's sockets; not a timeline event.
             KernelRecord::UnknownNetlinkSocket(_) => {}
         }
+    }
+
+    /// A lookup of Go's own resolver (its sort, or a host lookup's unsorted answer), explained
+    /// from the inputs its record carries.
+    fn on_go_lookup(
+        &mut self,
+        header: &nodeip_trace_common::EventHeader,
+        call: GetaddrinfoCall,
+        inputs: SortInputs,
+        out: &mut Vec<Emitted>,
+    ) {
+        let task = task_of(header.pid_tgid, &header.comm);
+        let mut span = ResolverSpan {
+            call,
+            inside: Vec::new(),
+            socket_ops: Vec::new(),
+            gai_conf: Default::default(),
+            sort_inputs: Some(inputs),
+        };
+        span.call.why = explain_span(&span).map(Box::new);
+        let ev = self.event(
+            header.ts_ns,
+            &task,
+            EventBody::Getaddrinfo(Box::new(span.call)),
+        );
+        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
     }
 
     /// A route lookup, on its thread's timeline.

@@ -7,7 +7,7 @@
 //! `/proc/PID/exe`, so executables inside containers are found too.
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::elf::ElfImage;
 use super::go_binary::GoBinary;
@@ -40,18 +40,33 @@ impl ExecutableResolverProbes {
         };
         for entry in dir.flatten() {
             if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
-                self.look(tracer, pid);
+                self.look(tracer, pid, None);
             }
         }
     }
 
-    /// Looks at `pid`'s executable and probes the resolvers it carries. Returns the outcomes
-    /// when the file was new (empty: it carries no resolver of its own).
-    pub fn look(&mut self, tracer: &mut LiveTracer, pid: u32) -> Option<Vec<ProbeOutcome>> {
+    /// Looks at `pid`'s executable and probes the resolvers it carries. `executed` is the file
+    /// name its exec named, for a process already gone (a short-lived one, or a busy tracer):
+    /// an absolute one is opened from here instead. Returns the outcomes when the file was new
+    /// (empty: it carries no resolver of its own).
+    pub fn look(
+        &mut self,
+        tracer: &mut LiveTracer,
+        pid: u32,
+        executed: Option<&Path>,
+    ) -> Option<Vec<ProbeOutcome>> {
         let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-        let target = std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone());
         // Hold the file open: the process may be gone before the probes are attached.
-        let file = std::fs::File::open(&exe).ok()?;
+        let (file, target) = match std::fs::File::open(&exe) {
+            Ok(file) => (
+                file,
+                std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone()),
+            ),
+            Err(_) => {
+                let path = executed.filter(|p| p.is_absolute())?;
+                (std::fs::File::open(path).ok()?, path.to_path_buf())
+            }
+        };
         let meta = file.metadata().ok()?;
         let id = (meta.dev(), meta.ino());
         if self.seen.contains_key(&id) {

@@ -11,6 +11,8 @@ use crate::probe::libc_locator::LibcKind;
 pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
 /// The function whose entry gives the name a goroutine looks up.
 pub const GO_LOOKUP_FUNCTION: &str = "net.(*Resolver).goLookupIPCNAMEOrder";
+/// Go's host lookup (`LookupHost`): it returns `/etc/hosts` answers without sorting them.
+pub const GO_HOST_FUNCTION: &str = "net.(*Resolver).goLookupHostOrder";
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::UProbeScope;
 use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};
@@ -436,7 +438,8 @@ impl LiveTracer {
 
     /// Attaches Go's own resolver probes to the Go executable `binary` read from `path`: plain
     /// uprobes at every RET of `net.sortByRFC6724withSrcs`, at its entry (the program of the
-    /// binary's sources layout), and at the entry of `goLookupIPCNAMEOrder` (the name) — never
+    /// binary's sources layout), at the entry of `goLookupIPCNAMEOrder` (the name), at the entry
+    /// and every RET of `goLookupHostOrder` (`LookupHost`'s unsorted hosts-file answers) — never
     /// uretprobes — and, in cgo builds, at the entry of `net._C2func_getaddrinfo` (so the C
     /// library's getaddrinfo says it was Go's). Returns the Go version probed; an error when
     /// the binary's resolver cannot be probed (the cgo mark is attached even then).
@@ -477,6 +480,17 @@ impl LiveTracer {
         steps.push((entry_program, sort.entry_offset, GO_SORT_FUNCTION));
         if let Some(lookup) = binary.probes(GO_LOOKUP_FUNCTION) {
             steps.push(("go_lookup_entry", lookup.entry_offset, GO_LOOKUP_FUNCTION));
+        }
+        // Linked in only when the program calls LookupHost (or something that does).
+        if let Some(host) = binary.probes(GO_HOST_FUNCTION) {
+            if !host.ret_offsets.is_empty() {
+                steps.extend(
+                    host.ret_offsets
+                        .iter()
+                        .map(|o| ("go_host_return", *o, GO_HOST_FUNCTION)),
+                );
+                steps.push(("go_host_entry", host.entry_offset, GO_HOST_FUNCTION));
+            }
         }
         for (program, offset, function) in steps {
             self.attach_go_at(path, program, offset, function)?;

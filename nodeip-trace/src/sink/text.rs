@@ -56,12 +56,22 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
     // glibc's calls keep the plain name (every libc call was glibc's before resolvers were told
     // apart); others say whose lookup it was. Go's own resolver has no getaddrinfo: its probe
     // sees the lookup's sort.
-    if c.resolver == ResolverKind::Go {
-        return format!(
-            "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms)",
-            c.ret,
-            c.duration_ns as f64 / 1e6
-        );
+    match c.resolver {
+        ResolverKind::Go => {
+            return format!(
+                "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms)",
+                c.ret,
+                c.duration_ns as f64 / 1e6
+            )
+        }
+        ResolverKind::GoHosts => {
+            return format!(
+                "go LookupHost({node}) = {} {result} (Go's own resolver: /etc/hosts order, unsorted; {:.3} ms)",
+                c.ret,
+                c.duration_ns as f64 / 1e6
+            )
+        }
+        _ => {}
     }
     let resolver = if c.resolver.is_glibc() && c.caller.is_none() {
         String::new()

@@ -280,6 +280,47 @@ impl ResolverSort for GoSort {
     }
 }
 
+/// Go's `LookupHost` answered from `/etc/hosts`, as a [`ResolverSort`]: nothing is sorted,
+/// the file's order is returned. Its why says so, so a reader comparing it with glibc's sorted
+/// answer for the same name sees which order is which.
+pub struct GoHostsOrder;
+
+/// The note of a host lookup answered from `/etc/hosts`.
+pub const HOSTS_ORDER_NOTE: &str = "Go's LookupHost returns the /etc/hosts entries in the \
+                                    file's order, unsorted: only LookupIP-style lookups (and \
+                                    LookupHost answers from DNS) go through Go's RFC 6724 sort";
+
+impl ResolverSort for GoHostsOrder {
+    fn explain(&self, span: &ResolverSpan) -> Option<GetaddrinfoWhy> {
+        let order: Vec<String> = span
+            .sort_inputs
+            .as_ref()?
+            .order
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        if order.len() < 2 {
+            return None;
+        }
+        Some(GetaddrinfoWhy {
+            matches: order == span.call.addresses,
+            candidates: order
+                .iter()
+                .map(|address| CandidateWhy {
+                    address: address.clone(),
+                    source: None,
+                    prefix_len: None,
+                    interface: None,
+                })
+                .collect(),
+            resolver_order: order.clone(),
+            predicted: order,
+            pairs: Vec::new(),
+            notes: vec![HOSTS_ORDER_NOTE.into()],
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

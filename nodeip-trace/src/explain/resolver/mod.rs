@@ -1,6 +1,7 @@
 //! The resolver seam: each resolver whose address sort nodeip-trace can replay is one
 //! implementation of [`ResolverSort`], and [`explain_span`] dispatches on the resolver a call
-//! names: glibc's `rfc3484_sort` ([`glibc`]) and musl's 31-bit key sort ([`musl`]). Adding a
+//! names: glibc's `rfc3484_sort` ([`glibc`]), musl's 31-bit key sort ([`musl`]), Go's
+//! `addrselect.go` sort and its unsorted `LookupHost` answers from `/etc/hosts` ([`go`]). Adding a
 //! resolver means one new file here, one [`ResolverKind`] variant and one arm in [`sort_for`].
 pub mod glibc;
 pub mod go;
@@ -25,6 +26,7 @@ pub fn sort_for(kind: ResolverKind) -> &'static dyn ResolverSort {
         ResolverKind::Glibc | ResolverKind::Unknown => &glibc::GlibcSort,
         ResolverKind::Musl => &musl::MuslSort,
         ResolverKind::Go => &go::GoSort,
+        ResolverKind::GoHosts => &go::GoHostsOrder,
     }
 }
 
