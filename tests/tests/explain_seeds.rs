@@ -103,6 +103,10 @@ fn build(layout: &Layout, tag: &str) -> (Netns, Netns) {
         devices[0],
     ]);
     ns.etc_file("hosts", &format!("127.0.0.1 localhost\n{}", layout.hosts));
+    // The name-service files Go's choice of resolver reads: RHEL-style, with myhostname (the
+    // node name is not this machine's hostname, so Go keeps its own resolver for it).
+    ns.etc_file("nsswitch.conf", "hosts: files myhostname dns\n");
+    ns.etc_file("resolv.conf", "nameserver 127.0.0.1\noptions ndots:2\n");
     (ns, peer)
 }
 

@@ -9,6 +9,9 @@ use thiserror::Error;
 use super::offline::{self, OfflineError};
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::node_audit::{self, ComponentSettings, NodeSnapshot};
+use crate::explain::resolver::go_choice::{
+    go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
+};
 use crate::model::emitted::Emitted;
 use crate::model::event::EventBody;
 use crate::model::frame::Direction;
@@ -175,6 +178,25 @@ fn kernel_messages(opts: &ExplainOptions) -> Result<(Vec<NetlinkMessage>, String
     Ok((messages, what))
 }
 
+/// Go's choice of resolver for `name`, for a program built with cgo, on this node's (or the
+/// namespace's) nsswitch.conf and resolv.conf; the program's own environment is not known here.
+fn go_cgo_choice(opts: &ExplainOptions, name: &str) -> GoResolverChoice {
+    let read = |file: &str| std::fs::read_to_string(config_path(&None, &opts.netns, file));
+    let (nsswitch, resolv) = (read("nsswitch.conf"), read("resolv.conf"));
+
+    let hostname = host_name();
+    let inputs = GoResolverInputs {
+        mdns_allow: Path::new("/etc/mdns.allow").exists(),
+        ..GoResolverInputs::cgo_build(
+            27,
+            ConfFile::from_read(&nsswitch),
+            ConfFile::from_read(&resolv),
+            &hostname,
+        )
+    };
+    go_resolver_choice(&inputs, name)
+}
+
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -198,7 +220,12 @@ pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainEr
     if snapshot.addresses.is_empty() {
         return Err(ExplainError::Empty(what));
     }
-    let report = node_audit::audit(snapshot, &opts.settings, &conf);
+    let mut report = node_audit::audit(snapshot, &opts.settings, &conf);
+    // A live audit also says which resolver a cgo-capable Go program would take here (a
+    // capture from elsewhere says nothing of this node's name-service files).
+    if opts.from.is_none() {
+        report.go_cgo_choice = Some(go_cgo_choice(opts, &node_name));
+    }
     write_report(opts.format, &report, node_audit::render_text, out)
         .map_err(ExplainError::Write)?;
     Ok(report

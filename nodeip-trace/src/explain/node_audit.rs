@@ -21,6 +21,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::gai_conf::GaiConf;
+use super::resolver::go_choice::GoResolverChoice;
 use super::resolver::{go, musl};
 use super::rfc6724::{self, Candidate, SourceInterface};
 use crate::model::event::Diagnosis;
@@ -118,6 +119,11 @@ pub struct AuditReport {
     /// The node name's order under each resolver a node's components use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolvers: Vec<ResolverOrder>,
+    /// Which resolver a Go program built with cgo would use for the node name here (Go's
+    /// `net/conf.go` rules on the node's nsswitch.conf and resolv.conf), when the caller read
+    /// them: its own, or the C library's through cgo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go_cgo_choice: Option<GoResolverChoice>,
     /// Local addresses with their local routes' `src`.
     pub local_sources: Vec<LocalAddressSource>,
     /// Each component's pick.
@@ -937,6 +943,7 @@ pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiCon
     AuditReport {
         local_sources: s.local_sources(),
         resolvers,
+        go_cgo_choice: None,
         snapshot,
         picks,
         findings,
@@ -1013,6 +1020,22 @@ pub fn render_text(r: &AuditReport) -> String {
                 out.push_str(&format!("      {why}\n"));
             }
         }
+    }
+    if let Some(choice) = &r.go_cgo_choice {
+        out.push_str(&format!(
+            "\nWhich resolver a Go program uses for {:?} here (Go's net/conf.go rules on this node's nsswitch.conf and resolv.conf; a program's own environment can change it: GODEBUG=netdns, LOCALDOMAIN, RES_OPTIONS, HOSTALIASES):\n",
+            r.snapshot.hostname
+        ));
+        out.push_str("  built without cgo (kubelet from 1.38, kube-proxy, kube-vip, MetalLB and OpenELB speakers): go\n");
+        out.push_str(&format!(
+            "  built with cgo (kubelet up to 1.37, calico-node): {} — {}\n",
+            if choice.cgo {
+                "cgo → the C library (glibc on most hosts; musl in k3s)"
+            } else {
+                "go"
+            },
+            choice.because
+        ));
     }
     out.push_str("\nWhat each component picks:\n");
     for p in &r.picks {

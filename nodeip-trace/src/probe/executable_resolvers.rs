@@ -13,6 +13,9 @@ use super::elf::ElfImage;
 use super::go_binary::GoBinary;
 use super::libc_locator::LibcKind;
 use super::loader::{LiveTracer, GO_SORT_FUNCTION};
+use crate::explain::resolver::go_choice::{
+    go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
+};
 
 /// Files seen at most; beyond, the memory starts over (a file seen again is read again).
 const MAX_FILES: usize = 16384;
@@ -136,6 +139,49 @@ pub struct GoResolverTarget {
     /// Why its resolver cannot be probed, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// Which resolver it takes to look this machine's hostname up (as kubelet looks up its node
+    /// name): Go's rules on the first process's environment and its root's nsswitch.conf and
+    /// resolv.conf.
+    pub hostname_lookup: GoResolverChoice,
+}
+
+/// Go's choice of resolver for this machine's hostname in the process `pid_dir`
+/// (`/proc/PID`): its environment, and the name-service files seen through its root.
+fn hostname_choice(pid_dir: &Path, version: &str, cgo: bool) -> GoResolverChoice {
+    let read = |file: &str| std::fs::read_to_string(pid_dir.join("root/etc").join(file));
+    let (nsswitch, resolv) = (read("nsswitch.conf"), read("resolv.conf"));
+    let environ = std::fs::read(pid_dir.join("environ")).unwrap_or_default();
+    let vars: Vec<(&[u8], &[u8])> = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| {
+            let at = kv.iter().position(|b| *b == b'=')?;
+            Some((&kv[..at], &kv[at + 1..]))
+        })
+        .collect();
+    let var = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name.as_bytes())
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let hostname = hostname.trim();
+    let godebug = var("GODEBUG");
+    let minor = super::go_binary::go_minor(version).map_or(27, |(_, m)| m);
+    let inputs = GoResolverInputs {
+        cgo_available: cgo,
+        godebug: godebug.as_deref(),
+        localdomain_set: var("LOCALDOMAIN").is_some(),
+        res_options: var("RES_OPTIONS").is_some_and(|v| !v.is_empty()),
+        hostaliases: var("HOSTALIASES").is_some_and(|v| !v.is_empty()),
+        mdns_allow: pid_dir.join("root/etc/mdns.allow").exists(),
+        ..GoResolverInputs::cgo_build(
+            minor,
+            ConfFile::from_read(&nsswitch),
+            ConfFile::from_read(&resolv),
+            hostname,
+        )
+    };
+    go_resolver_choice(&inputs, hostname)
 }
 
 /// The Go programs running under `proc` whose `net` package has the resolver's sort.
@@ -162,6 +208,7 @@ pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
             let binary = GoBinary::open(&exe).ok()?;
             binary.function(GO_SORT_FUNCTION)?;
             let version = binary.version.clone().unwrap_or_default();
+            let hostname_lookup = hostname_choice(&entry.path(), &version, binary.cgo_net);
             let unsupported = match SourcesLayout::of(&version) {
                 Some(_) if binary.probes(GO_SORT_FUNCTION).is_some() => None,
                 Some(_) => Some(format!("{GO_SORT_FUNCTION} has no RET found")),
@@ -178,6 +225,7 @@ pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
                 cgo: binary.cgo_net,
                 processes: 0,
                 unsupported,
+                hostname_lookup,
             })
         });
         if let Some(target) = found {

@@ -831,7 +831,7 @@ impl KernelFeatures {
         }
         for g in &self.go_resolvers {
             s.push_str(&format!(
-                "  {} {}{} ({} processes){}\n",
+                "  {} {}{} ({} processes){}\n      looks this machine's hostname up with {}: {}\n",
                 g.version,
                 g.path,
                 if g.cgo { " cgo" } else { "" },
@@ -839,7 +839,13 @@ impl KernelFeatures {
                 g.unsupported
                     .as_deref()
                     .map(|w| format!(": not probed, {w}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if g.hostname_lookup.cgo {
+                    "the C library (cgo)"
+                } else {
+                    "Go's own resolver"
+                },
+                g.hostname_lookup.because
             ));
         }
         s.push_str("hooks\n");

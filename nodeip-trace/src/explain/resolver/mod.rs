@@ -5,6 +5,7 @@
 //! resolver means one new file here, one [`ResolverKind`] variant and one arm in [`sort_for`].
 pub mod glibc;
 pub mod go;
+pub mod go_choice;
 pub mod musl;
 
 use std::net::IpAddr;
