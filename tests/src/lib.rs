@@ -7,6 +7,7 @@ pub mod go;
 pub mod golden;
 pub mod layouts;
 pub mod malformed;
+pub mod musl;
 pub mod strace;
 pub mod tshark;
 
@@ -465,14 +466,39 @@ pub fn trace_once_probed(
     warmup: &str,
     judged: &str,
 ) -> Output {
-    let errors = std::path::PathBuf::from(format!("{}.tracer-stderr", program.display()));
-    let script = format!(
-        "P='{p}'; $P {warmup} >/dev/null 2>&1; i=0; \
-         while ! grep -qF \"probes attached to $P ({what}\" '{e}'; do \
-         i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; done; $P {judged}",
-        p = program.display(),
-        e = errors.display(),
-    );
+    let errors = PathBuf::from(format!("{}.tracer-stderr", program.display()));
+    trace_after_probing(
+        trace_args,
+        ns,
+        env,
+        &[(program, what, warmup)],
+        &format!("'{}' {judged}", program.display()),
+        &errors,
+    )
+}
+
+/// The general form of [`trace_once_probed`]: each `(program, what, warmup args)` is run once
+/// and waited for as there, in order; then the shell script `judged` runs. The tracer's stderr
+/// goes to `errors` (and is the output's `stderr`).
+pub fn trace_after_probing(
+    trace_args: &[&str],
+    ns: &str,
+    env: &[&str],
+    warmups: &[(&std::path::Path, &str, &str)],
+    judged: &str,
+    errors: &std::path::Path,
+) -> Output {
+    let mut script = String::new();
+    for (program, what, warmup) in warmups {
+        script.push_str(&format!(
+            "P='{p}'; $P {warmup} >/dev/null 2>&1; i=0; \
+             while ! grep -qF \"probes attached to $P ({what}\" '{e}'; do \
+             i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; done; ",
+            p = program.display(),
+            e = errors.display(),
+        ));
+    }
+    script.push_str(judged);
     let child = Command::new(tool())
         .arg("trace")
         .args(trace_args)
@@ -480,11 +506,11 @@ pub fn trace_once_probed(
         .args(env)
         .args(["sh", "-c", &script])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&errors).expect("creating the tracer's stderr file"))
+        .stderr(std::fs::File::create(errors).expect("creating the tracer's stderr file"))
         .spawn()
         .expect("running nodeip-trace");
     let mut out = child.wait_with_output().expect("waiting for nodeip-trace");
-    out.stderr = std::fs::read(&errors).unwrap_or_default();
+    out.stderr = std::fs::read(errors).unwrap_or_default();
     out
 }
 

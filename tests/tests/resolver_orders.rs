@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use nodeip_trace::explain::resolver::{go, musl};
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::layouts::{
@@ -49,16 +49,10 @@ fn build_clients(dir: &Path) -> Result<Vec<Client>> {
     std::fs::create_dir_all(dir)?;
     let sources = workspace_root().join("tests/clients");
     let mut clients = Vec::new();
-    for (label, extra) in [("musl", None), ("musl-static", Some("-static"))] {
-        let out = dir.join(format!("lookup-{label}"));
-        let mut cmd = Command::new("musl-gcc");
-        cmd.args(["-O2", "-o"]).arg(&out);
-        cmd.args(extra);
-        cmd.arg(sources.join("lookup_addrs.c"));
-        run(&mut cmd).context("musl-gcc (Debian musl-tools; `cargo xtask setup` installs it)")?;
+    for (label, statically) in [("musl", false), ("musl-static", true)] {
         clients.push(Client {
             label: label.into(),
-            path: out,
+            path: nodeip_trace_tests::musl::build_lookup_addrs(dir, statically)?,
             go: false,
         });
     }

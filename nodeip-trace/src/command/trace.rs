@@ -153,7 +153,9 @@ impl LibcWatcher {
                     let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
                     let kind = crate::probe::libc_locator::libc_kind(&path.to_string_lossy())
                         .unwrap_or(crate::probe::libc_locator::LibcKind::Glibc);
-                    tracer.attach_libc(&via, kind).map_err(|e| e.to_string())
+                    tracer
+                        .attach_libc(&via, &path, kind)
+                        .map_err(|e| e.to_string())
                 });
             match attached {
                 Ok(()) => {

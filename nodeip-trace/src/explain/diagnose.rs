@@ -267,10 +267,15 @@ impl Diagnoser {
                 id: "gai-reordered".into(),
                 severity: "warning".into(),
                 summary: format!(
-                    "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: {} moved it ({})",
+                    "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: {} moved it ({}){}",
                     who(e),
                     call.resolver.sort_name(),
-                    rules.join(", ")
+                    rules.join(", "),
+                    if call.caller.is_some() {
+                        format!(" — a Go program's lookup, through cgo ({})", call.resolver_path())
+                    } else {
+                        String::new()
+                    }
                 ),
                 evidence,
                 remedy: format!(

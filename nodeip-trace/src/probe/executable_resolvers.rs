@@ -87,14 +87,14 @@ impl ExecutableResolverProbes {
         if let Some(elf) = elf {
             if let Some(kind) = elf.static_resolver() {
                 let what = format!("static {} getaddrinfo", kind_name(kind));
-                outcomes.push(match tracer.attach_libc(&via, kind) {
+                outcomes.push(match tracer.attach_libc(&via, &target, kind) {
                     Ok(()) => ProbeOutcome::Probed(what),
                     Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
                 });
             }
             if let Ok(binary) = GoBinary::from_elf(elf) {
                 if binary.function(GO_SORT_FUNCTION).is_some() {
-                    outcomes.push(match tracer.attach_go(&via, &binary) {
+                    outcomes.push(match tracer.attach_go(&via, &target, &binary) {
                         Ok(version) => ProbeOutcome::Probed(format!("Go resolver, {version}")),
                         Err(e) => ProbeOutcome::Refused(e.to_string()),
                     });

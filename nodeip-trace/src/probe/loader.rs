@@ -394,7 +394,7 @@ impl LiveTracer {
         }
         if config.getaddrinfo {
             for libc in libcs {
-                let _ = self.attach_libc(&libc.path, libc.kind);
+                let _ = self.attach_libc(&libc.path, &libc.path, libc.kind);
             }
         }
         Ok(())
@@ -405,8 +405,14 @@ impl LiveTracer {
     ///
     /// The probes carry `kind` as their attach cookie, so each record says which resolver made
     /// the call; where the kernel has no attach cookies (before 5.15) they attach without one and
-    /// records say "unknown".
-    pub fn attach_libc(&mut self, path: &Path, kind: LibcKind) -> Result<(), ProbeError> {
+    /// records say "unknown". `shown` is the file's name in hook lists (`path` may be a
+    /// `/proc/self/fd/N` that holds it open).
+    pub fn attach_libc(
+        &mut self,
+        path: &Path,
+        shown: &Path,
+        kind: LibcKind,
+    ) -> Result<(), ProbeError> {
         let cookie = match kind {
             LibcKind::Glibc => nodeip_trace_common::resolver::GLIBC,
             LibcKind::Musl => nodeip_trace_common::resolver::MUSL,
@@ -422,7 +428,7 @@ impl LiveTracer {
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode,
-                target: format!("getaddrinfo@{}", path.display()),
+                target: format!("getaddrinfo@{}", shown.display()),
                 status: status
                     .as_ref()
                     .map(|_| ())
@@ -443,14 +449,19 @@ impl LiveTracer {
     /// uretprobes — and, in cgo builds, at the entry of `net._C2func_getaddrinfo` (so the C
     /// library's getaddrinfo says it was Go's). Returns the Go version probed; an error when
     /// the binary's resolver cannot be probed (the cgo mark is attached even then).
-    pub fn attach_go(&mut self, path: &Path, binary: &GoBinary) -> Result<String, ProbeError> {
+    pub fn attach_go(
+        &mut self,
+        path: &Path,
+        shown: &Path,
+        binary: &GoBinary,
+    ) -> Result<String, ProbeError> {
         let refuse = |reason: String| ProbeError::GoResolver {
-            path: path.display().to_string(),
+            path: shown.display().to_string(),
             reason,
         };
         if let Some(cgo) = binary.probes(GO_CGO_GETADDRINFO) {
             self.attach_go_at(
-                path,
+                (path, shown),
                 "go_cgo_getaddrinfo",
                 cgo.entry_offset,
                 GO_CGO_GETADDRINFO,
@@ -493,21 +504,21 @@ impl LiveTracer {
             }
         }
         for (program, offset, function) in steps {
-            self.attach_go_at(path, program, offset, function)?;
+            self.attach_go_at((path, shown), program, offset, function)?;
         }
         Ok(version)
     }
 
     /// Attaches the uprobe `program` at file offset `offset` (in `function`) of the Go
-    /// executable at `path`; the outcome is recorded in `hooks`.
+    /// executable at `path` (named `shown` in `hooks`, where the outcome is recorded).
     fn attach_go_at(
         &mut self,
-        path: &Path,
+        (path, shown): (&Path, &Path),
         program: &str,
         offset: u64,
         function: &str,
     ) -> Result<(), ProbeError> {
-        let target = format!("{function}@{}+{offset:#x}", path.display());
+        let target = format!("{function}@{}+{offset:#x}", shown.display());
         let err = attach_error(program, &target);
         let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
         if prog.fd().is_err() {
