@@ -119,3 +119,68 @@ fn every_toolchain_s_resolver_sort_is_found_with_its_rets() {
 fn a_c_program_is_not_a_go_binary() {
     assert!(GoBinary::open(Path::new("/usr/bin/getent")).is_err());
 }
+
+/// k3s-style builds (cgo, linked statically against musl): with symbols, the C library's
+/// `getaddrinfo` is in the symbol table; stripped (`-s -w`, as k3s ships), it is found through
+/// the cgo glue — at the same file offset, which is where `nm` puts the symbol.
+#[test]
+fn a_stripped_static_musl_go_program_s_getaddrinfo_is_found_through_the_cgo_glue() {
+    let dir = workspace_root().join("target/go-binaries");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = workspace_root().join("tests/clients/lookup_ip.go");
+    for toolchain in require_go_toolchains() {
+        let mut offsets = Vec::new();
+        for stripped in [false, true] {
+            let out = dir.join(format!(
+                "lookup-go{}-static-musl-{}",
+                toolchain.version,
+                if stripped { "stripped" } else { "full" }
+            ));
+            let how = GoBuild {
+                cgo: true,
+                stripped,
+                static_musl: true,
+            };
+            toolchain.build(&source, &out, how).unwrap();
+            let binary = GoBinary::open(&out).unwrap();
+            assert!(!binary.elf.dynamic, "{}", out.display());
+            let found = binary
+                .cgo_getaddrinfo_offset()
+                .unwrap_or_else(|why| panic!("{}: {why}", out.display()));
+            if !stripped {
+                assert_eq!(
+                    binary.elf.static_resolver(),
+                    Some(nodeip_trace::probe::libc_locator::LibcKind::Musl),
+                    "{}",
+                    out.display()
+                );
+                // nm's address of getaddrinfo, as a file offset.
+                let nm = Command::new("nm").arg(&out).output().unwrap();
+                let vaddr = String::from_utf8_lossy(&nm.stdout)
+                    .lines()
+                    .find_map(|l| {
+                        let mut w = l.split_whitespace();
+                        let (addr, kind, name) = (w.next()?, w.next()?, w.next()?);
+                        (name == "getaddrinfo" && kind.eq_ignore_ascii_case("t"))
+                            .then(|| u64::from_str_radix(addr, 16).ok())
+                            .flatten()
+                    })
+                    .expect("nm lists getaddrinfo");
+                assert_eq!(
+                    Some(found),
+                    binary.elf.file_offset(vaddr),
+                    "{}",
+                    out.display()
+                );
+            } else {
+                assert_eq!(binary.elf.static_resolver(), None, "stripped: no symbols");
+            }
+            offsets.push(found);
+        }
+        assert_eq!(
+            offsets[0], offsets[1],
+            "go{}: stripping moved it",
+            toolchain.version
+        );
+    }
+}

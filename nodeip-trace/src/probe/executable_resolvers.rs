@@ -92,7 +92,28 @@ impl ExecutableResolverProbes {
                     Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
                 });
             }
+            let stripped_static = !elf.dynamic && elf.section(".symtab").is_none();
             if let Ok(binary) = GoBinary::from_elf(elf) {
+                // A cgo program linked statically and stripped (k3s): its C library's
+                // getaddrinfo, found through the cgo glue. Static cgo Go programs are linked
+                // against musl (static glibc cannot load its NSS modules).
+                if stripped_static && binary.cgo_net {
+                    let what = "static musl getaddrinfo, found through the cgo glue".to_string();
+                    outcomes.push(match binary.cgo_getaddrinfo_offset() {
+                        Ok(offset) => {
+                            match tracer.attach_getaddrinfo_at(
+                                &via,
+                                &target,
+                                LibcKind::Musl,
+                                offset,
+                            ) {
+                                Ok(()) => ProbeOutcome::Probed(what),
+                                Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
+                            }
+                        }
+                        Err(why) => ProbeOutcome::Refused(format!("{what}: {why}")),
+                    });
+                }
                 if binary.function(GO_SORT_FUNCTION).is_some() {
                     outcomes.push(match tracer.attach_go(&via, &target, &binary) {
                         Ok(version) => ProbeOutcome::Probed(format!("Go resolver, {version}")),

@@ -148,6 +148,79 @@ impl GoBinary {
         })
     }
 
+    /// The file offset of the C library's `getaddrinfo` linked into a statically built cgo
+    /// program whose symbols were stripped (as k3s ships: Go linked against a static musl,
+    /// `-s -w`): found through the cgo glue. `net._C2func_getaddrinfo` loads the address of
+    /// the C wrapper `_cgo_<hash>_C2func_getaddrinfo` from a Go variable (`MOVQ sym(SB), AX`
+    /// before `runtime.cgocall`); the wrapper brackets its call between two calls of
+    /// `_cgo_topofstack`, and of the calls in between, the one whose target is not a few-
+    /// instruction accessor (`__errno_location`) is `getaddrinfo`. Errs with why when any step
+    /// does not match (another compiler's wrapper, a dynamic program).
+    pub fn cgo_getaddrinfo_offset(&self) -> Result<u64, &'static str> {
+        use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+        let glue = self
+            .function(GO_CGO_GETADDRINFO)
+            .ok_or("no net._C2func_getaddrinfo (not a cgo build)")?;
+        let code_at = |vaddr: u64, len: usize| -> Option<&[u8]> {
+            let at = self.elf.file_offset(vaddr)? as usize;
+            let bytes = self.elf.bytes();
+            bytes.get(at..(at + len).min(bytes.len()))
+        };
+        let glue_len = glue.end.saturating_sub(glue.entry) as usize;
+        let glue_code = code_at(glue.entry, glue_len).ok_or("cgo glue outside the file")?;
+        let mut decoder = Decoder::with_ip(64, glue_code, glue.entry, DecoderOptions::NONE);
+        let pointer = decoder
+            .iter()
+            .find(|i| {
+                i.mnemonic() == Mnemonic::Mov
+                    && i.op_count() == 2
+                    && i.op1_kind() == OpKind::Memory
+                    && i.memory_base() == Register::RIP
+            })
+            .map(|i| i.ip_rel_memory_address())
+            .ok_or("no load of the C wrapper's address in the cgo glue")?;
+        let wrapper = code_at(pointer, 8)
+            .and_then(|b| super::elf::u64_at(b, 0))
+            .ok_or("the C wrapper's address is not in the file")?;
+        let wrapper_code = code_at(wrapper, 512).ok_or("the C wrapper is not in the file")?;
+        let mut calls = Vec::new();
+        for i in Decoder::with_ip(64, wrapper_code, wrapper, DecoderOptions::NONE).iter() {
+            match i.mnemonic() {
+                Mnemonic::Call if i.op0_kind() == OpKind::NearBranch64 => {
+                    calls.push(i.near_branch64())
+                }
+                Mnemonic::Ret => break,
+                _ => {}
+            }
+        }
+        let first = *calls.first().ok_or("the C wrapper calls nothing")?;
+        let again = calls[1..]
+            .iter()
+            .position(|t| *t == first)
+            .ok_or("the C wrapper does not call _cgo_topofstack twice")?;
+        // An accessor returns within its first few instructions.
+        let tiny = |target: u64| {
+            code_at(target, 32).is_some_and(|code| {
+                Decoder::with_ip(64, code, target, DecoderOptions::NONE)
+                    .iter()
+                    .take(4)
+                    .any(|i| i.mnemonic() == Mnemonic::Ret)
+            })
+        };
+        let between: Vec<u64> = calls[1..=again]
+            .iter()
+            .copied()
+            .filter(|t| !tiny(*t))
+            .collect();
+        match between.as_slice() {
+            [getaddrinfo] => self
+                .elf
+                .file_offset(*getaddrinfo)
+                .ok_or("getaddrinfo is not in the file"),
+            _ => Err("the C wrapper's calls do not single out getaddrinfo"),
+        }
+    }
+
     /// Whether a section named `name` exists.
     pub fn has_section(&self, name: &str) -> bool {
         self.elf.section(name).is_some()

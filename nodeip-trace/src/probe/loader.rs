@@ -413,6 +413,28 @@ impl LiveTracer {
         shown: &Path,
         kind: LibcKind,
     ) -> Result<(), ProbeError> {
+        self.attach_getaddrinfo(path, shown, kind, None)
+    }
+
+    /// As [`LiveTracer::attach_libc`], at file offset `offset` of `path`: a `getaddrinfo`
+    /// found without a symbol (a stripped static program's, through its cgo glue).
+    pub fn attach_getaddrinfo_at(
+        &mut self,
+        path: &Path,
+        shown: &Path,
+        kind: LibcKind,
+        offset: u64,
+    ) -> Result<(), ProbeError> {
+        self.attach_getaddrinfo(path, shown, kind, Some(offset))
+    }
+
+    fn attach_getaddrinfo(
+        &mut self,
+        path: &Path,
+        shown: &Path,
+        kind: LibcKind,
+        offset: Option<u64>,
+    ) -> Result<(), ProbeError> {
         let cookie = match kind {
             LibcKind::Glibc => nodeip_trace_common::resolver::GLIBC,
             LibcKind::Musl => nodeip_trace_common::resolver::MUSL,
@@ -423,8 +445,8 @@ impl LiveTracer {
             ("getaddrinfo_entry", HookMode::Uprobe),
         ] {
             let status = self
-                .attach_uprobe(program, path, Some(u64::from(cookie)))
-                .or_else(|_| self.attach_uprobe(program, path, None));
+                .attach_uprobe(program, path, offset, Some(u64::from(cookie)))
+                .or_else(|_| self.attach_uprobe(program, path, offset, None));
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode,
@@ -878,6 +900,7 @@ impl LiveTracer {
         &mut self,
         program: &str,
         libc: &Path,
+        offset: Option<u64>,
         cookie: Option<u64>,
     ) -> Result<(), ProbeError> {
         let target = libc.display().to_string();
@@ -887,7 +910,10 @@ impl LiveTracer {
             prog.load().map_err(&err)?;
         }
         let point = aya::programs::uprobe::UProbeAttachPoint {
-            location: "getaddrinfo".into(),
+            location: match offset {
+                Some(at) => aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(at),
+                None => "getaddrinfo".into(),
+            },
             cookie,
         };
         prog.attach(point, libc, UProbeScope::AllProcesses)
