@@ -70,6 +70,7 @@ fn build(source: &str, suffix: &str, with_cgo: bool) -> Vec<(String, PathBuf)> {
 /// the file, the judged run looks `names` up with `GODEBUG=netdns=NETDNS`.
 struct RecordedRun {
     recording: PathBuf,
+    /// The program's output (with the tracer's messages).
     stdout: String,
     stderr: String,
     events: Vec<serde_json::Value>,
@@ -78,8 +79,16 @@ struct RecordedRun {
 impl RecordedRun {
     fn of(ns: &Netns, client: &Path, netdns: &str, names: &[&str]) -> Self {
         let recording = PathBuf::from(format!("{}.jsonl", client.display()));
+        // JSON on stdout (discarded), so the program's output goes to the tracer's stderr whole,
+        // not interleaved with a text timeline.
         let out = trace_once_probed(
-            &["--no-route-lookups", "-o", &recording.display().to_string()],
+            &[
+                "--format",
+                "json",
+                "--no-route-lookups",
+                "-o",
+                &recording.display().to_string(),
+            ],
             &ns.name,
             &[&format!("GODEBUG=netdns={netdns}")],
             client,
@@ -92,7 +101,7 @@ impl RecordedRun {
         RecordedRun {
             events: json_lines(&std::fs::read(&recording).unwrap()),
             recording,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stdout: stderr.clone(),
             stderr,
         }
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::executable_resolvers::{running_go_resolvers, GoResolverTarget};
-use super::hooks::TRACEPOINT_HOOKS;
+use super::hooks::{KernelHookMode, TRACEPOINT_HOOKS};
 use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
 
@@ -67,11 +67,11 @@ pub enum HookPreference {
 
 impl HookPreference {
     /// The kernel-function modes it allows, in order of preference.
-    fn modes(self) -> &'static [&'static str] {
+    fn modes(self) -> &'static [KernelHookMode] {
         match self {
-            HookPreference::Auto => &["fentry", "kprobe"],
-            HookPreference::Fentry => &["fentry"],
-            HookPreference::Kprobe => &["kprobe"],
+            HookPreference::Auto => &[KernelHookMode::Fentry, KernelHookMode::Kprobe],
+            HookPreference::Fentry => &[KernelHookMode::Fentry],
+            HookPreference::Kprobe => &[KernelHookMode::Kprobe],
             HookPreference::Tracepoint => &[],
         }
     }
@@ -92,8 +92,8 @@ impl HookPreference {
 pub struct HandlerPlan {
     /// Kernel function.
     pub function: String,
-    /// `fentry` or `kprobe`; `None` when the function is not probed.
-    pub mode: Option<String>,
+    /// fentry or kprobe; `None` when the function is not probed.
+    pub mode: Option<KernelHookMode>,
     /// Why this mode (or why none).
     pub reason: String,
 }
@@ -422,11 +422,11 @@ pub fn tracepoint_capture_name(sock_tracepoints: bool) -> &'static str {
 
 impl ModeSupport<'_> {
     /// Why `mode` (`fentry`/`kprobe`) cannot probe `function` here (`None`: it can).
-    fn unavailable(&self, mode: &str, function: &KernelFunction) -> Option<String> {
-        if mode == "fentry" && !self.fentry {
+    fn unavailable(&self, mode: KernelHookMode, function: &KernelFunction) -> Option<String> {
+        if mode == KernelHookMode::Fentry && !self.fentry {
             return Some(self.fentry_reason.to_string());
         }
-        if mode == "kprobe" && !self.kprobes {
+        if mode == KernelHookMode::Kprobe && !self.kprobes {
             return Some("no kprobes in this kernel (CONFIG_KPROBES unset)".into());
         }
         if !function.present {
@@ -439,7 +439,7 @@ impl ModeSupport<'_> {
                 )
             });
         }
-        if mode == "fentry" {
+        if mode == KernelHookMode::Fentry {
             if let Some(module) = &function.module {
                 return Some(format!(
                     "in module {module}: fentry needs the module's split BTF, which the loader cannot use"
@@ -457,10 +457,10 @@ impl ModeSupport<'_> {
     ) -> Vec<HookAvailability> {
         let mut hooks = Vec::new();
         for (function, (_, purpose)) in functions.iter().zip(purposes) {
-            for mode in ["fentry", "kprobe"] {
+            for mode in [KernelHookMode::Fentry, KernelHookMode::Kprobe] {
                 let why_not = self.unavailable(mode, function);
                 hooks.push(HookAvailability {
-                    mode: mode.into(),
+                    mode: mode.name().into(),
                     target: function.name.clone(),
                     purpose: purpose.to_string(),
                     available: why_not.is_none(),
@@ -484,12 +484,12 @@ fn plan_capture(
     for mode in modes {
         let why: Vec<String> = functions
             .iter()
-            .filter_map(|f| support.unavailable(mode, f))
+            .filter_map(|f| support.unavailable(*mode, f))
             .collect();
         if why.is_empty() {
             return HandlerPlan {
                 function: "netlink capture".into(),
-                mode: Some(mode.to_string()),
+                mode: Some(*mode),
                 reason: format!(
                     "socket layer with {mode}: only netlink sockets pay{}",
                     if refusals.is_empty() {
@@ -528,7 +528,7 @@ fn plan_handlers(
         .map(|function| {
             let mut refusals = Vec::new();
             for mode in modes {
-                match support.unavailable(mode, function) {
+                match support.unavailable(*mode, function) {
                     None => {
                         let reason = if refusals.is_empty() {
                             format!("{mode} is available")
@@ -537,7 +537,7 @@ fn plan_handlers(
                         };
                         return HandlerPlan {
                             function: function.name.clone(),
-                            mode: Some(mode.to_string()),
+                            mode: Some(*mode),
                             reason,
                         };
                     }
@@ -872,7 +872,7 @@ impl KernelFeatures {
             s.push_str(&format!(
                 "  {:<20} {:<7} {}\n",
                 p.function,
-                p.mode.as_deref().unwrap_or("off"),
+                p.mode.map_or("off", KernelHookMode::name),
                 p.reason
             ));
         }
@@ -1036,9 +1036,9 @@ mod tests {
     #[test]
     fn auto_prefers_fentry_then_kprobe_and_says_why() {
         let plan = plan_handlers(&functions(), HookPreference::Auto, support(true, "", true));
-        assert_eq!(plan[0].mode.as_deref(), Some("fentry"));
+        assert_eq!(plan[0].mode, Some(KernelHookMode::Fentry));
         assert_eq!(plan[0].reason, "fentry is available");
-        assert_eq!(plan[1].mode.as_deref(), Some("kprobe"));
+        assert_eq!(plan[1].mode, Some(KernelHookMode::Kprobe));
         assert!(
             plan[1].reason.contains("module ip_vs"),
             "{}",
@@ -1087,12 +1087,12 @@ mod tests {
             .map(|(f, _)| kallsyms_lookup(k, f))
             .collect();
         let plan = plan_capture(&all, HookPreference::Auto, support(true, "", true));
-        assert_eq!(plan.mode.as_deref(), Some("fentry"));
+        assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
         let plan = plan_capture(&all, HookPreference::Auto, support(false, "EPERM", true));
-        assert_eq!(plan.mode.as_deref(), Some("kprobe"));
+        assert_eq!(plan.mode, Some(KernelHookMode::Kprobe));
         assert!(plan.reason.contains("fentry: EPERM"), "{}", plan.reason);
         let plan = plan_capture(&all[..3], HookPreference::Auto, support(true, "", true));
-        assert_eq!(plan.mode.as_deref(), Some("fentry"));
+        assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
         let missing = kallsyms_lookup("", "netlink_unicast");
         let plan = plan_capture(&[missing], HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode, None);
@@ -1112,7 +1112,7 @@ mod tests {
             HookPreference::Kprobe,
             support(true, "", true),
         );
-        assert_eq!(kprobe[0].mode.as_deref(), Some("kprobe"));
+        assert_eq!(kprobe[0].mode, Some(KernelHookMode::Kprobe));
         let fentry = plan_handlers(
             &functions(),
             HookPreference::Fentry,

@@ -7,6 +7,49 @@ use std::sync::Arc;
 
 use super::ProbeError;
 
+/// How a kernel function (a netlink handler, the socket-layer capture) is probed: a pair of
+/// programs, at entry and at return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelHookMode {
+    /// fentry/fexit (BTF trampolines).
+    Fentry,
+    /// kprobe/kretprobe.
+    Kprobe,
+}
+
+impl KernelHookMode {
+    /// `fentry` or `kprobe`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelHookMode::Fentry => "fentry",
+            KernelHookMode::Kprobe => "kprobe",
+        }
+    }
+
+    /// The hook modes of its entry and return programs.
+    pub fn entry_and_return(self) -> (HookMode, HookMode) {
+        match self {
+            KernelHookMode::Fentry => (HookMode::Fentry, HookMode::Fexit),
+            KernelHookMode::Kprobe => (HookMode::Kprobe, HookMode::Kretprobe),
+        }
+    }
+
+    /// The name suffixes of its entry and return programs (`fentry`/`fexit`).
+    pub fn program_suffixes(self) -> (&'static str, &'static str) {
+        match self {
+            KernelHookMode::Fentry => ("fentry", "fexit"),
+            KernelHookMode::Kprobe => ("kprobe", "kretprobe"),
+        }
+    }
+}
+
+impl fmt::Display for KernelHookMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a hook is attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HookMode {

@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use crate::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
-use crate::probe::hooks::{tracepoints_of, HookError, HookGroup, HookMode, TracepointHook};
+use crate::probe::hooks::{
+    tracepoints_of, HookError, HookGroup, HookMode, KernelHookMode, TracepointHook,
+};
 use crate::probe::libc_locator::LibcKind;
 
 /// The function of Go's `net` whose arguments and result the Go resolver probes read.
@@ -296,7 +298,7 @@ impl LiveTracer {
         let wants_fentry = config.netlink
             && std::iter::once(&capture_plan)
                 .chain(&handler_plan)
-                .any(|p| p.mode.as_deref() == Some("fentry"));
+                .any(|p| p.mode == Some(KernelHookMode::Fentry));
         let btf = if wants_fentry {
             Btf::from_sys_fs().ok()
         } else {
@@ -577,7 +579,7 @@ impl LiveTracer {
     ) {
         for step in plan {
             let function = step.function.as_str();
-            let Some(mode) = step.mode.as_deref() else {
+            let Some(mode) = step.mode else {
                 self.handler_modes.insert(function.into(), "off".into());
                 self.hooks.push(AttachedHook {
                     program: function.into(),
@@ -590,7 +592,7 @@ impl LiveTracer {
             let mut result = self.attach_handler_pair(function, mode, btf);
             let mut chosen = mode;
             if result.is_err()
-                && mode == "fentry"
+                && mode == KernelHookMode::Fentry
                 && preference == HookPreference::Auto
                 && features
                     .preference_unavailable(HookPreference::Kprobe)
@@ -598,20 +600,16 @@ impl LiveTracer {
             {
                 let fentry_error = result.clone().unwrap_err();
                 result = self
-                    .attach_handler_pair(function, "kprobe", btf)
+                    .attach_handler_pair(function, KernelHookMode::Kprobe, btf)
                     .map_err(|e| format!("fentry: {fentry_error}; kprobe: {e}"));
-                chosen = "kprobe";
+                chosen = KernelHookMode::Kprobe;
             }
-            let (entry, exit) = Self::mode_suffixes(chosen);
+            let (entry, exit) = chosen.program_suffixes();
             self.handler_modes.insert(
                 function.into(),
-                if result.is_ok() { chosen } else { "off" }.into(),
+                if result.is_ok() { chosen.name() } else { "off" }.into(),
             );
-            let (entry_mode, exit_mode) = if chosen == "fentry" {
-                HookMode::Fentry.entry_and_return()
-            } else {
-                HookMode::Kprobe.entry_and_return()
-            };
+            let (entry_mode, exit_mode) = chosen.entry_and_return();
             for (suffix, mode) in [(exit, exit_mode), (entry, entry_mode)] {
                 self.hooks.push(AttachedHook {
                     program: format!("{function}_{suffix}"),
@@ -633,20 +631,16 @@ impl LiveTracer {
         preference: HookPreference,
         socket_offsets_known: bool,
         btf: Option<&Btf>,
-    ) -> Option<&'static str> {
+    ) -> Option<KernelHookMode> {
         let mut tried = Vec::new();
-        let mut modes: Vec<&'static str> = match plan.mode.as_deref() {
-            Some("fentry") => vec!["fentry"],
-            Some("kprobe") => vec!["kprobe"],
-            _ => Vec::new(),
-        };
-        if modes == ["fentry"]
+        let mut modes: Vec<KernelHookMode> = plan.mode.into_iter().collect();
+        if modes == [KernelHookMode::Fentry]
             && preference == HookPreference::Auto
             && features
                 .preference_unavailable(HookPreference::Kprobe)
                 .is_none()
         {
-            modes.push("kprobe");
+            modes.push(KernelHookMode::Kprobe);
         }
         if !socket_offsets_known && !modes.is_empty() {
             tried.push("the kernel's BTF lacks socket/sk_buff offsets".to_string());
@@ -658,11 +652,7 @@ impl LiveTracer {
                     self.netlink_capture = format!("socket layer ({mode})");
                     self.hooks.push(AttachedHook {
                         program: "netlink_socket_capture".into(),
-                        mode: if mode == "fentry" {
-                            HookMode::Fentry
-                        } else {
-                            HookMode::Kprobe
-                        },
+                        mode: mode.entry_and_return().0,
                         target:
                             "netlink_sendmsg, netlink_recvmsg, netlink_unicast, skb_recv_datagram"
                                 .into(),
@@ -814,22 +804,14 @@ impl LiveTracer {
     }
 
     /// The entry/return program names of a mode.
-    fn mode_suffixes(mode: &str) -> (&'static str, &'static str) {
-        if mode == "fentry" {
-            ("fentry", "fexit")
-        } else {
-            ("kprobe", "kretprobe")
-        }
-    }
-
     /// Attaches a kernel handler's return and entry programs in `mode`.
     fn attach_handler_pair(
         &mut self,
         function: &str,
-        mode: &str,
+        mode: KernelHookMode,
         btf: Option<&Btf>,
     ) -> Result<(), String> {
-        let (entry, exit) = Self::mode_suffixes(mode);
+        let (entry, exit) = mode.program_suffixes();
         self.attach_set(
             &[
                 (format!("{function}_{exit}"), function),
@@ -840,8 +822,12 @@ impl LiveTracer {
     }
 
     /// Attaches the socket-layer netlink capture in `mode` (all six programs, or none).
-    fn attach_socket_capture(&mut self, mode: &str, btf: Option<&Btf>) -> Result<(), String> {
-        let (entry, exit) = Self::mode_suffixes(mode);
+    fn attach_socket_capture(
+        &mut self,
+        mode: KernelHookMode,
+        btf: Option<&Btf>,
+    ) -> Result<(), String> {
+        let (entry, exit) = mode.program_suffixes();
         self.attach_set(
             &[
                 (format!("netlink_sendmsg_{exit}"), "netlink_sendmsg"),
