@@ -451,6 +451,37 @@ impl ProbeInventory {
     }
 }
 
+/// Seed incident 000's node: `eth0` (a veth whose peer is in a second namespace, returned with
+/// it) holding 172.18.45.6/27 and the alias 172.18.45.20/27 labelled `eth0:vip` — the alias added
+/// first when `alias_primary` (the incident: it becomes the /27's primary), else second — with
+/// `hosts` as its hosts file and a files-only resolver (no DNS query may leave; an unknown name
+/// is EAI_NONAME, not EAI_AGAIN).
+pub fn seed_000_node(tag: &str, hosts: &str, alias_primary: bool) -> (Netns, Netns) {
+    let ns = Netns::new(tag);
+    let peer = Netns::new(&format!("{tag}p"));
+    ns.veth_to("eth0", &peer, "eth0");
+    let alias = [
+        "addr",
+        "add",
+        "172.18.45.20/27",
+        "dev",
+        "eth0",
+        "label",
+        "eth0:vip",
+    ];
+    let own = ["addr", "add", "172.18.45.6/27", "dev", "eth0"];
+    if alias_primary {
+        ns.ip(&alias);
+        ns.ip(&own);
+    } else {
+        ns.ip(&own);
+        ns.ip(&alias);
+    }
+    ns.etc_file("hosts", hosts);
+    ns.etc_file("nsswitch.conf", "hosts: files\n");
+    (ns, peer)
+}
+
 /// A traced run of a program whose file the tracer probes when it first sees it exec'd (Go's
 /// resolver, a static C library's getaddrinfo): `nodeip-trace trace ARGS -- ip netns exec NS
 /// env ENV sh -c SCRIPT`, where the script runs `program warmup` once (output discarded), waits

@@ -17,23 +17,7 @@ fn getent_order(text: &str) -> Vec<String> {
 }
 
 fn layout(tag: &str, hosts: &str) -> (Netns, Netns) {
-    let ns = Netns::new(tag);
-    let peer = Netns::new(&format!("{tag}p"));
-    ns.veth_to("eth0", &peer, "eth0");
-    ns.ip(&["addr", "add", "172.18.45.6/27", "dev", "eth0"]);
-    ns.ip(&[
-        "addr",
-        "add",
-        "172.18.45.20/27",
-        "dev",
-        "eth0",
-        "label",
-        "eth0:vip",
-    ]);
-    ns.etc_file("hosts", hosts);
-    // Files only: no DNS query may leave (and an unknown name is EAI_NONAME, not EAI_AGAIN).
-    ns.etc_file("nsswitch.conf", "hosts: files\n");
-    (ns, peer)
+    nodeip_trace_tests::seed_000_node(tag, hosts, false)
 }
 
 #[test]

@@ -8,9 +8,7 @@
 use std::process::Command;
 
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
-use nodeip_trace_tests::{
-    json_lines, require_root, tool, trace_after_probing, workspace_root, Netns,
-};
+use nodeip_trace_tests::{json_lines, require_root, tool, trace_after_probing, workspace_root};
 
 #[test]
 fn seed_000_under_glibc_musl_go_and_cgo() {
@@ -30,24 +28,11 @@ fn seed_000_under_glibc_musl_go_and_cgo() {
     }
     let musl = nodeip_trace_tests::musl::build_lookup_addrs(&dir, false).unwrap();
 
-    let ns = Netns::new("s000r");
-    let peer = Netns::new("s000rp");
-    ns.veth_to("eth0", &peer, "eth0");
-    ns.ip(&[
-        "addr",
-        "add",
-        "172.18.45.20/27",
-        "dev",
-        "eth0",
-        "label",
-        "eth0:vip",
-    ]);
-    ns.ip(&["addr", "add", "172.18.45.6/27", "dev", "eth0"]);
-    ns.etc_file(
-        "hosts",
+    let (ns, _peer) = nodeip_trace_tests::seed_000_node(
+        "s000r",
         "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n",
+        true,
     );
-    ns.etc_file("nsswitch.conf", "hosts: files\n");
 
     let recording = dir.join("trace.jsonl");
     let judged = format!(
