@@ -631,6 +631,8 @@ pub const GO_NAME_LEN: usize = 128;
 
 /// How `net.sortByRFC6724withSrcs` receives its sources (a uprobe program per layout).
 pub mod go_layout {
+    /// A Go version whose sources layout nodeip-trace does not know: the sources are not read.
+    pub const UNKNOWN: u32 = 0;
     /// `srcs []net.IP` (Go 1.19): 24-byte slice headers.
     pub const IP_SLICES: u32 = 1;
     /// `srcs []netip.Addr` (Go 1.21+): 24 bytes, two big-endian halves and a zone pointer.
@@ -648,6 +650,9 @@ pub mod go_flags {
     /// (Host lookups) Go's sort ran inside the call: the answer is a sorted one, already
     /// reported by the sort's own record, so the host lookup's record is not sent.
     pub const SORTED: u32 = 8;
+    /// The sources were not read: the binary's Go version has a layout nodeip-trace does not
+    /// know (the addresses' own layout, `[]IPAddr`, is the same in every version).
+    pub const NO_SOURCES: u32 = 16;
 }
 
 /// Kind tag of [`GoHostRecord`].

@@ -254,8 +254,11 @@ fn sort_entry(ctx: &ProbeContext, layout: u32) -> u32 {
         rec.flags |= go_flags::CUT;
     }
     let mut ok = read_ipaddrs(addrs, n, &mut rec.unsorted);
+    if layout == go_layout::UNKNOWN {
+        rec.flags |= go_flags::NO_SOURCES;
+    }
     for i in 0..GO_MAX_ADDRS {
-        if i as u64 >= src_count {
+        if i as u64 >= src_count || layout == go_layout::UNKNOWN {
             break;
         }
         let at = srcs + SOURCE_SIZE * i as u64;
@@ -284,6 +287,13 @@ pub fn go_sort_entry_ip(ctx: ProbeContext) -> u32 {
 #[uprobe]
 pub fn go_sort_entry_netip(ctx: ProbeContext) -> u32 {
     sort_entry(&ctx, go_layout::NETIP_ADDRS)
+}
+
+/// Entry of `sortByRFC6724withSrcs` in a Go version whose `srcs` layout is not known: the
+/// addresses only (their `[]IPAddr` layout is the same in every version).
+#[uprobe]
+pub fn go_sort_entry_unknown(ctx: ProbeContext) -> u32 {
+    sort_entry(&ctx, go_layout::UNKNOWN)
 }
 
 /// A RET of `sortByRFC6724withSrcs`: the array again, sorted; the record goes out.

@@ -245,6 +245,55 @@ fn lookup_host_answers_are_the_hosts_order_and_lookup_ip_addr_is_sorted() {
     }
 }
 
+/// A Go version whose sort's sources layout nodeip-trace does not know (here: Go 1.19's build
+/// with its `.go.buildinfo` version rewritten to `go1.18.8`, the same length): its lookups are
+/// still shown — the order Go returned — with `limited` saying the sources were not read, and
+/// no `why` (never a replay on garbage).
+#[test]
+fn an_unknown_go_layout_is_shown_not_explained() {
+    require_root();
+    let ns = namespace("golayout");
+    let (_, built) = build("lookup_ip.go", "layout", false)
+        .into_iter()
+        .next()
+        .unwrap();
+    let mut bytes = std::fs::read(&built).unwrap();
+    let at = bytes
+        .windows(14)
+        .position(|w| w == b"\xff Go buildinf:")
+        .expect("a .go.buildinfo header");
+    let version = bytes[at..]
+        .windows(7)
+        .position(|w| w == b"go1.19.")
+        .map(|p| at + p)
+        .expect("Debian's Go 1.19 build says go1.19.x");
+    bytes[version..version + 7].copy_from_slice(b"go1.18.");
+    let client = workspace_root().join("target/go-live/layout-go1.18-fake");
+    std::fs::write(&client, &bytes).unwrap();
+    std::fs::set_permissions(&client, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = RecordedRun::of(&ns, &client, "go", &["mixed", "node-a"]);
+    for name in ["mixed", "node-a"] {
+        let event = run
+            .events
+            .iter()
+            .rev()
+            .find(|e| e["resolver"] == "go" && e["node"] == name)
+            .unwrap_or_else(|| panic!("no go event for {name}: {}", run.stderr));
+        let printed: Vec<&str> = run
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .next_back()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(addresses(event), printed, "{event}");
+        assert!(event["limited"].is_string(), "{event}");
+        assert!(event.get("why").is_none(), "{event}");
+    }
+    assert!(run.text().contains("not explained"), "{}", run.text());
+}
+
 /// Go through cgo (`GODEBUG=netdns=cgo`): the C library's getaddrinfo event says it was Go's
 /// lookup and whose C library sorted it — glibc's for a program linked dynamically, musl's own
 /// copy for one linked statically against musl (as k3s is: stripped, its `getaddrinfo` is found

@@ -130,6 +130,7 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         resolver: ResolverKind::from_record(rec.resolver),
         caller: (rec.resolver & nodeip_trace_common::resolver::VIA_GO_CGO != 0)
             .then_some(ResolverCaller::GoCgo),
+        limited: None,
         why: None,
     }
 }

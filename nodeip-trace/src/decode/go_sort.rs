@@ -26,16 +26,28 @@ fn address(list: &GoAddrList, i: usize) -> Option<IpAddr> {
 pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
     let n = (rec.count as usize).min(rec.unsorted.lens.len());
     let order: Vec<IpAddr> = (0..n).filter_map(|i| address(&rec.unsorted, i)).collect();
-    let sources: Vec<Option<IpAddr>> = (0..n).map(|i| address(&rec.sources, i)).collect();
+    let no_sources = rec.flags & go_flags::NO_SOURCES != 0;
+    // Not read: no sources at all (the explainer then says nothing), not n "no source"s.
+    let sources: Vec<Option<IpAddr>> = if no_sources {
+        Vec::new()
+    } else {
+        (0..n).map(|i| address(&rec.sources, i)).collect()
+    };
     let sorted: Vec<IpAddr> = (0..n).filter_map(|i| address(&rec.sorted, i)).collect();
     let name = (rec.flags & go_flags::NO_NAME == 0).then(|| name_of(&rec.name, rec.name_len));
-    let call = go_call(
+    let mut call = go_call(
         name,
         &sorted,
         rec.flags,
         (rec.start_ns, rec.header.ts_ns),
         ResolverKind::Go,
     );
+    if no_sources {
+        call.limited = Some(
+            "this Go version's sort sources are not read (a layout nodeip-trace does not know): the order is shown, not explained"
+                .into(),
+        );
+    }
     (call, SortInputs { order, sources })
 }
 
@@ -108,6 +120,7 @@ fn go_call(
         during: 0,
         resolver,
         caller: None,
+        limited: None,
         why: None,
     }
 }
@@ -181,5 +194,20 @@ mod tests {
         rec.addr_lens[0] = 255;
         rec.count = 1000;
         let _ = decode_go_host(&rec);
+    }
+
+    #[test]
+    fn a_sort_whose_sources_were_not_read_is_shown_and_says_so() {
+        let mut rec: GoSortRecord = unsafe { std::mem::zeroed() };
+        rec.count = 2;
+        rec.flags = go_flags::NO_SOURCES | go_flags::NO_NAME;
+        rec.layout = go_layout::UNKNOWN;
+        rec.unsorted = list(&[&[10, 0, 0, 1], &[10, 0, 0, 2]]);
+        rec.sorted = list(&[&[10, 0, 0, 2], &[10, 0, 0, 1]]);
+        let (call, inputs) = decode_go_sort(&rec);
+        assert_eq!(call.addresses, ["10.0.0.2", "10.0.0.1"]);
+        assert!(call.limited.is_some());
+        assert_eq!(call.node, None);
+        assert!(inputs.sources.is_empty());
     }
 }

@@ -129,6 +129,10 @@ pub struct GetaddrinfoCall {
     /// Go program's `net` through cgo); absent for a C program's own call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<ResolverCaller>,
+    /// What the probe could not see of this call, when something (a Go version whose sort's
+    /// sources nodeip-trace cannot read: the order is shown, not explained).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited: Option<String>,
     /// Why the order is what it is: glibc's RFC 6724 sort replayed on the inputs glibc had
     /// inside this call (absent when there was nothing to sort, or glibc did not sort).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -160,6 +160,10 @@ pub struct GoResolverTarget {
     /// Why its resolver cannot be probed, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// What its probes cannot read, when they are limited (a Go version whose sources layout
+    /// is not known: sorts shown, not explained).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited: Option<String>,
     /// Which resolver it takes to look this machine's hostname up (as kubelet looks up its node
     /// name): Go's rules on the first process's environment and its root's nsswitch.conf and
     /// resolv.conf.
@@ -230,13 +234,13 @@ pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
             binary.function(GO_SORT_FUNCTION)?;
             let version = binary.version.clone().unwrap_or_default();
             let hostname_lookup = hostname_choice(&entry.path(), &version, binary.cgo_net);
-            let unsupported = match SourcesLayout::of(&version) {
-                Some(_) if binary.probes(GO_SORT_FUNCTION).is_some() => None,
-                Some(_) => Some(format!("{GO_SORT_FUNCTION} has no RET found")),
-                None => Some(format!(
-                    "Go {version:?}: resolver layout not known (1.19, 1.21-1.27 are)"
-                )),
+            let unsupported = match binary.probes(GO_SORT_FUNCTION) {
+                Some(sort) if !sort.ret_offsets.is_empty() => None,
+                _ => Some(format!("{GO_SORT_FUNCTION} has no RET found")),
             };
+            let limited = SourcesLayout::of(&version)
+                .is_none()
+                .then(|| super::loader::unknown_layout_note(&version));
             Some(GoResolverTarget {
                 path: std::fs::read_link(&exe)
                     .unwrap_or(exe.clone())
@@ -246,6 +250,7 @@ pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
                 cgo: binary.cgo_net,
                 processes: 0,
                 unsupported,
+                limited,
                 hostname_lookup,
             })
         });

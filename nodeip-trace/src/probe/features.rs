@@ -839,6 +839,7 @@ impl KernelFeatures {
                 g.unsupported
                     .as_deref()
                     .map(|w| format!(": not probed, {w}"))
+                    .or_else(|| g.limited.as_deref().map(|w| format!(": {w}")))
                     .unwrap_or_default(),
                 if g.hostname_lookup.cgo {
                     "the C library (cgo)"

@@ -9,6 +9,13 @@ use crate::probe::hooks::{
 };
 use crate::probe::libc_locator::LibcKind;
 
+/// What a Go version whose sources layout nodeip-trace does not know gets.
+pub fn unknown_layout_note(version: &str) -> String {
+    format!(
+        "sources layout of Go {version:?} not known (1.19 and 1.21–1.27 are): its sorts are shown, not explained"
+    )
+}
+
 /// The function of Go's `net` whose arguments and result the Go resolver probes read.
 pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
 /// The function whose entry gives the name a goroutine looks up.
@@ -492,20 +499,18 @@ impl LiveTracer {
             )?;
         }
         let version = binary.version.clone().unwrap_or_default();
-        let layout = SourcesLayout::of(&version).ok_or_else(|| {
-            refuse(format!(
-                "Go {version:?} is not a version whose resolver layout is known (1.19, 1.21–1.27)"
-            ))
-        })?;
+        let layout = SourcesLayout::of(&version);
         let sort = binary
             .probes(GO_SORT_FUNCTION)
             .ok_or_else(|| refuse(format!("{GO_SORT_FUNCTION} not found")))?;
         if sort.ret_offsets.is_empty() {
             return Err(refuse(format!("no RET found in {GO_SORT_FUNCTION}")));
         }
+        // A version whose sources layout is not known: its sorts are shown, unexplained.
         let entry_program = match layout {
-            SourcesLayout::IpSlices => "go_sort_entry_ip",
-            SourcesLayout::NetipAddrs => "go_sort_entry_netip",
+            Some(SourcesLayout::IpSlices) => "go_sort_entry_ip",
+            Some(SourcesLayout::NetipAddrs) => "go_sort_entry_netip",
+            None => "go_sort_entry_unknown",
         };
         let mut steps: Vec<(&str, u64, &str)> = sort
             .ret_offsets
@@ -530,7 +535,10 @@ impl LiveTracer {
         for (program, offset, function) in steps {
             self.attach_go_at((path, shown), program, offset, function)?;
         }
-        Ok(version)
+        Ok(match layout {
+            Some(_) => version,
+            None => format!("{version}, {}", unknown_layout_note(&version)),
+        })
     }
 
     /// Attaches the uprobe `program` at file offset `offset` (in `function`) of the Go

@@ -91,6 +91,7 @@ mod tests {
             during: 3,
             resolver: Default::default(),
             caller: None,
+            limited: None,
             why: None,
         };
         let event = Event {

@@ -59,9 +59,13 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
     match c.resolver {
         ResolverKind::Go => {
             return format!(
-                "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms)",
+                "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms){}",
                 c.ret,
-                c.duration_ns as f64 / 1e6
+                c.duration_ns as f64 / 1e6,
+                c.limited
+                    .as_deref()
+                    .map(|l| format!(" — {l}"))
+                    .unwrap_or_default()
             )
         }
         ResolverKind::GoHosts => {

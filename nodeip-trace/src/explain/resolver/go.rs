@@ -258,6 +258,10 @@ pub struct GoSort;
 impl ResolverSort for GoSort {
     fn explain(&self, span: &ResolverSpan) -> Option<GetaddrinfoWhy> {
         let inputs = span.sort_inputs.as_ref()?;
+        // Sources not read (an unknown layout): nothing to replay.
+        if inputs.sources.len() != inputs.order.len() {
+            return None;
+        }
         let candidates: Vec<GoCandidate> = inputs
             .order
             .iter()
