@@ -294,6 +294,34 @@ fn an_unknown_go_layout_is_shown_not_explained() {
     assert!(run.text().contains("not explained"), "{}", run.text());
 }
 
+/// The command `trace` starts is probed before it runs: its first lookups are not lost to the
+/// time it takes to read its file after its exec.
+#[test]
+fn the_traced_command_s_own_file_is_probed_before_it_starts() {
+    require_root();
+    let (_, client) = build("lookup_ip.go", "first", false)
+        .into_iter()
+        .next()
+        .unwrap();
+    let out = Command::new(tool())
+        .args(["trace", "--format", "json", "--no-route-lookups", "--"])
+        .arg(&client)
+        .arg("localhost")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let want = format!(
+        "probes attached to {} (Go resolver, go1.19",
+        client.canonicalize().unwrap().display()
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(&want))
+        .unwrap_or_else(|| panic!("no {want:?} in {stderr}"));
+    assert!(line.ends_with("before it starts)"), "{line}");
+}
+
 /// Go through cgo (`GODEBUG=netdns=cgo`): the C library's getaddrinfo event says it was Go's
 /// lookup and whose C library sorted it — glibc's for a program linked dynamically, musl's own
 /// copy for one linked statically against musl (as k3s is: stripped, its `getaddrinfo` is found

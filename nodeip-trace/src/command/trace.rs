@@ -424,6 +424,23 @@ fn monotonic_now() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The file `program` names as `execvp` finds it: itself when it has a `/`, else the first
+/// executable of that name in `$PATH`.
+fn command_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    })
+}
+
 /// Starts the command. The caller has put this process in the pid filter with fork following on,
 /// so the kernel side adds the child at fork time, before it can exec or do anything.
 fn spawn_command(
@@ -697,6 +714,12 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     if !opts.command.is_empty() {
         let me = std::process::id();
         tracer.add_traced_pid(me)?;
+        // The command's own file is probed before it starts, so its first lookups are seen.
+        if config.getaddrinfo {
+            if let Some(path) = command_path(&opts.command[0]) {
+                go_probes.look_path(&mut tracer, &path);
+            }
+        }
         let spawned = spawn_command(&opts.command, stdout_machine);
         tracer.remove_traced_pid(me)?;
         child = Some(spawned?);

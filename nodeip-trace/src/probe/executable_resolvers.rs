@@ -70,6 +70,27 @@ impl ExecutableResolverProbes {
                 (std::fs::File::open(path).ok()?, path.to_path_buf())
             }
         };
+        self.probe_file(tracer, file, target, &format!("pid {pid}"))
+    }
+
+    /// Probes the resolvers of the executable at `path` before anything runs it (the command
+    /// `trace` starts: its first lookups are then seen too). Returns the outcomes when the file
+    /// was new.
+    pub fn look_path(&mut self, tracer: &mut LiveTracer, path: &Path) -> Option<Vec<ProbeOutcome>> {
+        let file = std::fs::File::open(path).ok()?;
+        let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.probe_file(tracer, file, target, "before it starts")
+    }
+
+    /// Probes the resolvers of the open executable `file` (named `target`; `who` says which
+    /// process, for the messages), once per file.
+    fn probe_file(
+        &mut self,
+        tracer: &mut LiveTracer,
+        file: std::fs::File,
+        target: PathBuf,
+        who: &str,
+    ) -> Option<Vec<ProbeOutcome>> {
         let meta = file.metadata().ok()?;
         let id = (meta.dev(), meta.ino());
         if self.seen.contains_key(&id) {
@@ -125,11 +146,11 @@ impl ExecutableResolverProbes {
         for outcome in &outcomes {
             match outcome {
                 ProbeOutcome::Probed(what) => eprintln!(
-                    "nodeip-trace: probes attached to {} ({what}, pid {pid})",
+                    "nodeip-trace: probes attached to {} ({what}, {who})",
                     target.display()
                 ),
                 ProbeOutcome::Refused(why) => {
-                    eprintln!("nodeip-trace: {why} ({}, pid {pid})", target.display())
+                    eprintln!("nodeip-trace: {why} ({}, {who})", target.display())
                 }
             }
         }
