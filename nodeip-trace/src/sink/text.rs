@@ -28,7 +28,8 @@ fn time_of_day(ts: &str) -> &str {
     ts.get(11..26).unwrap_or(ts)
 }
 
-fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
+/// Writes a getaddrinfo-like call: whose, the arguments, the result in order, the time.
+fn write_getaddrinfo(out: &mut impl Write, c: &GetaddrinfoCall) -> std::io::Result<()> {
     let node = c
         .node
         .as_deref()
@@ -58,18 +59,20 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
     // sees the lookup's sort.
     match c.resolver {
         ResolverKind::Go => {
-            return format!(
-                "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms){}",
+            write!(
+                out,
+                "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms)",
                 c.ret,
                 c.duration_ns as f64 / 1e6,
-                c.limited
-                    .as_deref()
-                    .map(|l| format!(" — {l}"))
-                    .unwrap_or_default()
-            )
+            )?;
+            if let Some(limited) = &c.limited {
+                write!(out, " — {limited}")?;
+            }
+            return Ok(());
         }
         ResolverKind::GoHosts => {
-            return format!(
+            return write!(
+                out,
                 "go LookupHost({node}) = {} {result} (Go's own resolver: /etc/hosts order, unsorted; {:.3} ms)",
                 c.ret,
                 c.duration_ns as f64 / 1e6
@@ -77,13 +80,12 @@ fn render_getaddrinfo(c: &GetaddrinfoCall) -> String {
         }
         _ => {}
     }
-    let resolver = if c.resolver.is_glibc() && c.caller.is_none() {
-        String::new()
-    } else {
-        format!("{} ", c.resolver_path())
-    };
-    format!(
-        "{resolver}getaddrinfo({node}{service}, {}{flags}) = {} {result} ({:.3} ms)",
+    if !c.resolver.is_glibc() || c.caller.is_some() {
+        write!(out, "{} ", c.resolver_path())?;
+    }
+    write!(
+        out,
+        "getaddrinfo({node}{service}, {}{flags}) = {} {result} ({:.3} ms)",
         c.family,
         c.ret,
         c.duration_ns as f64 / 1e6
@@ -125,8 +127,8 @@ pub fn render_why(resolver: ResolverKind, why: &GetaddrinfoWhy) -> Vec<String> {
     lines
 }
 
-/// One-line summary of a decoded netlink buffer.
-pub fn render_netlink(n: &NetlinkEvent) -> String {
+/// Writes the one-line summary of a decoded netlink buffer.
+fn write_netlink(out: &mut impl Write, n: &NetlinkEvent) -> std::io::Result<()> {
     let arrow = match n.direction {
         crate::model::frame::Direction::Send => "→",
         crate::model::frame::Direction::Recv => "←",
@@ -135,18 +137,17 @@ pub fn render_netlink(n: &NetlinkEvent) -> String {
     for m in &n.messages {
         parts.push(crate::sink::text::message_summary(m));
     }
-    let mut line = format!("netlink {arrow} {} {} bytes", n.protocol, n.bytes);
+    write!(out, "netlink {arrow} {} {} bytes", n.protocol, n.bytes)?;
     if n.truncated {
-        line.push_str(&format!(" (captured {} — CUT)", n.captured));
+        write!(out, " (captured {} — CUT)", n.captured)?;
     }
     if !parts.is_empty() {
-        line.push_str(": ");
-        line.push_str(&summarise_runs(&parts).join("; "));
+        write!(out, ": {}", summarise_runs(&parts).join("; "))?;
     }
     if !n.decode_errors.is_empty() {
-        line.push_str(&format!(" [decode: {}]", n.decode_errors.join("; ")));
+        write!(out, " [decode: {}]", n.decode_errors.join("; "))?;
     }
-    line
+    Ok(())
 }
 
 /// Collapses consecutive identical summaries into `text ×N`.
@@ -461,9 +462,10 @@ fn render_answer(c: &NetlinkConversation) -> String {
     text
 }
 
-/// One line per request: what was asked and what the kernel answered.
-pub fn render_conversation(c: &NetlinkConversation) -> String {
-    format!(
+/// Writes one line per request: what was asked and what the kernel answered.
+fn write_conversation(out: &mut impl Write, c: &NetlinkConversation) -> std::io::Result<()> {
+    write!(
+        out,
         "{} → {} ({:.3} ms)",
         message_summary(&c.request),
         render_answer(c),
@@ -471,8 +473,8 @@ pub fn render_conversation(c: &NetlinkConversation) -> String {
     )
 }
 
-/// One line per kernel handler call: function, hook, namespace, request, result.
-pub fn render_kernel_handler(k: &KernelHandlerCall) -> String {
+/// Writes one line per kernel handler call: function, hook, namespace, request, result.
+fn write_kernel_handler(out: &mut impl Write, k: &KernelHandlerCall) -> std::io::Result<()> {
     let dump_round = k.function.contains("_dump_");
     let result = match (&k.errno, dump_round) {
         (Some(errno), _) => format!("{} ({errno})", k.result),
@@ -480,7 +482,8 @@ pub fn render_kernel_handler(k: &KernelHandlerCall) -> String {
         (None, true) => format!("{} bytes of replies", k.result),
         (None, false) => k.result.to_string(),
     };
-    format!(
+    write!(
+        out,
         "kernel {} [{}]{}: {} → {result} ({:.3} ms)",
         k.function,
         k.hook,
@@ -551,9 +554,18 @@ pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
             " nodeip-trace {} on {} (kernel {}), schema {}",
             h.tool_version, h.host, h.kernel, h.schema
         ),
-        EventBody::Getaddrinfo(c) => write!(out, " {}", render_getaddrinfo(c)),
-        EventBody::Netlink(n) => write!(out, " {}", render_netlink(n)),
-        EventBody::Conversation(c) => write!(out, " {}", render_conversation(c)),
+        EventBody::Getaddrinfo(c) => {
+            out.write_all(b" ")?;
+            write_getaddrinfo(out, c)
+        }
+        EventBody::Netlink(n) => {
+            out.write_all(b" ")?;
+            write_netlink(out, n)
+        }
+        EventBody::Conversation(c) => {
+            out.write_all(b" ")?;
+            write_conversation(out, c)
+        }
         EventBody::RouteLookup(r) => {
             write!(
                 out,
@@ -578,7 +590,10 @@ pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
         }
         EventBody::Ipvs(i) => write!(out, " IPVS {}", ipvs_summary(&i.command)),
         EventBody::Extack(x) => write!(out, " kernel says: {}", x.message),
-        EventBody::KernelHandler(k) => write!(out, " {}", render_kernel_handler(k)),
+        EventBody::KernelHandler(k) => {
+            out.write_all(b" ")?;
+            write_kernel_handler(out, k)
+        }
         EventBody::Lost(l) => write!(out, " LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => {
             write!(out, " DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary)
@@ -672,6 +687,12 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn render_kernel_handler(k: &KernelHandlerCall) -> String {
+        let mut line = Vec::new();
+        write_kernel_handler(&mut line, k).unwrap();
+        String::from_utf8(line).unwrap()
+    }
     use crate::decode::netlink::NetlinkDecoder;
 
     /// RTM_GETROUTE for 10.1.2.3, as iproute2 sends it.
