@@ -106,35 +106,24 @@ impl ExecutableResolverProbes {
             .ok()
             .and_then(|bytes| ElfImage::parse(bytes).ok());
         if let Some(elf) = elf {
-            if let Some(kind) = elf.static_resolver() {
-                let what = format!("static {} getaddrinfo", kind_name(kind));
-                outcomes.push(match tracer.attach_libc(&via, &target, kind) {
-                    Ok(()) => ProbeOutcome::Probed(what),
-                    Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
+            let (found, go) = classify(elf);
+            if let Some(found) = found {
+                let what = format!("static {} getaddrinfo{}", kind_name(found.libc), found.how);
+                outcomes.push(match found.offset {
+                    Err(why) => ProbeOutcome::Refused(format!("{what}: {why}")),
+                    Ok(offset) => {
+                        let attached = match offset {
+                            Some(at) => tracer.attach_getaddrinfo_at(&via, &target, found.libc, at),
+                            None => tracer.attach_libc(&via, &target, found.libc),
+                        };
+                        match attached {
+                            Ok(()) => ProbeOutcome::Probed(what),
+                            Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
+                        }
+                    }
                 });
             }
-            let stripped_static = !elf.dynamic && elf.section(".symtab").is_none();
-            if let Ok(binary) = GoBinary::from_elf(elf) {
-                // A cgo program linked statically and stripped (k3s): its C library's
-                // getaddrinfo, found through the cgo glue. Static cgo Go programs are linked
-                // against musl (static glibc cannot load its NSS modules).
-                if stripped_static && binary.cgo_net {
-                    let what = "static musl getaddrinfo, found through the cgo glue".to_string();
-                    outcomes.push(match binary.cgo_getaddrinfo_offset() {
-                        Ok(offset) => {
-                            match tracer.attach_getaddrinfo_at(
-                                &via,
-                                &target,
-                                LibcKind::Musl,
-                                offset,
-                            ) {
-                                Ok(()) => ProbeOutcome::Probed(what),
-                                Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
-                            }
-                        }
-                        Err(why) => ProbeOutcome::Refused(format!("{what}: {why}")),
-                    });
-                }
+            if let Some(binary) = go {
                 if binary.function(GO_SORT_FUNCTION).is_some() {
                     outcomes.push(match tracer.attach_go(&via, &target, &binary) {
                         Ok(version) => ProbeOutcome::Probed(format!("Go resolver, {version}")),
@@ -159,8 +148,107 @@ impl ExecutableResolverProbes {
     }
 }
 
+/// A C library's `getaddrinfo` linked into a statically built program.
+struct StaticGetaddrinfo {
+    /// Whose.
+    libc: LibcKind,
+    /// How it was found, as said after "getaddrinfo" (empty: by its symbol).
+    how: &'static str,
+    /// Where: `None` by its symbol, `Some(offset)` when found without one; why not, when it
+    /// was not found.
+    offset: Result<Option<u64>, &'static str>,
+}
+
+/// What an executable carries: a static C library's `getaddrinfo` (found by its symbol, or in a
+/// stripped cgo Go program — k3s — through the cgo glue; static cgo Go programs are linked
+/// against musl, as static glibc cannot load its NSS modules), and the Go side, if it is Go.
+fn classify(elf: ElfImage) -> (Option<StaticGetaddrinfo>, Option<GoBinary>) {
+    let by_symbol = elf.static_resolver().map(|libc| StaticGetaddrinfo {
+        libc,
+        how: "",
+        offset: Ok(None),
+    });
+    let stripped_static = !elf.dynamic && elf.section(".symtab").is_none();
+    let go = GoBinary::from_elf(elf).ok();
+    let by_glue = go
+        .as_ref()
+        .filter(|g| stripped_static && g.cgo_net)
+        .map(|g| StaticGetaddrinfo {
+            libc: LibcKind::Musl,
+            how: ", found through the cgo glue",
+            offset: g.cgo_getaddrinfo_offset().map(Some),
+        });
+    (by_symbol.or(by_glue), go)
+}
+
+/// A running statically built program that carries a C library's `getaddrinfo` (for `doctor`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StaticResolverTarget {
+    /// The executable (as the first process running it names it).
+    pub path: String,
+    /// Whose `getaddrinfo`.
+    pub libc: LibcKind,
+    /// Found by its symbol, or through the cgo glue (a stripped cgo Go program).
+    pub found_by: &'static str,
+    /// Processes running it.
+    pub processes: usize,
+    /// Why it cannot be probed, when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
+}
+
+/// The statically built programs running under `proc` that carry a C library's `getaddrinfo`.
+pub fn running_static_resolvers(proc: &Path) -> Vec<StaticResolverTarget> {
+    let mut by_file: HashMap<(u64, u64), Option<StaticResolverTarget>> = HashMap::new();
+    for exe in running_executables(proc) {
+        let Ok(meta) = std::fs::metadata(&exe) else {
+            continue;
+        };
+        let found = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
+            let elf = ElfImage::parse(std::fs::read(&exe).ok()?).ok()?;
+            let found = classify(elf).0?;
+            Some(StaticResolverTarget {
+                path: std::fs::read_link(&exe)
+                    .unwrap_or(exe.clone())
+                    .display()
+                    .to_string(),
+                libc: found.libc,
+                found_by: if found.how.is_empty() {
+                    "symbol table"
+                } else {
+                    "cgo glue"
+                },
+                processes: 0,
+                unsupported: found.offset.err().map(String::from),
+            })
+        });
+        if let Some(target) = found {
+            target.processes += 1;
+        }
+    }
+    let mut found: Vec<StaticResolverTarget> = by_file.into_values().flatten().collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// `/proc/PID/exe` of every process under `proc`.
+fn running_executables(proc: &Path) -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some()
+        })
+        .map(|e| e.path().join("exe"))
+        .collect()
+}
+
 /// "musl" or "glibc".
-fn kind_name(kind: LibcKind) -> &'static str {
+pub(crate) fn kind_name(kind: LibcKind) -> &'static str {
     match kind {
         LibcKind::Glibc => "glibc",
         LibcKind::Musl => "musl",
@@ -234,19 +322,8 @@ fn hostname_choice(pid_dir: &Path, version: &str, cgo: bool) -> GoResolverChoice
 pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
     use super::go_binary::SourcesLayout;
     let mut by_file: HashMap<(u64, u64), Option<GoResolverTarget>> = HashMap::new();
-    let Ok(dir) = std::fs::read_dir(proc) else {
-        return Vec::new();
-    };
-    for entry in dir.flatten() {
-        if entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-            .is_none()
-        {
-            continue;
-        }
-        let exe = entry.path().join("exe");
+    for exe in running_executables(proc) {
+        let pid_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
         let Ok(meta) = std::fs::metadata(&exe) else {
             continue;
         };
@@ -254,7 +331,7 @@ pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
             let binary = GoBinary::open(&exe).ok()?;
             binary.function(GO_SORT_FUNCTION)?;
             let version = binary.version.clone().unwrap_or_default();
-            let hostname_lookup = hostname_choice(&entry.path(), &version, binary.cgo_net);
+            let hostname_lookup = hostname_choice(&pid_dir, &version, binary.cgo_net);
             let unsupported = match binary.probes(GO_SORT_FUNCTION) {
                 Some(sort) if !sort.ret_offsets.is_empty() => None,
                 _ => Some(format!("{GO_SORT_FUNCTION} has no RET found")),

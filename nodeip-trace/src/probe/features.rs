@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::executable_resolvers::{running_go_resolvers, GoResolverTarget};
+use super::executable_resolvers::{
+    running_go_resolvers, running_static_resolvers, GoResolverTarget, StaticResolverTarget,
+};
 use super::hooks::{KernelHookMode, TRACEPOINT_HOOKS};
 use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
@@ -157,6 +159,9 @@ pub struct KernelFeatures {
     pub libcs: Vec<LibcTarget>,
     /// The running Go programs whose own resolver would be probed.
     pub go_resolvers: Vec<GoResolverTarget>,
+    /// Running statically built programs carrying a C library's getaddrinfo (static musl,
+    /// k3s-style Go), each probed in its own file.
+    pub static_resolvers: Vec<StaticResolverTarget>,
     /// Every hook and whether it can attach.
     pub hooks: Vec<HookAvailability>,
     /// The kernel handler functions and where they are.
@@ -603,6 +608,7 @@ impl KernelFeatures {
         };
         let libcs = find_libcs(Path::new("/proc"));
         let go_resolvers = running_go_resolvers(Path::new("/proc"));
+        let static_resolvers = running_static_resolvers(Path::new("/proc"));
         let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
 
         let mut hooks = Vec::new();
@@ -696,6 +702,7 @@ impl KernelFeatures {
             fentry_reason,
             libcs,
             go_resolvers,
+            static_resolvers,
             hooks,
             handler_plan,
             functions,
@@ -847,6 +854,23 @@ impl KernelFeatures {
                     "Go's own resolver"
                 },
                 g.hostname_lookup.because
+            ));
+        }
+        s.push_str("static resolvers (running statically built programs with their own getaddrinfo; probed at start, new ones at exec)\n");
+        if self.static_resolvers.is_empty() {
+            s.push_str("  none running\n");
+        }
+        for t in &self.static_resolvers {
+            s.push_str(&format!(
+                "  {} {} (found by {}; {} processes){}\n",
+                super::executable_resolvers::kind_name(t.libc),
+                t.path,
+                t.found_by,
+                t.processes,
+                t.unsupported
+                    .as_deref()
+                    .map(|w| format!(": not probed, {w}"))
+                    .unwrap_or_default()
             ));
         }
         s.push_str("hooks\n");
