@@ -1,7 +1,9 @@
 //! probe: everything that talks to the kernel to trace — what it offers ([`features`]), where
 //! libc lives ([`libc_locator`]), which netlink sockets exist ([`netlink_sockets`]), tracefs
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
-//! ([`loader`]), and the files of traced processes the explanations need ([`resolver_config`]).
+//! ([`loader`]), the files of traced processes the explanations need ([`resolver_config`]), and
+//! the resolvers linked into executables ([`executable_resolvers`]: Go programs read by
+//! [`go_binary`], static C libraries found through [`elf`]).
 pub mod elf;
 pub mod executable_resolvers;
 pub mod features;
