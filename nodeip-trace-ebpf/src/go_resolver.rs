@@ -254,11 +254,15 @@ fn sort_entry(ctx: &ProbeContext, layout: u32) -> u32 {
         rec.flags |= go_flags::CUT;
     }
     let mut ok = read_ipaddrs(addrs, n, &mut rec.unsorted);
-    if layout == go_layout::UNKNOWN {
+    // A layout not known: no source is read.
+    let src_count = if layout == go_layout::UNKNOWN {
         rec.flags |= go_flags::NO_SOURCES;
-    }
+        0
+    } else {
+        src_count
+    };
     for i in 0..GO_MAX_ADDRS {
-        if i as u64 >= src_count || layout == go_layout::UNKNOWN {
+        if i as u64 >= src_count {
             break;
         }
         let at = srcs + SOURCE_SIZE * i as u64;

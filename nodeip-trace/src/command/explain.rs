@@ -183,8 +183,7 @@ fn kernel_messages(opts: &ExplainOptions) -> Result<(Vec<NetlinkMessage>, String
 fn go_cgo_choice(opts: &ExplainOptions, name: &str) -> GoResolverChoice {
     let read = |file: &str| std::fs::read_to_string(config_path(&None, &opts.netns, file));
     let (nsswitch, resolv) = (read("nsswitch.conf"), read("resolv.conf"));
-
-    let hostname = host_name();
+    let hostname = crate::probe::resolver_config::machine_hostname();
     let inputs = GoResolverInputs {
         mdns_allow: Path::new("/etc/mdns.allow").exists(),
         ..GoResolverInputs::cgo_build(
@@ -197,17 +196,14 @@ fn go_cgo_choice(opts: &ExplainOptions, name: &str) -> GoResolverChoice {
     go_resolver_choice(&inputs, name)
 }
 
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Runs the audit and writes the report; returns whether any finding of severity warning or
 /// error was made.
 pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainError> {
     let (messages, what) = kernel_messages(opts)?;
-    let node_name = opts.node_name.clone().unwrap_or_else(host_name);
+    let node_name = opts
+        .node_name
+        .clone()
+        .unwrap_or_else(crate::probe::resolver_config::machine_hostname);
     let hosts_path = config_path(&opts.hosts_file, &opts.netns, "hosts");
     let hosts = hosts_addresses(
         &read_optional(&hosts_path, opts.hosts_file.is_some())?,

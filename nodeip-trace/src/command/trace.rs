@@ -303,13 +303,6 @@ pub fn lost_report(counters: &[u64], record_errors: u64) -> LostReport {
     LostReport { counts, lost }
 }
 
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 /// One output, and what to do when it fails.
 struct SinkSlot {
     sink: Box<dyn EventSink>,
@@ -604,9 +597,10 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut libc_watcher = LibcWatcher::new(&features.libcs, &tracer.hooks);
     // Resolvers linked into executables (Go's own, static C libraries): every running
     // program now, each new one at its exec.
-    let mut go_probes = crate::probe::executable_resolvers::ExecutableResolverProbes::default();
+    let mut executable_probes =
+        crate::probe::executable_resolvers::ExecutableResolverProbes::default();
     if config.getaddrinfo {
-        go_probes.scan_all(&mut tracer);
+        executable_probes.scan_all(&mut tracer);
     }
 
     // Sinks.
@@ -669,7 +663,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             schema: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").into(),
             kernel: features.kernel.clone(),
-            host: host_name(),
+            host: crate::probe::resolver_config::machine_hostname(),
             hooks: hooks.clone(),
             hook_preference: config.hooks.name().into(),
             netlink_capture: tracer.netlink_capture.clone(),
@@ -717,7 +711,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         // The command's own file is probed before it starts, so its first lookups are seen.
         if config.getaddrinfo {
             if let Some(path) = command_path(&opts.command[0]) {
-                go_probes.look_path(&mut tracer, &path);
+                executable_probes.look_path(&mut tracer, &path);
             }
         }
         let spawned = spawn_command(&opts.command, stdout_machine);
@@ -805,7 +799,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                         if config.getaddrinfo {
                             libc_watcher.on_exec(&mut tracer, (r.header.pid_tgid >> 32) as u32);
                             let executed = crate::decode::record::c_string(&r.filename);
-                            go_probes.look(
+                            executable_probes.look(
                                 &mut tracer,
                                 (r.header.pid_tgid >> 32) as u32,
                                 Some(std::path::Path::new(&executed)),

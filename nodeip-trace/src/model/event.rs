@@ -13,7 +13,8 @@ use crate::model::frame::Direction;
 use crate::model::netlink::{IpvsCommand, Name, NetlinkMessage};
 
 /// Version of the JSON-lines schema this nodeip-trace writes (see docs/events.md). 2 added the
-/// getaddrinfo-like events of other resolvers (`resolver`: `musl`, `go`; `caller`: `go-cgo`).
+/// getaddrinfo-like events of other resolvers (`resolver`: `musl`, `go`, `go_hosts`, `unknown`;
+/// `caller`: `go-cgo`; `limited`).
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The oldest schema this nodeip-trace reads: each version since only added fields and values.

@@ -108,7 +108,7 @@ impl ExecutableResolverProbes {
         if let Some(elf) = elf {
             let (found, go) = classify(elf);
             if let Some(found) = found {
-                let what = format!("static {} getaddrinfo{}", kind_name(found.libc), found.how);
+                let what = format!("static {} getaddrinfo{}", found.libc.name(), found.how);
                 outcomes.push(match found.offset {
                     Err(why) => ProbeOutcome::Refused(format!("{what}: {why}")),
                     Ok(offset) => {
@@ -197,40 +197,6 @@ pub struct StaticResolverTarget {
     pub unsupported: Option<String>,
 }
 
-/// The statically built programs running under `proc` that carry a C library's `getaddrinfo`.
-pub fn running_static_resolvers(proc: &Path) -> Vec<StaticResolverTarget> {
-    let mut by_file: HashMap<(u64, u64), Option<StaticResolverTarget>> = HashMap::new();
-    for exe in running_executables(proc) {
-        let Ok(meta) = std::fs::metadata(&exe) else {
-            continue;
-        };
-        let found = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
-            let elf = ElfImage::parse(std::fs::read(&exe).ok()?).ok()?;
-            let found = classify(elf).0?;
-            Some(StaticResolverTarget {
-                path: std::fs::read_link(&exe)
-                    .unwrap_or(exe.clone())
-                    .display()
-                    .to_string(),
-                libc: found.libc,
-                found_by: if found.how.is_empty() {
-                    "symbol table"
-                } else {
-                    "cgo glue"
-                },
-                processes: 0,
-                unsupported: found.offset.err().map(String::from),
-            })
-        });
-        if let Some(target) = found {
-            target.processes += 1;
-        }
-    }
-    let mut found: Vec<StaticResolverTarget> = by_file.into_values().flatten().collect();
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found
-}
-
 /// `/proc/PID/exe` of every process under `proc`.
 fn running_executables(proc: &Path) -> Vec<PathBuf> {
     let Ok(dir) = std::fs::read_dir(proc) else {
@@ -245,14 +211,6 @@ fn running_executables(proc: &Path) -> Vec<PathBuf> {
         })
         .map(|e| e.path().join("exe"))
         .collect()
-}
-
-/// "musl" or "glibc".
-pub(crate) fn kind_name(kind: LibcKind) -> &'static str {
-    match kind {
-        LibcKind::Glibc => "glibc",
-        LibcKind::Musl => "musl",
-    }
 }
 
 /// A running Go program whose own resolver nodeip-trace would probe (for `doctor`).
@@ -297,8 +255,7 @@ fn hostname_choice(pid_dir: &Path, version: &str, cgo: bool) -> GoResolverChoice
             .find(|(k, _)| *k == name.as_bytes())
             .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
     };
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let hostname = hostname.trim();
+    let hostname = super::resolver_config::machine_hostname();
     let godebug = var("GODEBUG");
     let minor = super::go_binary::go_minor(version).map_or(27, |(_, m)| m);
     let inputs = GoResolverInputs {
@@ -312,51 +269,81 @@ fn hostname_choice(pid_dir: &Path, version: &str, cgo: bool) -> GoResolverChoice
             minor,
             ConfFile::from_read(&nsswitch),
             ConfFile::from_read(&resolv),
-            hostname,
+            &hostname,
         )
     };
-    go_resolver_choice(&inputs, hostname)
+    go_resolver_choice(&inputs, &hostname)
 }
 
-/// The Go programs running under `proc` whose `net` package has the resolver's sort.
-pub fn running_go_resolvers(proc: &std::path::Path) -> Vec<GoResolverTarget> {
+/// The resolvers linked into the executables running under `proc`, each file read once: the
+/// Go programs whose `net` package has the resolver's sort, and the statically built programs
+/// that carry a C library's `getaddrinfo`.
+pub fn running_executable_resolvers(
+    proc: &Path,
+) -> (Vec<GoResolverTarget>, Vec<StaticResolverTarget>) {
     use super::go_binary::SourcesLayout;
-    let mut by_file: HashMap<(u64, u64), Option<GoResolverTarget>> = HashMap::new();
+    type Found = (Option<GoResolverTarget>, Option<StaticResolverTarget>);
+    let mut by_file: HashMap<(u64, u64), Found> = HashMap::new();
     for exe in running_executables(proc) {
         let pid_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
         let Ok(meta) = std::fs::metadata(&exe) else {
             continue;
         };
-        let found = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
-            let binary = GoBinary::open(&exe).ok()?;
-            binary.function(GO_SORT_FUNCTION)?;
-            let version = binary.version.clone().unwrap_or_default();
-            let hostname_lookup = hostname_choice(&pid_dir, &version, binary.cgo_net);
-            let unsupported = match binary.probes(GO_SORT_FUNCTION) {
-                Some(sort) if !sort.ret_offsets.is_empty() => None,
-                _ => Some(format!("{GO_SORT_FUNCTION} has no RET found")),
+        let (go, statics) = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
+            let Some(elf) = std::fs::read(&exe)
+                .ok()
+                .and_then(|bytes| ElfImage::parse(bytes).ok())
+            else {
+                return (None, None);
             };
-            let limited = SourcesLayout::of(&version)
-                .is_none()
-                .then(|| super::loader::unknown_layout_note(&version));
-            Some(GoResolverTarget {
-                path: std::fs::read_link(&exe)
-                    .unwrap_or(exe.clone())
-                    .display()
-                    .to_string(),
-                version,
-                cgo: binary.cgo_net,
+            let path = std::fs::read_link(&exe)
+                .unwrap_or(exe.clone())
+                .display()
+                .to_string();
+            let (found, binary) = classify(elf);
+            let statics = found.map(|found| StaticResolverTarget {
+                path: path.clone(),
+                libc: found.libc,
+                found_by: if found.how.is_empty() {
+                    "symbol table"
+                } else {
+                    "cgo glue"
+                },
                 processes: 0,
-                unsupported,
-                limited,
-                hostname_lookup,
-            })
+                unsupported: found.offset.err().map(String::from),
+            });
+            let go = binary
+                .filter(|b| b.function(GO_SORT_FUNCTION).is_some())
+                .map(|binary| {
+                    let version = binary.version.clone().unwrap_or_default();
+                    GoResolverTarget {
+                        hostname_lookup: hostname_choice(&pid_dir, &version, binary.cgo_net),
+                        unsupported: match binary.probes(GO_SORT_FUNCTION) {
+                            Some(sort) if !sort.ret_offsets.is_empty() => None,
+                            _ => Some(format!("{GO_SORT_FUNCTION} has no RET found")),
+                        },
+                        limited: SourcesLayout::of(&version)
+                            .is_none()
+                            .then(|| SourcesLayout::unknown_note(&version)),
+                        path,
+                        version,
+                        cgo: binary.cgo_net,
+                        processes: 0,
+                    }
+                });
+            (go, statics)
         });
-        if let Some(target) = found {
+        if let Some(target) = go {
+            target.processes += 1;
+        }
+        if let Some(target) = statics {
             target.processes += 1;
         }
     }
-    let mut found: Vec<GoResolverTarget> = by_file.into_values().flatten().collect();
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found
+    let (go, statics): (Vec<_>, Vec<_>) = by_file.into_values().unzip();
+    let mut go: Vec<GoResolverTarget> = go.into_iter().flatten().collect();
+    let mut statics: Vec<StaticResolverTarget> = statics.into_iter().flatten().collect();
+    go.sort_by(|a, b| a.path.cmp(&b.path));
+    statics.sort_by(|a, b| a.path.cmp(&b.path));
+    (go, statics)
 }

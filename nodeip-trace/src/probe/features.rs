@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::executable_resolvers::{
-    running_go_resolvers, running_static_resolvers, GoResolverTarget, StaticResolverTarget,
+    running_executable_resolvers, GoResolverTarget, StaticResolverTarget,
 };
 use super::hooks::{KernelHookMode, TRACEPOINT_HOOKS};
 use super::libc_locator::{find_libcs, LibcTarget};
@@ -607,8 +607,7 @@ impl KernelFeatures {
             (false, "not privileged".into())
         };
         let libcs = find_libcs(Path::new("/proc"));
-        let go_resolvers = running_go_resolvers(Path::new("/proc"));
-        let static_resolvers = running_static_resolvers(Path::new("/proc"));
+        let (go_resolvers, static_resolvers) = running_executable_resolvers(Path::new("/proc"));
         let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
 
         let mut hooks = Vec::new();
@@ -863,7 +862,7 @@ impl KernelFeatures {
         for t in &self.static_resolvers {
             s.push_str(&format!(
                 "  {} {} (found by {}; {} processes){}\n",
-                super::executable_resolvers::kind_name(t.libc),
+                t.libc.name(),
                 t.path,
                 t.found_by,
                 t.processes,

@@ -180,7 +180,7 @@ impl GoBinary {
             .map(|i| i.ip_rel_memory_address())
             .ok_or("no load of the C wrapper's address in the cgo glue")?;
         let wrapper = code_at(pointer, 8)
-            .and_then(|b| super::elf::u64_at(b, 0))
+            .and_then(|b| u64_at(b, 0))
             .ok_or("the C wrapper's address is not in the file")?;
         let wrapper_code = code_at(wrapper, 512).ok_or("the C wrapper is not in the file")?;
         let mut calls = Vec::new();
@@ -351,6 +351,13 @@ impl SourcesLayout {
             (1, 21..=27) => Some(SourcesLayout::NetipAddrs),
             _ => None,
         }
+    }
+
+    /// What a Go version whose layout is not known gets (see [`SourcesLayout::of`]).
+    pub fn unknown_note(version: &str) -> String {
+        format!(
+            "sources layout of Go {version:?} not known (1.19 and 1.21–1.27 are): its sorts are shown, not explained"
+        )
     }
 }
 

@@ -15,6 +15,16 @@ pub enum LibcKind {
     Musl,
 }
 
+impl LibcKind {
+    /// "glibc" or "musl".
+    pub fn name(self) -> &'static str {
+        match self {
+            LibcKind::Glibc => "glibc",
+            LibcKind::Musl => "musl",
+        }
+    }
+}
+
 /// One libc file to attach to.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LibcTarget {

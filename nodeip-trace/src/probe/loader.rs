@@ -9,13 +9,6 @@ use crate::probe::hooks::{
 };
 use crate::probe::libc_locator::LibcKind;
 
-/// What a Go version whose sources layout nodeip-trace does not know gets.
-pub fn unknown_layout_note(version: &str) -> String {
-    format!(
-        "sources layout of Go {version:?} not known (1.19 and 1.21–1.27 are): its sorts are shown, not explained"
-    )
-}
-
 /// The function of Go's `net` whose arguments and result the Go resolver probes read.
 pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
 /// The function whose entry gives the name a goroutine looks up.
@@ -453,13 +446,14 @@ impl LiveTracer {
             ("getaddrinfo_return", HookMode::Uretprobe),
             ("getaddrinfo_entry", HookMode::Uprobe),
         ] {
+            let target = format!("getaddrinfo@{}", shown.display());
             let status = self
-                .attach_uprobe(program, path, offset, Some(u64::from(cookie)))
-                .or_else(|_| self.attach_uprobe(program, path, offset, None));
+                .attach_uprobe(program, (path, &target), offset, Some(u64::from(cookie)))
+                .or_else(|_| self.attach_uprobe(program, (path, &target), offset, None));
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode,
-                target: format!("getaddrinfo@{}", shown.display()),
+                target,
                 status: status
                     .as_ref()
                     .map(|_| ())
@@ -537,7 +531,7 @@ impl LiveTracer {
         }
         Ok(match layout {
             Some(_) => version,
-            None => format!("{version}, {}", unknown_layout_note(&version)),
+            None => format!("{version}, {}", SourcesLayout::unknown_note(&version)),
         })
     }
 
@@ -551,19 +545,7 @@ impl LiveTracer {
         function: &str,
     ) -> Result<(), ProbeError> {
         let target = format!("{function}@{}+{offset:#x}", shown.display());
-        let err = attach_error(program, &target);
-        let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
-        if prog.fd().is_err() {
-            prog.load().map_err(&err)?;
-        }
-        let point = aya::programs::uprobe::UProbeAttachPoint {
-            location: aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(offset),
-            cookie: None,
-        };
-        let status = prog
-            .attach(point, path, UProbeScope::AllProcesses)
-            .map(|_| ())
-            .map_err(err);
+        let status = self.attach_uprobe(program, (path, &target), Some(offset), None);
         self.hooks.push(AttachedHook {
             program: program.into(),
             mode: HookMode::Uprobe,
@@ -811,7 +793,6 @@ impl LiveTracer {
         Ok(())
     }
 
-    /// The entry/return program names of a mode.
     /// Attaches a kernel handler's return and entry programs in `mode`.
     fn attach_handler_pair(
         &mut self,
@@ -890,16 +871,17 @@ impl LiveTracer {
         Ok(())
     }
 
+    /// Attaches the uprobe `program` to `file` at `offset` (else at its `getaddrinfo` symbol),
+    /// loading the program first when needed; `target` names the point in errors.
     fn attach_uprobe(
         &mut self,
         program: &str,
-        libc: &Path,
+        (file, target): (&Path, &str),
         offset: Option<u64>,
         cookie: Option<u64>,
     ) -> Result<(), ProbeError> {
-        let target = libc.display().to_string();
-        let err = attach_error(program, &target);
-        let prog: &mut UProbe = Self::program(&mut self.ebpf, program, &target)?;
+        let err = attach_error(program, target);
+        let prog: &mut UProbe = Self::program(&mut self.ebpf, program, target)?;
         if prog.fd().is_err() {
             prog.load().map_err(&err)?;
         }
@@ -910,7 +892,7 @@ impl LiveTracer {
             },
             cookie,
         };
-        prog.attach(point, libc, UProbeScope::AllProcesses)
+        prog.attach(point, file, UProbeScope::AllProcesses)
             .map_err(err)?;
         Ok(())
     }

@@ -4,6 +4,14 @@
 //! tables. A process already gone, or without the file, gets glibc's defaults.
 use crate::model::ports::{GaiConfText, ResolverConfig};
 
+/// This machine's hostname (`/proc/sys/kernel/hostname`, of our UTS namespace), trimmed; empty
+/// when unreadable.
+pub fn machine_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Reads gai.conf from the process's own root.
 pub struct ProcResolverConfig;
 
