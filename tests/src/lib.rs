@@ -8,6 +8,7 @@ pub mod golden;
 pub mod layouts;
 pub mod malformed;
 pub mod musl;
+pub mod seeds;
 pub mod strace;
 pub mod tshark;
 

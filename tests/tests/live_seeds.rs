@@ -6,26 +6,15 @@
 //! - 002/004 `secondary-address-skipped`: one process reads the local table like kube-proxy's old
 //!   path and creates IPVS services for what it found (`ipvs_client --kube-proxy-local-table`;
 //!   this kernel has no IPVS, so the commands are refused, but the intent is what is diagnosed);
-//! - 003 `route-get-resolves-to-lo`: `ip route get` of an address on kube-ipvs0.
-use nodeip_trace_tests::{require_root, trace_json, unused_genl_family_id, Netns, TraceRun};
+//! - 003 `route-get-resolves-to-lo`: `ip route get` of an address on kube-ipvs0;
+//! - 004: 002 with keepalived's VIP added with a /24 mask (a secondary of the node's /24).
+use nodeip_trace_tests::seeds::{
+    in_ns, kube_proxy_like, layout, node, trace_incident, SEED_000_HOSTS,
+};
+use nodeip_trace_tests::{require_root, trace_json, TraceRun};
 use serde_json::Value;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_ipvs_client");
-
-/// A namespace with `eth0` (its veth peer in a second namespace of the test), `addresses` added
-/// in order, and a files-only resolver.
-fn node(tag: &str, addresses: &[&[&str]]) -> (Netns, Netns) {
-    let ns = Netns::new(tag);
-    let peer = Netns::new(&format!("{tag}p"));
-    ns.veth_to("eth0", &peer, "eth0");
-    for args in addresses {
-        let mut full = vec!["addr", "add"];
-        full.extend_from_slice(args);
-        ns.ip(&full);
-    }
-    ns.etc_file("nsswitch.conf", "hosts: files\n");
-    (ns, peer)
-}
 
 fn diagnoses(run: &TraceRun) -> Vec<&Value> {
     assert!(run.output.status.success(), "trace failed: {}", run.stderr);
@@ -39,26 +28,15 @@ fn ids(found: &[&Value]) -> Vec<String> {
         .collect()
 }
 
-fn in_ns<'a>(ns: &'a Netns, command: &[&'a str]) -> Vec<&'a str> {
-    let mut full = vec!["ip", "netns", "exec", ns.name.as_str()];
-    full.extend_from_slice(command);
-    full
+/// Incident `index` (see `seeds::INCIDENTS`) traced on its own node.
+fn incident(index: usize, tag: &str) -> TraceRun {
+    trace_incident(index, &layout(index, tag), CLIENT, &[])
 }
 
 #[test]
 fn seed_000_getaddrinfo_reordered_by_rule_9() {
     require_root();
-    let hosts = "127.0.0.1 localhost\n172.18.45.6 node-a\n172.18.45.20 node-a\n";
-    // The alias .20 added first is the kernel's primary: both candidates get source .20.
-    let (ns, _peer) = node(
-        "s000",
-        &[
-            &["172.18.45.20/27", "dev", "eth0", "label", "eth0:vip"],
-            &["172.18.45.6/27", "dev", "eth0"],
-        ],
-    );
-    ns.etc_file("hosts", hosts);
-    let run = trace_json(&[], &in_ns(&ns, &["getent", "ahostsv4", "node-a"]));
+    let run = incident(0, "s000");
     let found = diagnoses(&run);
     assert_eq!(ids(&found), ["gai-reordered"], "{}", run.stderr);
     let summary = found[0]["summary"].as_str().unwrap();
@@ -82,7 +60,7 @@ fn seed_000_getaddrinfo_reordered_by_rule_9() {
             &["172.18.45.20/27", "dev", "eth0", "label", "eth0:vip"],
         ],
     );
-    ns.etc_file("hosts", hosts);
+    ns.etc_file("hosts", SEED_000_HOSTS);
     let run = trace_json(&[], &in_ns(&ns, &["getent", "ahostsv4", "node-a"]));
     assert!(
         diagnoses(&run).is_empty(),
@@ -95,9 +73,7 @@ fn seed_000_getaddrinfo_reordered_by_rule_9() {
 #[test]
 fn seed_001_network_address_configured() {
     require_root();
-    let (ns, _peer) = node("s001", &[&["172.29.231.5/24", "dev", "eth0"]]);
-    let script = "ip -4 addr show >/dev/null; ip addr add 172.29.231.0/24 dev eth0";
-    let run = trace_json(&[], &in_ns(&ns, &["sh", "-c", script]));
+    let run = incident(1, "s001");
     let found = diagnoses(&run);
     assert_eq!(ids(&found), ["network-address-used"], "{}", run.stderr);
     let summary = found[0]["summary"].as_str().unwrap();
@@ -118,27 +94,10 @@ fn seed_001_network_address_configured() {
     );
 }
 
-/// kube-proxy's old path in one process, traced with the IPVS family id taught.
-fn kube_proxy_like(ns: &Netns) -> TraceRun {
-    let family = format!("{:#x}", unused_genl_family_id());
-    let teach = format!("IPVS={family}");
-    trace_json(
-        &["--genl-family", &teach],
-        &in_ns(ns, &[CLIENT, &family, "--kube-proxy-local-table"]),
-    )
-}
-
 #[test]
 fn seed_002_secondary_vip_gets_no_node_port_service() {
     require_root();
-    let (ns, _peer) = node(
-        "s002",
-        &[
-            &["192.0.2.10/24", "dev", "eth0"],
-            &["192.0.2.20/24", "dev", "eth0"],
-        ],
-    );
-    let run = kube_proxy_like(&ns);
+    let run = incident(2, "s002");
     let found = diagnoses(&run);
     assert_eq!(ids(&found), ["secondary-address-skipped"], "{}", run.stderr);
     let summary = found[0]["summary"].as_str().unwrap();
@@ -154,7 +113,7 @@ fn seed_002_secondary_vip_gets_no_node_port_service() {
             &["192.0.2.20/32", "dev", "eth0"],
         ],
     );
-    let run = kube_proxy_like(&ns);
+    let run = kube_proxy_like(&ns, CLIENT, &[]);
     assert!(
         diagnoses(&run).is_empty(),
         "{:#?}",
@@ -171,13 +130,8 @@ fn seed_002_secondary_vip_gets_no_node_port_service() {
 #[test]
 fn seed_003_route_get_of_an_lb_address_resolves_to_lo() {
     require_root();
-    let (ns, _peer) = node("s003", &[&["192.0.2.10/24", "dev", "eth0"]]);
-    // kube-ipvs0 holds the LB address (a veth here: this kernel has no dummy module).
-    let other = Netns::new("s003k");
-    ns.veth_to("kube-ipvs0", &other, "kipvs");
-    ns.ip(&["addr", "add", "10.96.0.50/32", "dev", "kube-ipvs0"]);
-    let script = "ip -4 addr show >/dev/null; ip route get 10.96.0.50";
-    let run = trace_json(&[], &in_ns(&ns, &["sh", "-c", script]));
+    let node = layout(3, "s003");
+    let run = trace_incident(3, &node, CLIENT, &[]);
     let found = diagnoses(&run);
     assert_eq!(ids(&found), ["route-get-resolves-to-lo"], "{}", run.stderr);
     let summary = found[0]["summary"].as_str().unwrap();
@@ -186,10 +140,21 @@ fn seed_003_route_get_of_an_lb_address_resolves_to_lo() {
 
     // Healthy: a can_reach target that is not local (the gateway) resolves via eth0.
     let script = "ip -4 addr show >/dev/null; ip route get 192.0.2.1";
-    let run = trace_json(&[], &in_ns(&ns, &["sh", "-c", script]));
+    let run = trace_json(&[], &in_ns(&node.ns, &["sh", "-c", script]));
     assert!(
         diagnoses(&run).is_empty(),
         "{:#?}",
         run.of_kind("diagnosis")
     );
+}
+
+#[test]
+fn seed_004_keepalived_vip_with_a_24_mask_gets_no_node_port_service() {
+    require_root();
+    let run = incident(4, "s004");
+    let found = diagnoses(&run);
+    assert_eq!(ids(&found), ["secondary-address-skipped"], "{}", run.stderr);
+    let summary = found[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("none for 10.10.10.100"), "{summary}");
+    assert!(summary.contains("src 10.10.10.11"), "{summary}");
 }
