@@ -38,7 +38,8 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Trace(TraceArgs),
     /// Analyze a capture offline (no root needed): our --pcap/--pcapng output, or a
-    /// `tcpdump -i nlmon0 -w FILE` capture. Same timeline and JSON as live.
+    /// `tcpdump -i nlmon0 -w FILE` capture. Same timeline and JSON as live. Damaged frames are
+    /// skipped and named on stderr, and reading goes on (exit 4 when anything was skipped).
     Analyze {
         /// The pcap or pcapng file.
         file: PathBuf,
@@ -382,8 +383,12 @@ pub fn run() -> anyhow::Result<Exit> {
             Ok(if ok { Exit::Success } else { Exit::CannotTrace })
         }
         Command::Analyze { file, format, genl } => {
-            offline::analyze(&file, format, &genl_families(&genl)?)?;
-            Ok(Exit::Success)
+            let summary = offline::analyze(&file, format, &genl_families(&genl)?)?;
+            Ok(if summary.skipped > 0 && !summary.output_closed {
+                Exit::Skipped
+            } else {
+                Exit::Success
+            })
         }
         Command::Explain(a) => {
             let opts = explain::ExplainOptions {

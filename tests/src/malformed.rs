@@ -26,9 +26,12 @@ pub enum Reader {
 pub enum Outcome {
     /// Read to the end without a word: exit 0, nothing on stderr.
     Clean,
-    /// Read to the end, with a warning per bad message inside an otherwise readable frame:
-    /// exit 0.
+    /// Read to the end, with a warning per bad message inside an otherwise readable frame (or
+    /// per pcapng option ignored): exit 0.
     Warns,
+    /// Read to the end past damaged frames or stretches of the file, each skipped with a
+    /// diagnostic naming its frame and byte offset; every readable frame is output: exit 4.
+    Skips,
     /// Stop at a fault in the file's structure: the events before it are written, then a
     /// diagnostic and a non-zero exit.
     Fatal,
@@ -52,11 +55,19 @@ pub struct Case {
     pub events: usize,
     /// Text stderr must contain (where: frame or line number, byte offset; and what).
     pub diagnostic: Vec<String>,
+    /// Text stdout must contain (e.g. a diagnosis made from the frames after a skipped one).
+    pub output: Vec<&'static str>,
 }
 
 // ---- netlink messages (little-endian host order, as the x86 kernel writes them) ----
 
 const RTM_NEWLINK: u16 = 16;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETROUTE: u16 = 26;
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_PREFSRC: u16 = 7;
+const RTA_TABLE: u16 = 15;
 const RTM_NEWADDR: u16 = 20;
 const RTM_GETADDR: u16 = 22;
 const NLMSG_ERROR: u16 = 2;
@@ -124,6 +135,33 @@ fn address_attributes() -> Vec<u8> {
         attr(3, b"eth0\0"),
     ]
     .concat()
+}
+
+/// `struct rtmsg` for an IPv4 /32 (`table`, `protocol`, `scope`, `kind`), then `attributes`.
+fn rtmsg(table: u8, protocol: u8, scope: u8, kind: u8, attributes: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![2, 32, 0, 0, table, protocol, scope, kind];
+    out.extend_from_slice(&0u32.to_le_bytes()); // flags
+    out.extend_from_slice(&attributes.concat());
+    out
+}
+
+/// `ip route get 192.0.2.10`: `RTM_GETROUTE` with `RTA_DST`.
+fn getroute_request() -> Vec<u8> {
+    let dst = attr(RTA_DST, &[192, 0, 2, 10]);
+    nlmsg(RTM_GETROUTE, NLM_F_REQUEST, &rtmsg(0, 0, 0, 0, &[dst]))
+}
+
+/// The kernel's answer when 192.0.2.10 is assigned on the node: type local, table local, dev lo
+/// (index 1) — seed 003's pattern, which `route-get-resolves-to-lo` diagnoses.
+fn getroute_local_reply() -> Vec<u8> {
+    let attributes = [
+        attr(RTA_TABLE, &255u32.to_le_bytes()),
+        attr(RTA_DST, &[192, 0, 2, 10]),
+        attr(RTA_OIF, &1u32.to_le_bytes()),
+        attr(RTA_PREFSRC, &[192, 0, 2, 10]),
+    ];
+    // RT_TABLE_LOCAL, RTPROT_KERNEL, RT_SCOPE_HOST, RTN_LOCAL.
+    nlmsg(RTM_NEWROUTE, 0, &rtmsg(255, 2, 254, 2, &attributes))
 }
 
 fn getaddr_request() -> Vec<u8> {
@@ -382,9 +420,15 @@ impl Pcapng {
     }
 
     fn interface(&mut self, linktype: u16) -> &mut Self {
+        self.interface_with(linktype, &[])
+    }
+
+    /// An interface description block with `options` (raw bytes) after its fixed part.
+    fn interface_with(&mut self, linktype: u16, options: &[u8]) -> &mut Self {
         let mut body = self.file.order16(linktype).to_vec();
         body.extend_from_slice(&[0, 0]);
         body.extend_from_slice(&self.file.order32(262_144));
+        body.extend_from_slice(options);
         self.block(IDB, &body)
     }
 
@@ -464,6 +508,7 @@ fn case(
         outcome,
         events,
         diagnostic: diagnostic.iter().map(|d| d.to_string()).collect(),
+        output: Vec::new(),
     }
 }
 
@@ -524,11 +569,11 @@ fn pcap_cases() -> Vec<Case> {
     ));
     cases.push(case(
         "pcap-header-only.pcap",
-        "a valid file header and no frames (not an error: an empty capture)",
+        "a valid file header and no frames (not an error: an empty capture, said on stderr)",
         good.file.bytes[..24].to_vec(),
         Outcome::Clean,
         0,
-        &[],
+        &["0 frames"],
     ));
     let mut cut = good.file.bytes.clone();
     cut.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
@@ -595,7 +640,7 @@ fn pcap_cases() -> Vec<Case> {
         "pcap-caplen-above-snaplen.pcap",
         "snaplen 48; frame 2 claims a captured length above it",
         over.file.bytes,
-        Outcome::Fatal,
+        Outcome::Skips,
         1,
         &[&at, "captured length", "more than 48"],
     ));
@@ -629,7 +674,7 @@ fn pcap_cases() -> Vec<Case> {
         "pcap-frame-shorter-than-nlmon-header.pcap",
         "frame 2 has 6 bytes, less than the 16-byte nlmon header",
         short.file.bytes,
-        Outcome::Fatal,
+        Outcome::Skips,
         1,
         &[&at, "shorter than the 16-byte nlmon header"],
     ));
@@ -640,7 +685,7 @@ fn pcap_cases() -> Vec<Case> {
         "pcap-nlmon-header-not-netlink.pcap",
         "frame 2's nlmon header says device type 1 (ARPHRD_ETHER), not ARPHRD_NETLINK",
         ether.file.bytes,
-        Outcome::Fatal,
+        Outcome::Skips,
         1,
         &[&at, "device type 1"],
     ));
@@ -899,7 +944,7 @@ fn pcapng_cases() -> Vec<Case> {
         "pcapng-interface-ethernet.pcapng",
         "the only interface has link type 1 (Ethernet)",
         ether.file.bytes.clone(),
-        Outcome::Fatal,
+        Outcome::Skips,
         0,
         &[&ether.file.at(1), "link type 1 "],
     ));
@@ -912,7 +957,7 @@ fn pcapng_cases() -> Vec<Case> {
         "pcapng-second-interface-ethernet.pcapng",
         "two good packets on the netlink interface, then one on a second, Ethernet interface",
         mixed.file.bytes,
-        Outcome::Fatal,
+        Outcome::Skips,
         2,
         &[&at, "link type 1 "],
     ));
@@ -923,7 +968,7 @@ fn pcapng_cases() -> Vec<Case> {
         "pcapng-packet-before-interface.pcapng",
         "a packet block referring to interface 0 in a section that describes none",
         orphan.file.bytes.clone(),
-        Outcome::Fatal,
+        Outcome::Skips,
         0,
         &[&orphan.file.at(1), "interface 0"],
     ));
@@ -945,7 +990,7 @@ fn pcapng_cases() -> Vec<Case> {
         "pcapng-caplen-past-block.pcapng",
         "packet 2 claims 4096 captured bytes in a block far smaller",
         past.file.bytes,
-        Outcome::Fatal,
+        Outcome::Skips,
         1,
         &[&at, "runs past the end of its block"],
     ));
@@ -965,6 +1010,7 @@ fn pcapng_cases() -> Vec<Case> {
         &[],
     ));
     let mut options = Pcapng::netlink(false);
+    let first_packet = options.file.bytes.len();
     for frame in good_frames() {
         // An option claiming 0x400 bytes, then garbage: options end there, the packet stays.
         let garbage = [1, 0, 0, 4, 0xde, 0xad, 0xbe, 0xef];
@@ -974,11 +1020,114 @@ fn pcapng_cases() -> Vec<Case> {
     }
     cases.push(case(
         "pcapng-packet-options-garbage.pcapng",
-        "packet options whose lengths run past the block: ignored, the packets are kept",
+        "packet options whose lengths run past the block: reported and ignored, the packets kept",
         options.file.bytes,
-        Outcome::Clean,
+        Outcome::Warns,
         2,
+        &[
+            &format!("frame 1 at byte offset {}", first_packet),
+            "packet block option 1",
+            "claims 1024 bytes",
+        ],
+    ));
+    cases.extend(pcapng_damage_cases());
+    cases
+}
+
+/// Issue 19: pcapng damage that is read past — each reported, every readable frame kept.
+fn pcapng_damage_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    // if_tsresol claiming 200 bytes: the interface stays (microseconds, the default).
+    let mut file = Pcapng::empty(false);
+    file.section_header(0x1A2B_3C4D);
+    let at = file.file.bytes.len();
+    let option = [file.file.order16(9), file.file.order16(200)].concat();
+    file.interface_with(253, &[option, vec![6, 0, 0, 0]].concat());
+    cases.push(case(
+        "pcapng-interface-option-length-bad.pcapng",
+        "the interface's if_tsresol option claims 200 bytes in a block with 4: reported, the \
+         interface and its packets kept",
+        file.packets(&good_frames()).file.bytes,
+        Outcome::Warns,
+        2,
+        &[
+            &format!("block at byte offset {at}"),
+            "interface description option 9",
+            "claims 200 bytes",
+        ],
+    ));
+    let mut file = Pcapng::netlink(false).packets(&good_frames()[..1]);
+    let at = file.file.next_at();
+    file.packet_on(7, &good_frames()[0]);
+    let file = file.packets(&good_frames()[1..]);
+    cases.push(case(
+        "pcapng-unknown-interface-id.pcapng",
+        "packet 2 refers to interface 7 of a section that describes one: skipped, packet 3 read",
+        file.file.bytes,
+        Outcome::Skips,
+        2,
+        &[&at, "interface 7"],
+    ));
+    let mut file = Pcapng::netlink(false).packets(&good_frames());
+    let mut big = Pcapng::netlink(true).packets(&good_frames());
+    file.file.bytes.append(&mut big.file.bytes);
+    let mut little = Pcapng::netlink(false).packets(&good_frames());
+    file.file.bytes.append(&mut little.file.bytes);
+    cases.push(case(
+        "pcapng-mixed-endianness-sections.pcapng",
+        "three sections, little-, big-, then little-endian, each with the two good packets",
+        file.file.bytes,
+        Outcome::Clean,
+        6,
         &[],
+    ));
+    let route_get = [
+        route(&getroute_request()),
+        nlmon_frame(1, NETLINK_ROUTE, &getaddr_request()),
+        route(&getroute_local_reply()),
+    ];
+    let file = Pcapng::netlink(false).packets(&route_get);
+    let mut middle = case(
+        "pcapng-corrupt-frame-in-middle.pcapng",
+        "an `ip route get` answered type local dev lo, with a frame whose nlmon header says \
+         ARPHRD_ETHER between request and reply: skipped, the diagnosis still made",
+        file.file.bytes.clone(),
+        Outcome::Skips,
+        2,
+        &[&file.file.at(2), "device type 1", "reading goes on"],
+    );
+    middle.output.push("route-get-resolves-to-lo");
+    cases.push(middle);
+    let mut file = Pcapng::netlink(false).packets(&route_get[..1]);
+    let at = file.file.next_at();
+    let body = file.packet_body(0, 24, &good_frames()[1][..24], &[]);
+    file.block_with(EPB, &body, |_| (47, 47));
+    file.file.bytes.extend_from_slice(&[0xee; 10]);
+    let resumed = file.file.bytes.len();
+    let file = file.packets(&route_get[2..]);
+    let mut resync = case(
+        "pcapng-corrupt-block-in-middle.pcapng",
+        "a block whose length is 47, then 10 bytes of garbage, between request and reply: \
+         skipped to the next block, the diagnosis still made",
+        file.file.bytes,
+        Outcome::Skips,
+        2,
+        &[
+            &at,
+            "not a multiple of 4",
+            &format!("reading goes on at byte offset {resumed}"),
+        ],
+    );
+    resync.output.push("route-get-resolves-to-lo");
+    cases.push(resync);
+    let file = Pcapng::netlink(false);
+    cases.push(case(
+        "pcapng-no-packets.pcapng",
+        "a section header and an interface, no packets (not an error, said on stderr)",
+        file.file.bytes,
+        Outcome::Clean,
+        0,
+        &["0 frames"],
     ));
     cases
 }
@@ -1092,8 +1241,11 @@ pub fn readme(cases: &[Case]) -> String {
          `malformed_inputs` test checks they are still its output and runs each through \
          `nodeip-trace analyze --format json` or `replay --format json`). Never a panic; \
          *fatal*: the events before the fault, then a diagnostic naming the frame (or line) \
-         and byte offset and a non-zero exit; *warns*: every frame reported, a warning per bad \
-         message naming its frame and byte offset, exit 0; *clean*: exit 0, no diagnostic.\n\n\
+         and byte offset and a non-zero exit; *skips*: every readable frame reported, a \
+         diagnostic per damaged frame or stretch of the file skipped naming its frame and byte \
+         offset (and where reading went on), exit 4; *warns*: every frame reported, a warning \
+         per bad message or ignored option naming its frame and byte offset, exit 0; *clean*: \
+         exit 0, no diagnostic (an empty capture says `0 frames`).\n\n\
          | file | command | outcome | frames or lines reported | what |\n|---|---|---|---|---|\n",
     );
     for c in cases {
@@ -1104,6 +1256,7 @@ pub fn readme(cases: &[Case]) -> String {
         let outcome = match c.outcome {
             Outcome::Clean => "clean",
             Outcome::Warns => "warns",
+            Outcome::Skips => "skips",
             Outcome::Fatal => "fatal",
         };
         let _ = writeln!(

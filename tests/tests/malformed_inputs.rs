@@ -55,14 +55,24 @@ fn check(case: &Case) -> Vec<String> {
         problems.push("panicked".to_owned());
     }
     match (case.outcome, code) {
-        (Outcome::Fatal, Some(c)) if c != 0 && c != 101 => {}
-        (Outcome::Clean | Outcome::Warns, Some(0)) => {}
+        (Outcome::Fatal, Some(c)) if c != 0 && c != 101 && c != 4 => {}
+        (Outcome::Clean | Outcome::Warns, Some(0)) | (Outcome::Skips, Some(4)) => {}
         (outcome, code) => problems.push(format!("{outcome:?} but exit {code:?}")),
     }
     match case.outcome {
-        Outcome::Clean if !stderr.is_empty() => problems.push("a clean file made noise".into()),
-        Outcome::Warns if !stderr.contains("warning") => problems.push("no warning".into()),
+        Outcome::Clean if case.diagnostic.is_empty() && !stderr.is_empty() => {
+            problems.push("a clean file made noise".into())
+        }
+        Outcome::Clean if stderr.contains("warning") => problems.push("a clean file warns".into()),
+        Outcome::Warns | Outcome::Skips if !stderr.contains("warning") => {
+            problems.push("no warning".into())
+        }
         _ => {}
+    }
+    for expected in &case.output {
+        if !stdout.contains(expected) {
+            problems.push(format!("stdout lacks {expected:?}"));
+        }
     }
     for expected in &case.diagnostic {
         if !stderr.contains(expected.as_str()) {

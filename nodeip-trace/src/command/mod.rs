@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod explain;
 pub mod offline;
+pub mod report;
 pub mod trace;
 
 /// What the tool's exit status means.
@@ -16,6 +17,9 @@ pub enum Exit {
     Failed,
     /// `explain`: a finding of severity warning or error was made.
     Findings,
+    /// `analyze`: the capture was read to its end, but damaged frames or stretches of it were
+    /// skipped (each named on stderr); everything else was output.
+    Skipped,
     /// `trace -- COMMAND`: the command's own status (128+N when a signal killed it).
     Command(u8),
 }
@@ -28,6 +32,7 @@ impl Exit {
             Exit::CannotTrace => 1,
             Exit::Failed => 2,
             Exit::Findings => 3,
+            Exit::Skipped => 4,
             Exit::Command(code) => code,
         }
     }

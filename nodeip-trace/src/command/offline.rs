@@ -109,13 +109,43 @@ impl std::fmt::Display for FrameWarning {
     }
 }
 
+/// Something `analyze` read past: a decoding problem inside a frame it kept, or a problem in the
+/// capture's framing (an option ignored, a frame or stretch skipped).
+#[derive(Debug)]
+pub enum AnalyzeWarning {
+    /// A decoding problem inside a frame that was kept.
+    Decoding(FrameWarning),
+    /// A problem in the capture itself: [`CaptureError::Skipped`] (a frame or stretch of the
+    /// file skipped) or [`CaptureError::BadOption`] (options ignored, the block kept).
+    Capture(CaptureError),
+}
+
+impl AnalyzeWarning {
+    /// Whether something was skipped (a frame, or bytes of the file).
+    pub fn skipped(&self) -> bool {
+        matches!(self, AnalyzeWarning::Capture(CaptureError::Skipped { .. }))
+    }
+}
+
+impl std::fmt::Display for AnalyzeWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnalyzeWarning::Decoding(w) => w.fmt(f),
+            AnalyzeWarning::Capture(e) => e.fmt(f),
+        }
+    }
+}
+
 /// What an analysis went through.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AnalyzeSummary {
     /// Frames read.
     pub frames: u64,
-    /// Decoding problems found inside frames (each passed to the warning callback).
+    /// Decoding problems found inside frames, and capture options ignored (each passed to the
+    /// warning callback).
     pub warnings: u64,
+    /// Frames or stretches of the file skipped (each passed to the warning callback).
+    pub skipped: u64,
     /// The output was a closed pipe (`analyze … | head`): reading stopped there, not an error.
     pub output_closed: bool,
 }
@@ -137,7 +167,7 @@ fn deliver(
     current: &mut Option<FrameOrigin>,
     sink: &mut dyn EventSink,
     summary: &mut AnalyzeSummary,
-    warn: &mut dyn FnMut(&FrameWarning),
+    warn: &mut dyn FnMut(&AnalyzeWarning),
 ) -> Result<bool, OfflineError> {
     for item in out.drain(..) {
         match &item {
@@ -148,12 +178,12 @@ fn deliver(
                 if let (EventBody::Netlink(netlink), Some(origin)) = (&event.body, *current) {
                     for problem in &netlink.decode_errors {
                         summary.warnings += 1;
-                        warn(&FrameWarning {
+                        warn(&AnalyzeWarning::Decoding(FrameWarning {
                             frame: origin.number,
                             offset: origin.offset,
                             data_offset: origin.data_offset,
                             problem: problem.clone(),
-                        });
+                        }));
                     }
                 }
             }
@@ -168,15 +198,16 @@ fn deliver(
 }
 
 /// Analyzes a capture read from `input` into `sink`: frames and events in capture order,
-/// decoding problems to `warn`, and `progress` called with the bytes read so far after each
-/// frame. A malformed capture ends the analysis with [`OfflineError::Capture`] after everything
-/// before the fault was written and the sink finished.
+/// decoding problems and what the reader skipped or ignored to `warn` (reading goes on after
+/// them), and `progress` called with the bytes read so far after each frame. A capture whose
+/// framing cannot be resynchronised ends the analysis with [`OfflineError::Capture`] after
+/// everything before the fault was written and the sink finished.
 pub fn analyze_into(
     path: &Path,
     input: impl Read,
     genl_families: &[(u16, String)],
     sink: &mut dyn EventSink,
-    warn: &mut dyn FnMut(&FrameWarning),
+    warn: &mut dyn FnMut(&AnalyzeWarning),
     progress: &mut dyn FnMut(u64),
 ) -> Result<AnalyzeSummary, OfflineError> {
     let capture_error = |source| OfflineError::Capture {
@@ -193,7 +224,17 @@ pub fn analyze_into(
     let mut captured = CapturedFrame::default();
     let mut failure = None;
     loop {
-        let more = match reader.read_frame(&mut captured) {
+        let read = reader.read_frame(&mut captured);
+        for problem in reader.take_problems() {
+            let problem = AnalyzeWarning::Capture(problem);
+            if problem.skipped() {
+                summary.skipped += 1;
+            } else {
+                summary.warnings += 1;
+            }
+            warn(&problem);
+        }
+        let more = match read {
             Ok(more) => more,
             Err(source) => {
                 failure = Some(capture_error(source));
@@ -242,9 +283,11 @@ pub fn analyze_into(
 /// Files at least this big show progress on a terminal.
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 
-/// Analyzes a pcap/pcapng capture to stdout. Decoding problems inside frames are warnings on
-/// stderr naming the frame and byte offset; frames before a malformed point are reported and
-/// the error is returned after them. Progress (bytes read of the file size) shows on stderr
+/// Analyzes a pcap/pcapng capture to stdout. Decoding problems inside frames, frames skipped
+/// and options ignored are warnings on stderr naming the frame and byte offset, and a closing
+/// count says how many frames were read (also when there were none); when the file's framing
+/// cannot be resynchronised, the frames before that point are reported and the error returned
+/// after them. Progress (bytes read of the file size) shows on stderr
 /// when it is a terminal and the file is big. `genl_families` (id, name) are taught to the
 /// decoder before the first frame; nlctrl exchanges in the capture still teach ids as they come.
 pub fn analyze(
@@ -259,7 +302,7 @@ pub fn analyze(
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut sink = stdout_sink(format);
     let shown = path.display();
-    let mut warn = |w: &FrameWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
+    let mut warn = |w: &AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
     let show_progress = std::io::stderr().is_terminal() && size >= PROGRESS_MIN_BYTES;
     let mut last = Instant::now();
     let mut progress = |read: u64| {
@@ -281,16 +324,27 @@ pub fn analyze(
         eprint!("\r\x1b[K");
     }
     let summary = result?;
-    if summary.warnings > 0 {
-        eprintln!(
-            "nodeip-trace: {shown}: {} frames read, {} decoding problem{} (each reported above \
-             and in its frame's decode_errors)",
-            summary.frames,
-            summary.warnings,
-            if summary.warnings == 1 { "" } else { "s" }
-        );
+    if let Some(line) = summary_line(&summary) {
+        eprintln!("nodeip-trace: {shown}: {line}");
     }
     Ok(summary)
+}
+
+/// The closing count of [`analyze`] on stderr, when there is something to say: how many frames
+/// were read (also none), problems read past, what was skipped.
+fn summary_line(summary: &AnalyzeSummary) -> Option<String> {
+    let count = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let frames = count(summary.frames, "frame");
+    match (summary.frames, summary.warnings, summary.skipped) {
+        (0, 0, 0) => Some(format!("{frames}: the capture holds no packets")),
+        (_, 0, 0) => None,
+        (_, warnings, skipped) => Some(format!(
+            "{frames} read, {} read past, {} skipped (each reported above; decoding problems \
+             also in their frame's decode_errors)",
+            count(warnings, "problem"),
+            count(skipped, "damaged part"),
+        )),
+    }
 }
 
 /// `analyze: 512 of 2048 MiB (25%)`.
@@ -363,6 +417,7 @@ pub fn replay_into(
 ) -> Result<(), OfflineError> {
     let mut raw = Vec::new();
     let (mut line, mut offset) = (0usize, 0u64);
+    let mut inside = 0u32;
     loop {
         raw.clear();
         let read = input
@@ -374,6 +429,10 @@ pub fn replay_into(
                 source,
             })?;
         if read == 0 {
+            if inside > 0 {
+                // Cut short inside a call: close its span.
+                sink.write(&Emitted::SpanEnd)?;
+            }
             return Ok(());
         }
         line += 1;
@@ -385,9 +444,30 @@ pub fn replay_into(
         })?;
         if !text.trim().is_empty() {
             let event = parse_line_at(path, line, offset, text)?;
-            sink.write(&Emitted::Event(Box::new(event)))?;
+            inside = replay_event(event, inside, sink)?;
         }
         offset += read as u64;
+    }
+}
+
+/// Writes one recorded event; a resolver call's span is rebuilt from its `during` count (the
+/// events that follow it and happened inside it), as the live run gave it to its sinks.
+/// Returns how many events of the open span are still to come.
+fn replay_event(event: Event, inside: u32, sink: &mut dyn EventSink) -> Result<u32, SinkError> {
+    if inside > 0 {
+        sink.write(&Emitted::Event(Box::new(event)))?;
+        if inside == 1 {
+            sink.write(&Emitted::SpanEnd)?;
+        }
+        return Ok(inside - 1);
+    }
+    match &event.body {
+        EventBody::Getaddrinfo(call) if call.during > 0 => {
+            let during = call.during;
+            sink.write(&Emitted::SpanBegin(Box::new(event)))?;
+            Ok(during)
+        }
+        _ => sink.write(&Emitted::Event(Box::new(event))).map(|()| 0),
     }
 }
 
@@ -489,13 +569,7 @@ mod tests {
         msg
     }
 
-    fn analyze_bytes(
-        bytes: &[u8],
-    ) -> (
-        Result<AnalyzeSummary, OfflineError>,
-        Vec<FrameWarning>,
-        usize,
-    ) {
+    fn analyze_bytes(bytes: &[u8]) -> (Result<AnalyzeSummary, OfflineError>, Vec<String>, usize) {
         let mut out = Vec::new();
         let mut warnings = Vec::new();
         let result = {
@@ -505,7 +579,7 @@ mod tests {
                 bytes,
                 &[],
                 &mut sink,
-                &mut |w| warnings.push(w.clone()),
+                &mut |w| warnings.push(w.to_string()),
                 &mut |_| {},
             )
         };
@@ -532,7 +606,7 @@ mod tests {
             problem: "netlink message at byte 0 has nlmsg_len 0, less than the 16-byte header"
                 .into(),
         };
-        assert_eq!(warnings, [expected]);
+        assert_eq!(warnings, [expected.to_string()]);
         assert_eq!(bytes[112..116], [0, 0, 0, 0]);
     }
 
@@ -547,6 +621,82 @@ mod tests {
         );
         assert!(warnings.is_empty());
         assert_eq!(lines, 1);
+    }
+
+    /// Issue 19: a pcapng whose second frame has a corrupt nlmon header stopped `analyze` there;
+    /// the frames after it, and the diagnoses they carry, were lost.
+    #[test]
+    fn a_corrupt_frame_is_skipped_and_the_diagnoses_after_it_are_kept() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap");
+        let frames: Vec<_> = CaptureReader::new(std::fs::File::open(fixture).unwrap())
+            .unwrap()
+            .map(|f| f.unwrap().frame)
+            .collect();
+        let section = crate::sink::pcap::SectionInfo {
+            user_application: "test".into(),
+            hardware: String::new(),
+            os: String::new(),
+            host: String::new(),
+        };
+        let mut writer = crate::sink::pcap::NlmonPcapngWriter::new(Vec::new(), &section).unwrap();
+        for frame in &frames {
+            crate::sink::pcap::FrameSink::write_frame(&mut writer, frame).unwrap();
+        }
+        let mut bytes = writer.into_inner();
+        let second = CaptureReader::new(&bytes[..])
+            .unwrap()
+            .nth(1)
+            .unwrap()
+            .unwrap();
+        // The nlmon header's ARPHRD type (bytes 2-3) of frame 2.
+        let hatype = (second.data_offset - 16 + 2) as usize;
+        bytes[hatype..hatype + 2].copy_from_slice(&1u16.to_be_bytes());
+        let (result, warnings, lines) = analyze_bytes(&bytes);
+        let summary = result.unwrap();
+        assert_eq!(
+            (summary.frames, summary.skipped, lines),
+            (frames.len() as u64 - 1, 1, frames.len() - 1)
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let at = format!("frame 2 at byte offset {}", second.file_offset);
+        assert!(warnings[0].starts_with(&at), "{warnings:?}");
+        assert!(warnings[0].contains("device type 1"), "{warnings:?}");
+        let mut out = Vec::new();
+        let mut sink = crate::sink::json::JsonLinesSink::new(&mut out, "memory", false);
+        analyze_into(
+            Path::new("f"),
+            &bytes[..],
+            &[],
+            &mut sink,
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+        drop(sink);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("secondary-address-skipped"), "{text}");
+        assert!(text.contains("route-get-resolves-to-lo"), "{text}");
+    }
+
+    #[test]
+    fn the_closing_count_says_zero_frames_and_what_was_skipped() {
+        let summary = |frames, warnings, skipped| AnalyzeSummary {
+            frames,
+            warnings,
+            skipped,
+            output_closed: false,
+        };
+        assert_eq!(
+            summary_line(&summary(0, 0, 0)).unwrap(),
+            "0 frames: the capture holds no packets"
+        );
+        assert_eq!(summary_line(&summary(3, 0, 0)), None);
+        assert_eq!(
+            summary_line(&summary(1, 0, 2)).unwrap(),
+            "1 frame read, 0 problems read past, 2 damaged parts skipped (each reported above; \
+             decoding problems also in their frame's decode_errors)"
+        );
     }
 
     #[test]

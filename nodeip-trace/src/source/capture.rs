@@ -4,10 +4,20 @@
 //!
 //! Memory stays constant whatever the file size: records are read one at a time from a
 //! `BufReader` into a reused buffer ([`CaptureReader::read_frame`] reuses the caller's frame too).
-//! [`CaptureReader::bytes_read`] reports progress. Malformed input ends the stream with a
-//! [`CaptureError`] naming the frame number and byte offset; every frame before it is returned.
-//! What is inside the netlink bytes (e.g. an `nlmsg_len` running past the frame) is the decoder's
-//! business, not this reader's.
+//! [`CaptureReader::bytes_read`] reports progress.
+//!
+//! The reader keeps everything it can read. A frame whose content is corrupt (its nlmon header,
+//! a captured length past its block, an interface the section does not describe or that is not
+//! netlink) is skipped; a pcapng block whose framing is corrupt (its lengths) is skipped by
+//! scanning forward, byte by byte, for the next plausible block (a known type, a sane length
+//! repeated at its end); an option whose length runs past its block is ignored from there on. Each of these is
+//! queued as a problem naming the frame number and byte offset ([`CaptureReader::take_problems`],
+//! [`CaptureError::Skipped`] for what was skipped) and reading goes on. Only what cannot be
+//! resynchronised ends the stream with a [`CaptureError`]: the file header, a file cut short, a
+//! classic pcap record length beyond any sane bound (classic pcap has no markers to find the next
+//! record by), or a pcapng fault with no plausible block after it. What is inside the netlink
+//! bytes (e.g. an `nlmsg_len` running past the frame) is the decoder's business, not this
+//! reader's.
 //!
 //! The direction of a frame comes from, in order: the pcapng `epb_flags` direction bits or a
 //! `dir=` comment (ours), then [`infer_direction`] from the nlmon header and the messages.
@@ -46,7 +56,8 @@ const MAX_INTERFACES: usize = 4096;
 /// Where in the capture something happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Position {
-    /// 1-based frame number (Wireshark's numbering); 0 = the file header, before any frame.
+    /// 1-based frame number (Wireshark's numbering); 0 = not a frame: the file header, or a
+    /// pcapng block that holds no packet (section header, interface description).
     pub frame: u64,
     /// Byte offset of the record (pcap record header, pcapng block) in the file.
     pub offset: u64,
@@ -54,8 +65,10 @@ pub struct Position {
 
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.frame == 0 {
-            write!(f, "file header at byte offset {}", self.offset)
+        if self.frame == 0 && self.offset == 0 {
+            write!(f, "file header at byte offset 0")
+        } else if self.frame == 0 {
+            write!(f, "block at byte offset {}", self.offset)
         } else {
             write!(f, "frame {} at byte offset {}", self.frame, self.offset)
         }
@@ -133,6 +146,53 @@ pub enum CaptureError {
         /// What is wrong.
         what: String,
     },
+    /// A pcapng option's length runs past its block: that option and those after it in the
+    /// block are ignored; the block itself is kept.
+    #[error(
+        "{at}: pcapng {block} option {code} at byte offset {offset} claims {len} bytes but only \
+         {room} remain in the block; it and the options after it are ignored, the {block} is kept"
+    )]
+    BadOption {
+        /// Where the block starts.
+        at: Position,
+        /// Which block (`packet block`, `interface description`, `section header`).
+        block: &'static str,
+        /// The option code.
+        code: u16,
+        /// File offset of the option.
+        offset: u64,
+        /// The length it claims.
+        len: u16,
+        /// The bytes left in the block for its value.
+        room: u64,
+    },
+    /// A damaged frame or stretch of the file was skipped and reading went on after it.
+    #[error("{source}; skipped {bytes} bytes, reading goes on at byte offset {resumed_at}")]
+    Skipped {
+        /// What was wrong with it.
+        #[source]
+        source: Box<CaptureError>,
+        /// How many bytes were skipped.
+        bytes: u64,
+        /// File offset where reading went on.
+        resumed_at: u64,
+    },
+}
+
+impl CaptureError {
+    /// Where in the capture it happened.
+    pub fn position(&self) -> Position {
+        match self {
+            CaptureError::Io { at, .. }
+            | CaptureError::UnknownFormat { at, .. }
+            | CaptureError::WrongLinkType { at, .. }
+            | CaptureError::Truncated { at, .. }
+            | CaptureError::BadLength { at, .. }
+            | CaptureError::Malformed { at, .. }
+            | CaptureError::BadOption { at, .. } => *at,
+            CaptureError::Skipped { source, .. } => source.position(),
+        }
+    }
 }
 
 /// One frame read from a capture.
@@ -306,18 +366,72 @@ enum State {
 }
 
 /// Streaming reader over a pcap or pcapng netlink capture; an iterator of
-/// `Result<CapturedFrame, CaptureError>` that ends after the first error.
+/// `Result<CapturedFrame, CaptureError>` that yields every readable frame and ends after the
+/// first error it cannot read past (what it skipped is in [`CaptureReader::take_problems`]).
 #[derive(Debug)]
 pub struct CaptureReader<R: Read> {
     input: BufReader<R>,
     state: State,
     /// Bytes consumed so far.
     offset: u64,
-    /// Number of the last frame returned.
+    /// Number of the last frame read (returned or skipped).
     number: u64,
-    /// Reused record buffer.
+    /// Reused record buffer: a pcap frame's bytes, or a whole pcapng block.
     record: Vec<u8>,
+    /// Bytes read ahead while resynchronising, to be read again before the input.
+    pending: Vec<u8>,
+    /// How much of `pending` was read again.
+    pending_at: usize,
+    /// What was skipped or ignored since the last [`CaptureReader::take_problems`].
+    problems: Vec<CaptureError>,
     done: bool,
+}
+
+/// How far past a corrupt pcapng block the reader looks for the next plausible one.
+const MAX_RESYNC_SCAN: u64 = 64 << 20;
+
+/// Block types a resynchronising scan accepts (pcapng draft: IDB, PB, SPB, NRB, ISB, EPB,
+/// IRIG, ARINC, systemd journal, decryption secrets; custom blocks).
+fn known_block_type(kind: u32) -> bool {
+    matches!(kind, 1..=10 | 0x0000_0BAD | 0x4000_0BAD)
+}
+
+/// Refuses a record length past [`MAX_RECORD_LEN`] before anything is allocated for it.
+fn within_bound(at: Position, what: &'static str, len: u32) -> Result<(), CaptureError> {
+    if len > MAX_RECORD_LEN {
+        return Err(CaptureError::BadLength {
+            at,
+            what,
+            len: len.into(),
+            limit: MAX_RECORD_LEN.into(),
+        });
+    }
+    Ok(())
+}
+
+/// The byte order of a section header whose first 12 bytes are `head`, from its byte-order magic.
+fn section_byte_order(head: &[u8]) -> Option<Endian> {
+    match u32::from_be_bytes(head.get(8..12)?.try_into().ok()?) {
+        PCAPNG_BYTE_ORDER_MAGIC => Some(Endian::Big),
+        m if m.swap_bytes() == PCAPNG_BYTE_ORDER_MAGIC => Some(Endian::Little),
+        _ => None,
+    }
+}
+
+/// A plausible pcapng block at the start of `bytes` (a known type, a sane length) in byte order
+/// `endian` (a section header brings its own): its length and byte order.
+fn plausible_block(bytes: &[u8], endian: Endian) -> Option<(usize, Endian)> {
+    let head = bytes.get(..12)?;
+    let endian = if head[..4] == PCAPNG_SHB.to_be_bytes() {
+        section_byte_order(head)?
+    } else if known_block_type(endian.u32(head, 0)) {
+        endian
+    } else {
+        return None;
+    };
+    let total = endian.u32(head, 4);
+    (total >= 12 && total.is_multiple_of(4) && total <= MAX_RECORD_LEN)
+        .then_some((total as usize, endian))
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -332,13 +446,31 @@ impl<R: Read> CaptureReader<R> {
             offset: 0,
             number: 0,
             record: Vec::new(),
+            pending: Vec::new(),
+            pending_at: 0,
+            problems: Vec::new(),
             done: false,
         };
         let at = reader.position();
         let mut magic = [0u8; 4];
         reader.fill(&mut magic, "file magic", at)?;
         match magic {
-            [0x0a, 0x0d, 0x0d, 0x0a] => reader.read_section_header(at)?,
+            [0x0a, 0x0d, 0x0d, 0x0a] => {
+                // Read the section header as a whole block.
+                reader.pending = magic.to_vec();
+                reader.offset = 0;
+                match reader.read_block(at)? {
+                    Some((PCAPNG_SHB, endian)) => reader.section_options(at, endian),
+                    _ => {
+                        return Err(CaptureError::Truncated {
+                            at,
+                            what: "pcapng section header",
+                            needed: 28,
+                            got: 4,
+                        })
+                    }
+                }
+            }
             _ => reader.read_pcap_header(at, magic)?,
         }
         Ok(reader)
@@ -357,8 +489,15 @@ impl<R: Read> CaptureReader<R> {
         self.offset
     }
 
-    /// Reads the next frame into `out`, reusing its buffers. `Ok(false)` at the end of the file.
-    /// After an error, the reader returns `Ok(false)`.
+    /// What was skipped ([`CaptureError::Skipped`]) or ignored ([`CaptureError::BadOption`])
+    /// since the last call, in file order. Call it after each [`CaptureReader::read_frame`].
+    pub fn take_problems(&mut self) -> Vec<CaptureError> {
+        std::mem::take(&mut self.problems)
+    }
+
+    /// Reads the next readable frame into `out`, reusing its buffers; frames and stretches it
+    /// skipped on the way are queued for [`CaptureReader::take_problems`]. `Ok(false)` at the
+    /// end of the file. After an error, the reader returns `Ok(false)`.
     pub fn read_frame(&mut self, out: &mut CapturedFrame) -> Result<bool, CaptureError> {
         if self.done {
             return Ok(false);
@@ -388,9 +527,29 @@ impl<R: Read> CaptureReader<R> {
         }
     }
 
-    /// Reads as many bytes as the input has, up to `buf.len()`.
+    /// Queues `error` as skipped: everything from `at` to the current offset.
+    fn skip(&mut self, error: CaptureError, at: Position) {
+        self.problems.push(CaptureError::Skipped {
+            source: Box::new(error),
+            bytes: self.offset - at.offset,
+            resumed_at: self.offset,
+        });
+    }
+
+    /// Reads as many bytes as the input has, up to `buf.len()`: first those read ahead while
+    /// resynchronising, then the input.
     fn read_up_to(&mut self, buf: &mut [u8], at: Position) -> Result<usize, CaptureError> {
         let mut got = 0;
+        let ahead = &self.pending[self.pending_at..];
+        if !ahead.is_empty() {
+            got = ahead.len().min(buf.len());
+            buf[..got].copy_from_slice(&ahead[..got]);
+            self.pending_at += got;
+            if self.pending_at == self.pending.len() {
+                self.pending.clear();
+                self.pending_at = 0;
+            }
+        }
         while got < buf.len() {
             match self.input.read(&mut buf[got..]) {
                 Ok(0) => break,
@@ -442,6 +601,21 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
+    /// Appends `len` bytes read from the input to the reused record buffer.
+    fn append_record(
+        &mut self,
+        len: usize,
+        what: &'static str,
+        at: Position,
+    ) -> Result<(), CaptureError> {
+        let mut record = std::mem::take(&mut self.record);
+        let start = record.len();
+        record.resize(start + len, 0);
+        let result = self.fill(&mut record[start..], what, at);
+        self.record = record;
+        result
+    }
+
     /// Reads `len` bytes into the reused record buffer.
     fn fill_record(
         &mut self,
@@ -449,12 +623,8 @@ impl<R: Read> CaptureReader<R> {
         what: &'static str,
         at: Position,
     ) -> Result<(), CaptureError> {
-        let mut record = std::mem::take(&mut self.record);
-        record.clear();
-        record.resize(len, 0);
-        let result = self.fill(&mut record, what, at);
-        self.record = record;
-        result
+        self.record.clear();
+        self.append_record(len, what, at)
     }
 
     fn read_pcap_header(&mut self, at: Position, magic: [u8; 4]) -> Result<(), CaptureError> {
@@ -499,47 +669,46 @@ impl<R: Read> CaptureReader<R> {
         else {
             return Ok(false);
         };
-        let at = self.next_position();
-        let mut head = [0u8; 16];
-        if !self.read_record_start(&mut head, "pcap record header", at)? {
-            return Ok(false);
+        loop {
+            let at = self.next_position();
+            let mut head = [0u8; 16];
+            if !self.read_record_start(&mut head, "pcap record header", at)? {
+                return Ok(false);
+            }
+            let (sec, frac) = (endian.u32(&head, 0), endian.u32(&head, 4));
+            let (caplen, orig_len) = (endian.u32(&head, 8), endian.u32(&head, 12));
+            // Past the sanity bound the record's end cannot be trusted: classic pcap has no
+            // marker to find the next record by.
+            within_bound(at, "captured length", caplen)?;
+            self.fill_record(caplen as usize, "pcap frame data", at)?;
+            self.number += 1;
+            if snaplen != 0 && caplen > snaplen {
+                let error = CaptureError::BadLength {
+                    at,
+                    what: "captured length",
+                    len: caplen.into(),
+                    limit: snaplen.into(),
+                };
+                self.skip(error, at);
+                continue;
+            }
+            let frac_ns = if nanos {
+                i128::from(frac)
+            } else {
+                i128::from(frac) * 1000
+            };
+            let packet = PacketInfo {
+                wall_ns: i128::from(sec) * 1_000_000_000 + frac_ns,
+                orig_len,
+                data_offset: at.offset + 16,
+                direction: None,
+                comment: None,
+            };
+            match self.finish_frame(out, at, packet) {
+                Ok(()) => return Ok(true),
+                Err(error) => self.skip(error, at),
+            }
         }
-        let (sec, frac) = (endian.u32(&head, 0), endian.u32(&head, 4));
-        let (caplen, orig_len) = (endian.u32(&head, 8), endian.u32(&head, 12));
-        let limit = if snaplen == 0 {
-            MAX_RECORD_LEN
-        } else {
-            snaplen.min(MAX_RECORD_LEN)
-        };
-        if caplen > limit {
-            return Err(CaptureError::BadLength {
-                at,
-                what: "captured length",
-                len: caplen.into(),
-                limit: if snaplen == 0 || snaplen > MAX_RECORD_LEN {
-                    u64::from(MAX_RECORD_LEN)
-                } else {
-                    u64::from(snaplen)
-                },
-            });
-        }
-        self.fill_record(caplen as usize, "pcap frame data", at)?;
-        let frac_ns = if nanos {
-            i128::from(frac)
-        } else {
-            i128::from(frac) * 1000
-        };
-        let wall_ns = i128::from(sec) * 1_000_000_000 + frac_ns;
-        self.number += 1;
-        let packet = PacketInfo {
-            wall_ns,
-            orig_len,
-            data_offset: at.offset + 16,
-            direction: None,
-            comment: None,
-        };
-        self.finish_frame(out, at, packet)?;
-        Ok(true)
     }
 
     /// Parses the nlmon header in the record buffer (the packet bytes) and fills `out`.
@@ -598,65 +767,56 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
-    /// Reads an SHB whose 4-byte type was already consumed at `at`.
-    fn read_section_header(&mut self, at: Position) -> Result<(), CaptureError> {
+    /// Reads the next pcapng block whole (type, length, body, trailing length) into the record
+    /// buffer and checks its framing: `Ok(None)` at a clean end of file, else its type and byte
+    /// order (a section header's own, which becomes the current one).
+    fn read_block(&mut self, at: Position) -> Result<Option<(u32, Endian)>, CaptureError> {
         let mut head = [0u8; 8];
-        self.fill(&mut head, "pcapng section header", at)?;
-        let endian = match u32::from_be_bytes([head[4], head[5], head[6], head[7]]) {
-            PCAPNG_BYTE_ORDER_MAGIC => Endian::Big,
-            m if m.swap_bytes() == PCAPNG_BYTE_ORDER_MAGIC => Endian::Little,
-            m => {
-                return Err(CaptureError::Malformed {
-                    at,
-                    what: format!("pcapng section header has byte-order magic {m:#010x}"),
-                })
+        if !self.read_record_start(&mut head, "pcapng block header", at)? {
+            return Ok(None);
+        }
+        self.record.clear();
+        self.record.extend_from_slice(&head);
+        let is_section = head[..4] == PCAPNG_SHB.to_be_bytes();
+        let endian = if is_section {
+            self.append_record(4, "pcapng section header", at)?;
+            section_byte_order(&self.record).ok_or_else(|| CaptureError::Malformed {
+                at,
+                what: format!(
+                    "pcapng section header has byte-order magic {:#010x}",
+                    u32::from_be_bytes([
+                        self.record[8],
+                        self.record[9],
+                        self.record[10],
+                        self.record[11]
+                    ])
+                ),
+            })?
+        } else {
+            match self.state {
+                State::Pcapng { endian, .. } => endian,
+                State::Pcap { .. } => return Ok(None),
             }
         };
-        let total = endian.u32(&head, 0);
-        let body = self.block_body_len(at, total, 12)?;
-        self.fill_record(body, "pcapng section header", at)?;
-        self.check_trailer(at, endian, total)?;
-        self.state = State::Pcapng {
-            endian,
-            interfaces: Vec::new(),
+        let kind = if is_section {
+            PCAPNG_SHB
+        } else {
+            endian.u32(&head, 0)
         };
-        Ok(())
-    }
-
-    /// Checks a block's total length and returns the body length after `consumed` bytes, minus
-    /// the 4-byte trailing length.
-    fn block_body_len(
-        &self,
-        at: Position,
-        total: u32,
-        consumed: u32,
-    ) -> Result<usize, CaptureError> {
-        if total > MAX_RECORD_LEN {
-            return Err(CaptureError::BadLength {
-                at,
-                what: "pcapng block length",
-                len: total.into(),
-                limit: MAX_RECORD_LEN.into(),
-            });
-        }
-        if total < consumed + 4 || !total.is_multiple_of(4) {
+        let total = endian.u32(&head, 4);
+        within_bound(at, "pcapng block length", total)?;
+        let least = if is_section { 28 } else { 12 };
+        if total < least || !total.is_multiple_of(4) {
             return Err(CaptureError::Malformed {
                 at,
-                what: format!("pcapng block length {total} is not a multiple of 4 of at least 12"),
+                what: format!(
+                    "pcapng block length {total} is not a multiple of 4 of at least {least}"
+                ),
             });
         }
-        Ok((total - consumed - 4) as usize)
-    }
-
-    fn check_trailer(
-        &mut self,
-        at: Position,
-        endian: Endian,
-        total: u32,
-    ) -> Result<(), CaptureError> {
-        let mut trailer = [0u8; 4];
-        self.fill(&mut trailer, "pcapng block trailer", at)?;
-        let again = endian.u32(&trailer, 0);
+        let rest = total as usize - self.record.len();
+        self.append_record(rest, "pcapng block", at)?;
+        let again = endian.u32(&self.record, total as usize - 4);
         if again != total {
             return Err(CaptureError::Malformed {
                 at,
@@ -665,62 +825,184 @@ impl<R: Read> CaptureReader<R> {
                 ),
             });
         }
+        if is_section {
+            self.state = State::Pcapng {
+                endian,
+                interfaces: Vec::new(),
+            };
+        }
+        Ok(Some((kind, endian)))
+    }
+
+    /// After a pcapng block whose framing is corrupt (`fault`, at `at`, its bytes read so far in
+    /// the record buffer), finds the next plausible block — a known type whose length is sane
+    /// and repeated at its end — byte by byte (garbage need not keep the 4-byte alignment),
+    /// and goes on there; the corrupt stretch is queued as skipped. `Err(fault)` when none is
+    /// found within [`MAX_RESYNC_SCAN`] bytes.
+    fn resync(&mut self, at: Position, fault: CaptureError) -> Result<(), CaptureError> {
+        let endian = match self.state {
+            State::Pcapng { endian, .. } => endian,
+            State::Pcap { .. } => return Err(fault),
+        };
+        let mut window = self.record.get(4..).unwrap_or_default().to_vec();
+        let mut base = at.offset + 4;
+        let mut p = 0usize;
+        let found = loop {
+            if base + p as u64 - at.offset > MAX_RESYNC_SCAN
+                || !self.window_holds(&mut window, p + 12, at)?
+            {
+                break None;
+            }
+            if let Some((total, order)) = plausible_block(&window[p..], endian) {
+                if self.window_holds(&mut window, p + total, at)?
+                    && order.u32(&window, p + total - 4) == total as u32
+                {
+                    break Some(p);
+                }
+            }
+            p += 1;
+            if p >= 1 << 20 {
+                window.drain(..p);
+                base += p as u64;
+                p = 0;
+            }
+        };
+        let Some(p) = found else {
+            return Err(fault);
+        };
+        let mut again = window.split_off(p);
+        again.extend_from_slice(&self.pending[self.pending_at..]);
+        self.pending = again;
+        self.pending_at = 0;
+        self.offset = base + p as u64;
+        self.skip(fault, at);
         Ok(())
+    }
+
+    /// Reads more of the input into `window` until it holds `len` bytes; `Ok(false)` when the
+    /// file ends first.
+    fn window_holds(
+        &mut self,
+        window: &mut Vec<u8>,
+        len: usize,
+        at: Position,
+    ) -> Result<bool, CaptureError> {
+        while window.len() < len {
+            let start = window.len();
+            window.resize(start + (len - start).max(64 << 10), 0);
+            let got = self.read_up_to(&mut window[start..], at)?;
+            window.truncate(start + got);
+            if got == 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn read_pcapng_frame(&mut self, out: &mut CapturedFrame) -> Result<bool, CaptureError> {
         loop {
             let at = self.next_position();
-            let mut kind_bytes = [0u8; 4];
-            if !self.read_record_start(&mut kind_bytes, "pcapng block header", at)? {
-                return Ok(false);
-            }
-            if kind_bytes == PCAPNG_SHB.to_be_bytes() {
-                self.read_section_header(at)?;
-                continue;
-            }
-            let State::Pcapng { endian, .. } = self.state else {
-                return Ok(false);
+            let (kind, endian) = match self.read_block(at) {
+                Ok(Some(block)) => block,
+                Ok(None) => return Ok(false),
+                Err(e @ (CaptureError::Truncated { .. } | CaptureError::Io { .. })) => {
+                    return Err(e)
+                }
+                Err(fault) => {
+                    self.resync(at, fault)?;
+                    continue;
+                }
             };
-            let mut len_bytes = [0u8; 4];
-            self.fill(&mut len_bytes, "pcapng block header", at)?;
-            let kind = endian.u32(&kind_bytes, 0);
-            let total = endian.u32(&len_bytes, 0);
-            let body = self.block_body_len(at, total, 8)?;
-            self.fill_record(body, "pcapng block", at)?;
-            self.check_trailer(at, endian, total)?;
+            let block_at = Position { frame: 0, ..at };
             match kind {
-                PCAPNG_IDB => self.add_interface(at, endian)?,
+                PCAPNG_SHB => self.section_options(block_at, endian),
+                PCAPNG_IDB => {
+                    if let Err(error) = self.add_interface(block_at, endian) {
+                        self.skip(error, block_at);
+                    }
+                }
                 PCAPNG_EPB | PCAPNG_PB | PCAPNG_SPB => {
-                    self.packet_block(out, at, endian, kind)?;
-                    return Ok(true);
+                    self.number += 1;
+                    let at = Position {
+                        frame: self.number,
+                        ..at
+                    };
+                    match self.packet_block(out, at, endian, kind) {
+                        Ok(()) => return Ok(true),
+                        Err(error) => self.skip(error, at),
+                    }
                 }
                 _ => {} // name resolution, statistics, journal, custom: not ours
             }
         }
     }
 
+    /// The `(code, value)` options of the block in the record buffer from `from` (an index in
+    /// the block) to its trailing length, up to `opt_endofopt`; an option whose length runs past
+    /// the block is queued as a problem and ends them.
+    fn block_options(
+        &mut self,
+        at: Position,
+        block: &'static str,
+        endian: Endian,
+        from: usize,
+        mut each: impl FnMut(u16, &[u8]),
+    ) {
+        let end = self.record.len().saturating_sub(4);
+        let mut i = from.min(end);
+        while end - i >= 4 {
+            let (code, len) = (endian.u16(&self.record, i), endian.u16(&self.record, i + 2));
+            if code == OPT_ENDOFOPT {
+                return;
+            }
+            let room = end - i - 4;
+            if usize::from(len) > room {
+                self.problems.push(CaptureError::BadOption {
+                    at,
+                    block,
+                    code,
+                    offset: at.offset + i as u64,
+                    len,
+                    room: room as u64,
+                });
+                return;
+            }
+            each(code, &self.record[i + 4..i + 4 + usize::from(len)]);
+            i = (i + 4 + usize::from(len)).next_multiple_of(4).min(end);
+        }
+    }
+
+    /// Checks a section header's options (in the record buffer).
+    fn section_options(&mut self, at: Position, endian: Endian) {
+        // Type, length, byte-order magic, version, section length.
+        self.block_options(at, "section header", endian, 24, |_, _| {});
+    }
+
     fn add_interface(&mut self, at: Position, endian: Endian) -> Result<(), CaptureError> {
-        let body = &self.record;
-        if body.len() < 8 {
+        let size = self.record.len() - 12;
+        if size < 8 {
             return Err(CaptureError::Malformed {
                 at,
-                what: format!("pcapng interface description of {} bytes", body.len()),
+                what: format!("pcapng interface description of {size} bytes"),
             });
         }
         let mut interface = Interface {
-            linktype: endian.u16(body, 0),
-            snaplen: endian.u32(body, 4),
+            linktype: endian.u16(&self.record, 8),
+            snaplen: endian.u32(&self.record, 12),
             tsresol: 6,
             tsoffset: 0,
         };
-        for (code, value) in options(&body[8..], endian) {
-            match (code, value.len()) {
+        self.block_options(
+            at,
+            "interface description",
+            endian,
+            16,
+            |code, value| match (code, value.len()) {
                 (IF_TSRESOL, 1) => interface.tsresol = value[0],
                 (IF_TSOFFSET, 8) => interface.tsoffset = endian.u64(value, 0) as i64,
                 _ => {}
-            }
-        }
+            },
+        );
         let State::Pcapng { interfaces, .. } = &mut self.state else {
             return Ok(());
         };
@@ -736,7 +1018,7 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
-    /// Turns an EPB/PB/SPB in the record buffer into a frame.
+    /// Turns the EPB/PB/SPB in the record buffer into a frame.
     fn packet_block(
         &mut self,
         out: &mut CapturedFrame,
@@ -744,9 +1026,10 @@ impl<R: Read> CaptureReader<R> {
         endian: Endian,
         kind: u32,
     ) -> Result<(), CaptureError> {
-        let body = &self.record;
+        // The body: after the type and length, before the trailing length.
+        let body = &self.record[8..self.record.len() - 4];
         let malformed = |what: String| CaptureError::Malformed { at, what };
-        // (interface id, timestamp, caplen, original length, offset of the data)
+        // (interface id, timestamp, caplen, original length, offset of the data in the body)
         let (interface_id, ts, caplen, orig_len, data_at) = match kind {
             PCAPNG_EPB | PCAPNG_PB if body.len() >= 20 => {
                 let id = if kind == PCAPNG_EPB {
@@ -800,9 +1083,13 @@ impl<R: Read> CaptureReader<R> {
         }
         let (mut direction, mut comment) = (None, None);
         if kind != PCAPNG_SPB {
-            let options_at = data_end.next_multiple_of(4).min(body.len());
-            for (code, value) in options(&body[options_at..], endian) {
-                match (code, value.len()) {
+            let options_at = 8 + data_end.next_multiple_of(4);
+            self.block_options(
+                at,
+                "packet block",
+                endian,
+                options_at,
+                |code, value| match (code, value.len()) {
                     (OPT_COMMENT, _) => {
                         comment = Some(String::from_utf8_lossy(value).into_owned());
                     }
@@ -814,20 +1101,14 @@ impl<R: Read> CaptureReader<R> {
                         }
                     }
                     _ => {}
-                }
-            }
+                },
+            );
         }
-        let wall_ns = interface.wall_ns(ts);
         // Keep only the packet bytes in the record buffer for finish_frame.
-        self.record.truncate(data_end);
-        self.record.drain(..data_at);
-        self.number += 1;
-        let at = Position {
-            frame: self.number,
-            ..at
-        };
+        self.record.truncate(8 + data_end);
+        self.record.drain(..8 + data_at);
         let packet = PacketInfo {
-            wall_ns,
+            wall_ns: interface.wall_ns(ts),
             orig_len,
             // Block type and length, then the body up to the packet data.
             data_offset: at.offset + 8 + data_at as u64,
@@ -836,22 +1117,6 @@ impl<R: Read> CaptureReader<R> {
         };
         self.finish_frame(out, at, packet)
     }
-}
-
-/// The `(code, value)` options of a pcapng block body, up to `opt_endofopt` or a broken option.
-fn options(mut body: &[u8], endian: Endian) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if body.len() < 4 {
-            return None;
-        }
-        let (code, len) = (endian.u16(body, 0), endian.u16(body, 2) as usize);
-        if code == OPT_ENDOFOPT || 4 + len > body.len() {
-            return None;
-        }
-        let value = &body[4..4 + len];
-        body = &body[(4 + len).next_multiple_of(4).min(body.len())..];
-        Some((code, value))
-    })
 }
 
 impl<R: Read> Iterator for CaptureReader<R> {

@@ -24,27 +24,50 @@ pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading fixture {}: {e}", path.display()))
 }
 
-/// Every frame before the first error, and that error.
-pub(crate) fn read_all(bytes: &[u8]) -> (Vec<CapturedFrame>, Option<CaptureError>) {
-    let reader = match CaptureReader::new(bytes) {
+/// Every frame read, the problems queued on the way (what was skipped or ignored), and the error
+/// that ended reading, if one did.
+pub(crate) fn read_everything(
+    bytes: &[u8],
+) -> (Vec<CapturedFrame>, Vec<CaptureError>, Option<CaptureError>) {
+    let mut reader = match CaptureReader::new(bytes) {
         Ok(reader) => reader,
-        Err(e) => return (Vec::new(), Some(e)),
+        Err(e) => return (Vec::new(), Vec::new(), Some(e)),
     };
-    let mut frames = Vec::new();
-    let mut iter = reader;
-    for item in iter.by_ref() {
+    let (mut frames, mut problems) = (Vec::new(), Vec::new());
+    loop {
+        let item = reader.next();
+        problems.extend(reader.take_problems());
         match item {
-            Ok(frame) => frames.push(frame),
-            Err(e) => {
+            Some(Ok(frame)) => frames.push(frame),
+            Some(Err(e)) => {
                 assert!(
-                    iter.next().is_none(),
+                    reader.next().is_none(),
                     "the iterator must end after an error"
                 );
-                return (frames, Some(e));
+                return (frames, problems, Some(e));
             }
+            None => return (frames, problems, None),
         }
     }
-    (frames, None)
+}
+
+/// Every frame read, and the error that ended reading; no problem on the way allowed.
+pub(crate) fn read_all(bytes: &[u8]) -> (Vec<CapturedFrame>, Option<CaptureError>) {
+    let (frames, problems, error) = read_everything(bytes);
+    assert!(problems.is_empty(), "{problems:?}");
+    (frames, error)
+}
+
+/// What a [`CaptureError::Skipped`] skipped, and where reading went on.
+fn skipped(problem: &CaptureError) -> (&CaptureError, u64, u64) {
+    match problem {
+        CaptureError::Skipped {
+            source,
+            bytes,
+            resumed_at,
+        } => (source, *bytes, *resumed_at),
+        other => panic!("not a skip: {other:?}"),
+    }
 }
 
 /// One netlink message in host byte order.
@@ -571,16 +594,18 @@ fn wrong_link_type_in_pcap_is_named() {
 }
 
 #[test]
-fn wrong_link_type_in_pcapng_names_the_frame() {
+fn packets_of_a_non_netlink_interface_are_skipped_and_named() {
     let data = nlmon(4, 0, &nlmsg(26, 1, 0, &[]));
     let bytes = craft_pcapng(false, 1, 6, &data);
-    let (frames, error) = read_all(&bytes);
-    assert!(frames.is_empty());
-    let Some(CaptureError::WrongLinkType { at, linktype: 1 }) = error else {
-        panic!("{error:?}")
+    let (frames, problems, error) = read_everything(&bytes);
+    assert!(frames.is_empty() && error.is_none(), "{error:?}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    let (CaptureError::WrongLinkType { at, linktype: 1 }, ..) = skipped(&problems[0]) else {
+        panic!("{problems:?}")
     };
     assert_eq!(at.frame, 1);
     assert!(at.offset > 0);
+    assert_eq!(problems[1].position().frame, 2);
 }
 
 #[test]
@@ -588,27 +613,42 @@ fn caplen_above_snaplen_or_absurd_is_an_error() {
     let bytes = fixture("busybox-ip-ipvsadm-getent.pcap");
     let off = offset_of_frame(&bytes, 3) as usize;
     let mut patched = bytes.clone();
-    patched[off + 8..off + 12].copy_from_slice(&262_145u32.to_le_bytes());
-    let (frames, error) = read_all(&patched);
-    assert_eq!(frames.len(), 2);
-    let Some(CaptureError::BadLength {
-        at,
-        len: 262_145,
-        limit: 262_144,
-        ..
-    }) = error
-    else {
-        panic!("{error:?}")
+    // Above the snaplen but sane: the record is read past and the frame skipped. The snaplen
+    // is set just below the largest frame's length: that frame alone is skipped.
+    let all = read_all(&bytes).0;
+    let longest = all.iter().map(|f| f.frame.bytes.len()).max().unwrap();
+    let largest = all.iter().find(|f| f.frame.bytes.len() == longest).unwrap();
+    let caplen = (largest.frame.bytes.len() + 16) as u32;
+    let count = all
+        .iter()
+        .filter(|f| f.frame.bytes.len() + 16 == caplen as usize)
+        .count();
+    patched[16..20].copy_from_slice(&(caplen - 1).to_le_bytes());
+    let (frames, problems, error) = read_everything(&patched);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(frames.len(), 70 - count);
+    assert_eq!(problems.len(), count);
+    let (source, bytes_skipped, resumed_at) = skipped(&problems[0]);
+    let CaptureError::BadLength { at, len, limit, .. } = source else {
+        panic!("{source:?}")
     };
+    assert_eq!((*len, *limit), (u64::from(caplen), u64::from(caplen - 1)));
     assert_eq!(
-        at,
+        *at,
         Position {
-            frame: 3,
-            offset: off as u64
+            frame: largest.number,
+            offset: largest.file_offset
         }
     );
+    assert_eq!(bytes_skipped, 16 + u64::from(caplen));
+    assert_eq!(resumed_at, largest.file_offset + bytes_skipped);
+    let after = frames.iter().find(|f| f.number == largest.number + 1);
+    assert!(
+        after.is_some() || largest.number == 70,
+        "reading goes on after it"
+    );
 
-    // No snaplen (0): only the absurdity bound applies.
+    // No snaplen (0): only the absurdity bound applies, and ends reading.
     patched[16..20].copy_from_slice(&0u32.to_le_bytes());
     patched[off + 8..off + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
     let (frames, error) = read_all(&patched);
@@ -628,10 +668,11 @@ fn frame_shorter_than_the_nlmon_header_is_malformed() {
         65535,
         &[(1, 0, &good, 32), (2, 0, &[0; 8], 8)],
     );
-    let (frames, error) = read_all(&bytes);
+    let (frames, problems, error) = read_everything(&bytes);
     assert_eq!(frames.len(), 1);
-    let Some(CaptureError::Malformed { at, what }) = error else {
-        panic!("{error:?}")
+    assert!(error.is_none(), "{error:?}");
+    let (CaptureError::Malformed { at, what }, ..) = skipped(&problems[0]) else {
+        panic!("{problems:?}")
     };
     assert_eq!(at.frame, 2);
     assert!(
@@ -677,6 +718,150 @@ fn pcapng_block_errors() {
     );
 }
 
+/// The blocks of [`craft_pcapng`]'s file, split at block boundaries.
+fn blocks_of(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut blocks = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        blocks.push(bytes[at..at + len].to_vec());
+        at += len;
+    }
+    blocks
+}
+
+/// A little-endian section of [`craft_pcapng`] with `middle` between its EPB and SPB.
+fn with_middle_block(middle: &[u8]) -> (Vec<u8>, u64) {
+    let data = nlmon(4, 0, &nlmsg(26, 1, 0, &[]));
+    let blocks = blocks_of(&craft_pcapng(false, 253, 6, &data));
+    let mut bytes = blocks[..4].concat();
+    bytes.extend_from_slice(middle);
+    let resumed = bytes.len() as u64;
+    bytes.extend_from_slice(&blocks[4]);
+    (bytes, resumed)
+}
+
+#[test]
+fn a_pcapng_block_with_corrupt_lengths_is_skipped_to_the_next_block() {
+    let data = nlmon(4, 0, &nlmsg(26, 1, 0, &[]));
+    let epb = blocks_of(&craft_pcapng(false, 253, 6, &data))[3].clone();
+    type Corrupt = fn(&mut Vec<u8>);
+    let faults: [(Corrupt, &str); 4] = [
+        (
+            |b| b[4..8].copy_from_slice(&47u32.to_le_bytes()),
+            "not a multiple of 4",
+        ),
+        (
+            |b| b[4..8].copy_from_slice(&8u32.to_le_bytes()),
+            "at least 12",
+        ),
+        (
+            |b| b[4..8].copy_from_slice(&0xffff_fff0u32.to_le_bytes()),
+            "more than",
+        ),
+        (
+            |b| {
+                let n = b.len();
+                b[n - 4] ^= 0x40;
+            },
+            "at its end",
+        ),
+    ];
+    for (corrupt, problem) in faults {
+        let mut bad = epb.clone();
+        corrupt(&mut bad);
+        // Garbage after the bad block too: the scan must pass over it.
+        bad.extend_from_slice(&[0xee; 12]);
+        let (bytes, resumed) = with_middle_block(&bad);
+        let (frames, problems, error) = read_everything(&bytes);
+        assert!(error.is_none(), "{problem}: {error:?}");
+        assert_eq!(
+            frames.len(),
+            2,
+            "{problem}: the EPB before and the SPB after"
+        );
+        assert_eq!(frames[1].file_offset, resumed);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let (source, skipped_bytes, resumed_at) = skipped(&problems[0]);
+        assert!(source.to_string().contains(problem), "{source}");
+        assert_eq!(resumed_at, resumed);
+        assert_eq!(skipped_bytes, bad.len() as u64);
+        let text = problems[0].to_string();
+        assert!(
+            text.contains(&format!("reading goes on at byte offset {resumed}")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_block_with_nothing_readable_after_it_ends_reading() {
+    let (mut bytes, resumed) = with_middle_block(&[]);
+    bytes.truncate(resumed as usize);
+    bytes.extend_from_slice(&[6, 0, 0, 0, 47, 0, 0, 0]);
+    bytes.extend_from_slice(&[0xee; 64]);
+    let (frames, problems, error) = read_everything(&bytes);
+    assert_eq!((frames.len(), problems.len()), (1, 0));
+    let Some(CaptureError::Malformed { at, what }) = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(at.offset, resumed);
+    assert!(what.contains("47"), "{what}");
+}
+
+#[test]
+fn options_running_past_their_block_are_reported_and_the_packet_kept() {
+    let data = nlmon(4, 0, &nlmsg(26, 1, 0, &[]));
+    let mut blocks = blocks_of(&craft_pcapng(false, 253, 6, &data));
+    // The EPB's comment option claims 0x400 bytes.
+    let epb = &mut blocks[3];
+    let options_at = 8 + 20 + data.len().next_multiple_of(4);
+    epb[options_at + 2..options_at + 4].copy_from_slice(&0x400u16.to_le_bytes());
+    let bytes = blocks.concat();
+    let (frames, problems, error) = read_everything(&bytes);
+    assert!(error.is_none());
+    assert_eq!(frames.len(), 2);
+    assert!(frames[0].comment.is_none(), "the bad option is not read");
+    let [CaptureError::BadOption {
+        at,
+        block,
+        code: 1,
+        offset,
+        len: 0x400,
+        ..
+    }] = &problems[..]
+    else {
+        panic!("{problems:?}")
+    };
+    assert_eq!((*block, at.frame), ("packet block", 1));
+    assert_eq!(*offset, frames[0].file_offset + options_at as u64);
+}
+
+#[test]
+fn a_packet_on_an_interface_the_section_lacks_is_skipped() {
+    let data = nlmon(4, 0, &nlmsg(26, 1, 0, &[]));
+    let mut blocks = blocks_of(&craft_pcapng(false, 253, 6, &data));
+    blocks[3][8..12].copy_from_slice(&5u32.to_le_bytes());
+    let (frames, problems, error) = read_everything(&blocks.concat());
+    assert!(error.is_none());
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].number, 2, "the skipped packet keeps its number");
+    let (source, ..) = skipped(&problems[0]);
+    assert!(source.to_string().contains("interface 5"), "{source}");
+}
+
+#[test]
+fn sections_of_either_byte_order_follow_each_other() {
+    let data = nlmon(4, 0, &nlmsg(26, 1, 0, &[]));
+    let mut bytes = craft_pcapng(false, 253, 6, &data);
+    bytes.extend(craft_pcapng(true, 253, 6, &data));
+    bytes.extend(craft_pcapng(false, 253, 6, &data));
+    let (frames, error) = read_all(&bytes);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(frames.len(), 6);
+    assert!(frames.iter().all(|f| f.frame.bytes == data[16..]));
+}
+
 #[test]
 fn unknown_formats_say_what_they_look_like() {
     let error = CaptureReader::new(&b"\x1f\x8b\x08\x00rest of a gzip file"[..]).unwrap_err();
@@ -704,7 +889,7 @@ fn corrupt_input_never_panics() {
     };
     for input in &inputs {
         for cut in (0..input.len()).step_by(3) {
-            let _ = read_all(&input[..cut]);
+            let _ = read_everything(&input[..cut]);
         }
         for _ in 0..300 {
             let mut bad = input.clone();
@@ -712,7 +897,7 @@ fn corrupt_input_never_panics() {
                 let i = next() as usize % bad.len();
                 bad[i] = next() as u8;
             }
-            let _ = read_all(&bad);
+            let _ = read_everything(&bad);
         }
     }
 }
