@@ -3,6 +3,7 @@
 //!
 //! Every namespace a test makes is private: veth pairs have both ends in namespaces the test
 //! created, so no packet can reach the host or anything beyond it.
+pub mod browser;
 pub mod go;
 pub mod golden;
 pub mod layouts;

@@ -4,6 +4,7 @@
 //! behaviour in minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets
 //! in `fuzz/`, briefly). Run as `cargo xtask <task>`.
 mod bench;
+mod browser_tools;
 mod demo;
 mod fuzz;
 mod setup;

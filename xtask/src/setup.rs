@@ -1,6 +1,7 @@
 //! `cargo xtask setup`: installs what is missing — Debian packages (LLVM 22 for bpf-linker,
 //! iproute2, tshark, strace, tcpdump, ipvsadm), the `rust-src` component, `bpf-linker` 0.13 built
-//! against LLVM 22 — and says what it did. Seconds when everything is there.
+//! against LLVM 22, the browser test's chromium, Java, Node.js and npm packages (see
+//! [`crate::browser_tools`]) — and says what it did. Seconds when everything is there.
 use std::process::Command;
 
 use anyhow::{bail, Context as _};
@@ -130,8 +131,11 @@ fn rust_src_installed() -> bool {
 pub fn setup() -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let mut did = Vec::new();
-    did.extend(install_packages(&APT_PACKAGES)?);
+    let mut packages = APT_PACKAGES.to_vec();
+    packages.extend(crate::browser_tools::apt_packages());
+    did.extend(install_packages(&packages)?);
     did.extend(install_go_toolchains()?);
+    did.extend(crate::browser_tools::install()?);
     if !rust_src_installed() {
         eprintln!("setup: adding rust-src to the stable toolchain");
         run(Command::new("rustup").args([
