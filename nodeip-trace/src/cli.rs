@@ -4,13 +4,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use nodeip_trace::command::{doctor, explain, offline, trace, Exit};
+use nodeip_trace::command::{doctor, explain, offline, report, trace, Exit};
 use nodeip_trace::correlate::process_filter::ProcessFilter;
 use nodeip_trace::decode::netlink::protocol_from_name;
 use nodeip_trace::explain::node_audit::ComponentSettings;
 use nodeip_trace::probe::features::HookPreference;
 use nodeip_trace::probe::loader::TraceConfig;
-use nodeip_trace::sink::OutputFormat;
+use nodeip_trace::sink::{OutputFormat, ReportFormat};
 
 /// Which process picked which node IP address, and why.
 ///
@@ -57,6 +57,30 @@ enum Command {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
     },
+    /// Make a postmortem report from a recording or a capture (no root needed): one
+    /// self-contained HTML page that opens offline in any browser — header (node, kernel, time
+    /// window, hooks, losses), diagnosis cards linked to the rows that prove them, a swimlane
+    /// picture of who asked the kernel what (a lane per process, the kernel's lane, resolver
+    /// calls as bars with the rule that decided their order), the node address audit and each
+    /// resolver call's RFC 6724 pair table.
+    ///
+    /// Examples:
+    ///   nodeip-trace report incident.jsonl                 # writes incident.html
+    ///   nodeip-trace report node.pcapng -o postmortem.html
+    ///   nodeip-trace trace --duration 60 -o incident.jsonl --report incident.html
+    #[command(verbatim_doc_comment)]
+    Report {
+        /// The recording (`trace --output`) or capture (pcap/pcapng; ours or tcpdump's nlmon).
+        file: PathBuf,
+        /// Where to write (default: FILE with the format's extension, e.g. incident.html).
+        #[arg(long, short = 'o', value_name = "OUT")]
+        output: Option<PathBuf>,
+        /// What to write.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Html)]
+        format: OutputFormat,
+        #[command(flatten)]
+        genl: GenlFamilyArgs,
+    },
     /// Audit this node's addresses: what kubelet, calico, kube-proxy (IPVS) and OpenELB would
     /// each pick, why, and the known failure patterns (exit 3 when one is found).
     ///
@@ -75,8 +99,8 @@ enum Command {
     /// is possible here.
     Doctor {
         /// Output format.
-        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-        format: OutputFormat,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
     },
 }
 
@@ -114,8 +138,8 @@ struct ExplainArgs {
     #[arg(long, value_name = "IP")]
     openelb_can_reach: Option<std::net::IpAddr>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    format: ReportFormat,
 }
 
 /// `trace --hooks`.
@@ -213,6 +237,11 @@ struct TraceArgs {
     /// Also write pcapng, with pid/tid/comm as per-packet comments.
     #[arg(long, value_name = "FILE")]
     pcapng: Option<PathBuf>,
+    /// Also write the postmortem report here when the trace ends: one self-contained HTML page
+    /// (swimlane picture, diagnoses, address audit). A killed trace writes none: keep
+    /// --output too, and make it later with `nodeip-trace report`.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Write this file once probes are attached (for scripts and tests).
     #[arg(long, hide = true, value_name = "FILE")]
     ready_file: Option<PathBuf>,
@@ -362,6 +391,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         config,
         format,
         output: a.output,
+        report: a.report,
         duration,
         command: a.command,
         ready_file: a.ready_file,
@@ -407,6 +437,21 @@ pub fn run() -> anyhow::Result<Exit> {
             };
             let found = explain::run(&opts, &mut std::io::stdout().lock())?;
             Ok(if found { Exit::Findings } else { Exit::Success })
+        }
+        Command::Report {
+            file,
+            output,
+            format,
+            genl,
+        } => {
+            let done = report::run(&report::ReportOptions {
+                input: file,
+                output,
+                format,
+                genl_families: genl_families(&genl)?,
+            })?;
+            eprintln!("nodeip-trace: wrote {}", done.output.display());
+            Ok(Exit::Success)
         }
         Command::Replay { file, format } => {
             offline::replay(&file, format)?;

@@ -16,7 +16,7 @@ use crate::model::emitted::Emitted;
 use crate::model::event::EventBody;
 use crate::model::frame::Direction;
 use crate::model::netlink::NetlinkMessage;
-use crate::sink::{write_report, OutputFormat};
+use crate::sink::{write_report, ReportFormat};
 use crate::sink::{EventSink, SinkError};
 
 /// What to audit and how.
@@ -35,7 +35,7 @@ pub struct ExplainOptions {
     /// Component settings.
     pub settings: ComponentSettings,
     /// Text or JSON.
-    pub format: OutputFormat,
+    pub format: ReportFormat,
 }
 
 /// Why `explain` failed.

@@ -551,6 +551,7 @@ mod tests {
                 protocol: 0,
                 direction: Some(Direction::Send),
                 task: None,
+                netns: 0,
                 total_len: bytes.len() as u32,
                 bytes: bytes.clone(),
             };

@@ -42,6 +42,8 @@ pub struct TraceOptions {
     pub pcap: Option<PathBuf>,
     /// pcapng output with per-packet comments (pid, tid, comm).
     pub pcapng: Option<PathBuf>,
+    /// The HTML postmortem report, written when the trace ends.
+    pub report: Option<PathBuf>,
     /// Written once probes are attached (for tests and scripts).
     pub ready_file: Option<PathBuf>,
     /// The filters as given, for the recording header.
@@ -55,7 +57,7 @@ pub struct TraceOptions {
 
 /// Creates (or truncates) an output file readable by its owner only (0600): captures and
 /// recordings hold other processes' addresses and requests, and travel to laptops.
-fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -604,7 +606,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     }
 
     // Sinks.
-    let stdout_machine = opts.format == Some(OutputFormat::Json)
+    let stdout_machine = opts.format.is_some_and(|f| f != OutputFormat::Text)
         || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
         || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
     let mut sinks = Sinks {
@@ -629,6 +631,22 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 false,
             )),
             Some(path.clone()),
+        );
+    }
+    if let Some(path) = &opts.report {
+        let file = create_private(path).map_err(|source| TraceError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        sinks.add(
+            Box::new(
+                crate::sink::html::HtmlReportSink::new(
+                    std::io::BufWriter::new(file),
+                    path.display().to_string(),
+                )
+                .with_source("a live trace"),
+            ),
+            None,
         );
     }
     let mut families = crate::probe::kernel_dump::genl_families();

@@ -89,6 +89,16 @@ fn reference(e: &Event) -> String {
     )
 }
 
+/// The event a piece of evidence names, as [`reference`] wrote it (perhaps after a label:
+/// `local table dump: conversation at …`): its kind and `ts_ns` (`None` for evidence that is a
+/// fact, not an event).
+pub fn evidence_event(evidence: &str) -> Option<(&str, u64)> {
+    let (before, rest) = evidence.split_once(" at ")?;
+    let kind = before.rsplit(' ').next()?;
+    let ts = rest.split_once("(ts_ns ")?.1.split_once(')')?.0;
+    Some((kind, ts.parse().ok()?))
+}
+
 impl Diagnoser {
     /// A diagnoser that knows nothing yet.
     pub fn new() -> Self {

@@ -711,7 +711,7 @@ fn kube_proxy(
     }
     [
         pick(
-            "kube-proxy IPVS (local-table path)",
+            LOCAL_TABLE_PATH,
             &setting,
             old,
             vec!["`ip route show table local type local proto kernel` minus kube-ipvs0: each route's src".into()],
@@ -947,6 +947,41 @@ pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiCon
         snapshot,
         picks,
         findings,
+    }
+}
+
+/// kube-proxy's old discovery path, as its pick is named.
+const LOCAL_TABLE_PATH: &str = "kube-proxy IPVS (local-table path)";
+
+impl AuditReport {
+    /// Leaves out what a partial snapshot (the kernel's answers a trace happened to see, not a
+    /// node's whole state) cannot support: kube-proxy's local-table path without a local-table
+    /// route in it, kubelet with neither a hosts entry nor a default route. Returns the report
+    /// and, for people, what was left out and why.
+    pub fn without_unseen_inputs(mut self) -> (Self, Vec<String>) {
+        let mut left_out = Vec::new();
+        let has_local_routes = self.snapshot.routes.iter().any(|r| r.table == "local");
+        if !has_local_routes {
+            self.picks.retain(|p| p.component != LOCAL_TABLE_PATH);
+            self.findings.retain(|f| f.id != "secondary-address-skipped");
+            self.local_sources.clear();
+            left_out.push(format!(
+                "{LOCAL_TABLE_PATH}: no local-table route (`ip route show table local`) in these events"
+            ));
+        }
+        let kubelet_blind = self
+            .picks
+            .iter()
+            .any(|p| p.component == "kubelet" && p.picked.is_empty());
+        if kubelet_blind {
+            self.picks.retain(|p| p.component != "kubelet");
+            self.findings.retain(|f| f.id != "components-disagree");
+            left_out.push(
+                "kubelet: neither the node name's hosts entry nor a default route is in these events"
+                    .into(),
+            );
+        }
+        (self, left_out)
     }
 }
 

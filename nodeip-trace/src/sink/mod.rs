@@ -5,6 +5,7 @@
 //! format switch of every command: [`timeline_sink`] opens the timeline sinks, [`write_report`]
 //! writes one-shot reports. What people see is decided once, in [`view`]; a new output format is
 //! one new file here and one arm in [`OutputFormat`].
+pub mod html;
 pub mod json;
 pub mod pcap;
 pub mod text;
@@ -14,7 +15,8 @@ use crate::model::emitted::Emitted;
 use crate::model::event::Event;
 use crate::model::frame::NetlinkFrame;
 
-/// The one output-format switch of every command: `--format text|json`.
+/// The output-format switch of the timeline commands (trace, analyze, replay, report):
+/// `--format text|json|html` (one-shot reports of doctor and explain take [`ReportFormat`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     /// Human-readable: the text timeline, or a report as text.
@@ -22,6 +24,9 @@ pub enum OutputFormat {
     Text,
     /// JSON: one object per line for timelines (schema: docs/events.md); one object for reports.
     Json,
+    /// The postmortem report: one self-contained HTML page (swimlane picture, diagnoses, address
+    /// audit, each resolver call's rules), written when the stream ends.
+    Html,
 }
 
 /// The timeline sink of `format` writing to `out` (named `name` in errors); `flush_each` pushes
@@ -35,19 +40,30 @@ pub fn timeline_sink<W: std::io::Write + 'static>(
     match format {
         OutputFormat::Text => Box::new(text::TextTimelineSink::new(out, name, flush_each)),
         OutputFormat::Json => Box::new(json::JsonLinesSink::new(out, name, flush_each)),
+        OutputFormat::Html => Box::new(html::HtmlReportSink::new(out, name)),
     }
+}
+
+/// The output-format switch of one-shot reports (doctor, explain): `--format text|json`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// One pretty-printed JSON object.
+    Json,
 }
 
 /// Writes a one-shot report (doctor's, explain's): `render_text` for text, pretty JSON for JSON.
 pub fn write_report<T: serde::Serialize>(
-    format: OutputFormat,
+    format: ReportFormat,
     report: &T,
     render_text: impl FnOnce(&T) -> String,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     match format {
-        OutputFormat::Text => out.write_all(render_text(report).as_bytes())?,
-        OutputFormat::Json => {
+        ReportFormat::Text => out.write_all(render_text(report).as_bytes())?,
+        ReportFormat::Json => {
             serde_json::to_writer_pretty(&mut *out, report)?;
             out.write_all(b"\n")?;
         }

@@ -32,6 +32,7 @@
 //! ([`FrameSink::write_genl_family`]) because Wireshark names a generic-netlink family only after
 //! it has seen the controller announce it.
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -39,12 +40,16 @@ use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPa
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
+use pcap_file::pcapng::blocks::opt_common::UnknownOption;
 use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness};
 
 use crate::model::frame::{Direction, NetlinkFrame};
-use crate::model::nlmon::{FrameComment, NlmonHeader, LINKTYPE_NETLINK, NLMON_HEADER_LEN};
+use crate::model::nlmon::{
+    FrameComment, NamespaceNote, NlmonHeader, LINKTYPE_NETLINK, NLMON_HEADER_LEN,
+};
+use crate::model::ports::InterfaceDirectory;
 
 /// Snapshot length written in file headers: the largest record tshark 4.0 accepts for this link
 /// type (`WTAP_MAX_PACKET_SIZE_STANDARD`). Longer frames are cut, keeping their original length.
@@ -70,6 +75,8 @@ const PCAP_MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 /// pcapng `epb_flags` direction bits (inbound / outbound).
 const EPB_FLAG_INBOUND: u32 = 1;
 const EPB_FLAG_OUTBOUND: u32 = 2;
+/// pcapng `epb_packetid` option code (u64).
+const EPB_PACKETID: u16 = 5;
 
 /// Why writing a capture failed.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +180,7 @@ fn genl_family_frame(id: u16, name: &str, wall_ns: i128) -> Result<NetlinkFrame,
         protocol: NETLINK_GENERIC,
         direction: Some(Direction::Recv),
         task: None,
+        netns: 0,
         total_len: bytes.len() as u32,
         bytes,
     })
@@ -351,15 +359,45 @@ impl SectionInfo {
     }
 }
 
-/// pcapng writer: one section, one LINKTYPE_NETLINK interface, one enhanced packet block per
-/// frame with the attribution as a packet comment and the direction in `epb_flags`.
+/// pcapng writer: one section; one LINKTYPE_NETLINK interface per network namespace, written
+/// before the namespace's first frame (named after it; frames of unknown namespace share one
+/// named [`INTERFACE_NAME`]); one enhanced packet block per frame with the attribution as a
+/// packet comment, the direction in `epb_flags` and a running `epb_packetid`.
 pub struct NlmonPcapngWriter<W: Write> {
     out: PcapNgWriter<W>,
     framing: Framing,
+    endianness: Endianness,
+    /// Network namespace (0: unknown) → its interface id.
+    interfaces: BTreeMap<u32, u32>,
+    /// Where namespace names and their interface names come from (live tracing).
+    namespaces: Option<Box<dyn InterfaceDirectory>>,
+    /// Packets written.
+    packets: u64,
+}
+
+/// The section header block's options for `section`.
+fn section_options(section: &SectionInfo) -> Vec<SectionHeaderOption<'static>> {
+    let text = |s: &str| Cow::Owned(s.to_owned());
+    let mut options = vec![SectionHeaderOption::UserApplication(text(
+        &section.user_application,
+    ))];
+    if !section.hardware.is_empty() {
+        options.push(SectionHeaderOption::Hardware(text(&section.hardware)));
+    }
+    if !section.os.is_empty() {
+        options.push(SectionHeaderOption::OS(text(&section.os)));
+    }
+    if !section.host.is_empty() {
+        options.push(SectionHeaderOption::Comment(Cow::Owned(format!(
+            "host={}",
+            section.host
+        ))));
+    }
+    options
 }
 
 impl<W: Write> NlmonPcapngWriter<W> {
-    /// Writes the section header (host byte order) and the interface description to `out`.
+    /// Writes the section header (host byte order) to `out`.
     pub fn new(out: W, section: &SectionInfo) -> Result<Self, PcapError> {
         Self::with_endianness(out, section, Endianness::native())
     }
@@ -370,46 +408,28 @@ impl<W: Write> NlmonPcapngWriter<W> {
         section: &SectionInfo,
         endianness: Endianness,
     ) -> Result<Self, PcapError> {
-        let text = |s: &str| Cow::Owned(s.to_owned());
-        let mut options = vec![SectionHeaderOption::UserApplication(text(
-            &section.user_application,
-        ))];
-        if !section.hardware.is_empty() {
-            options.push(SectionHeaderOption::Hardware(text(&section.hardware)));
-        }
-        if !section.os.is_empty() {
-            options.push(SectionHeaderOption::OS(text(&section.os)));
-        }
-        if !section.host.is_empty() {
-            options.push(SectionHeaderOption::Comment(Cow::Owned(format!(
-                "host={}",
-                section.host
-            ))));
-        }
         let shb = SectionHeaderBlock {
             endianness,
-            options,
+            options: section_options(section),
             ..Default::default()
         };
-        let mut out = PcapNgWriter::with_section_header(out, shb)
+        let out = PcapNgWriter::with_section_header(out, shb)
             .map_err(|e| PcapError::pcapng("section header block", e))?;
-        let idb = InterfaceDescriptionBlock {
-            linktype: DataLink::NETLINK,
-            snaplen: SNAPLEN,
-            options: vec![
-                InterfaceDescriptionOption::IfName(Cow::Borrowed(INTERFACE_NAME)),
-                InterfaceDescriptionOption::IfDescription(Cow::Borrowed(
-                    "netlink traffic seen by nodeip-trace, nlmon framing",
-                )),
-                InterfaceDescriptionOption::IfTsResol(9),
-            ],
-        };
-        out.write_pcapng_block(idb)
-            .map_err(|e| PcapError::pcapng("interface description block", e))?;
         Ok(Self {
             out,
             framing: Framing::default(),
+            endianness,
+            interfaces: BTreeMap::new(),
+            namespaces: None,
+            packets: 0,
         })
+    }
+
+    /// Names each network namespace's interface from `directory` (its `ip netns` name, and the
+    /// interface names it knows, in the interface's comment: [`NamespaceNote`]).
+    pub fn with_namespaces(mut self, directory: Box<dyn InterfaceDirectory>) -> Self {
+        self.namespaces = Some(directory);
+        self
     }
 
     /// Flush after every frame (for live streaming into Wireshark).
@@ -423,10 +443,73 @@ impl<W: Write> NlmonPcapngWriter<W> {
         self.out.into_inner()
     }
 
+    /// The interface id of `frame`'s namespace, written first if this is its first frame.
+    fn interface_of(&mut self, frame: &NetlinkFrame) -> Result<u32, PcapError> {
+        if let Some(id) = self.interfaces.get(&frame.netns) {
+            return Ok(*id);
+        }
+        let mut options = Vec::with_capacity(4);
+        if frame.netns == 0 {
+            options.push(InterfaceDescriptionOption::IfName(Cow::Borrowed(
+                INTERFACE_NAME,
+            )));
+            options.push(InterfaceDescriptionOption::IfDescription(Cow::Borrowed(
+                "netlink traffic seen by nodeip-trace, nlmon framing",
+            )));
+        } else {
+            let netns = u64::from(frame.netns);
+            let pid = frame.task.as_ref().map_or(0, |t| t.pid);
+            let (name, interfaces) = match self.namespaces.as_mut() {
+                Some(directory) => (
+                    directory.netns_name(netns),
+                    directory.interfaces_in(netns, pid),
+                ),
+                None => (None, BTreeMap::new()),
+            };
+            let if_name = match &name {
+                Some(name) => format!("netns {name}"),
+                None => format!("netns {netns}"),
+            };
+            let described = match &name {
+                Some(name) => format!("network namespace {netns} (`ip netns` {name})"),
+                None => format!("network namespace {netns}"),
+            };
+            options.push(InterfaceDescriptionOption::IfName(Cow::Owned(if_name)));
+            options.push(InterfaceDescriptionOption::IfDescription(Cow::Owned(
+                format!("{described}: netlink traffic seen by nodeip-trace, nlmon framing"),
+            )));
+            let note = NamespaceNote {
+                netns: frame.netns,
+                interfaces,
+            };
+            options.push(InterfaceDescriptionOption::Comment(Cow::Owned(
+                note.render(),
+            )));
+        }
+        options.push(InterfaceDescriptionOption::IfTsResol(9));
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::NETLINK,
+            snaplen: SNAPLEN,
+            options,
+        };
+        self.out
+            .write_pcapng_block(idb)
+            .map_err(|e| PcapError::pcapng("interface description block", e))?;
+        let id = self.interfaces.len() as u32;
+        self.interfaces.insert(frame.netns, id);
+        Ok(id)
+    }
+
     fn write_commented(&mut self, frame: &NetlinkFrame, comment: String) -> Result<(), PcapError> {
         let timestamp = pcap_timestamp(frame.wall_ns)?;
+        let interface_id = self.interface_of(frame)?;
         let original_len = self.framing.encode(frame);
-        let mut options = Vec::with_capacity(2);
+        self.packets += 1;
+        let packet_id = match self.endianness {
+            Endianness::Big => self.packets.to_be_bytes(),
+            Endianness::Little => self.packets.to_le_bytes(),
+        };
+        let mut options = Vec::with_capacity(3);
         if !comment.is_empty() {
             options.push(EnhancedPacketOption::Comment(Cow::Owned(comment)));
         }
@@ -435,8 +518,13 @@ impl<W: Write> NlmonPcapngWriter<W> {
             Some(Direction::Recv) => options.push(EnhancedPacketOption::Flags(EPB_FLAG_INBOUND)),
             None => {}
         }
+        options.push(EnhancedPacketOption::Unknown(UnknownOption::new(
+            EPB_PACKETID,
+            8,
+            &packet_id,
+        )));
         let epb = EnhancedPacketBlock {
-            interface_id: 0,
+            interface_id,
             timestamp,
             original_len,
             data: Cow::Borrowed(&self.framing.record),

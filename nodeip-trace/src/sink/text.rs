@@ -171,7 +171,7 @@ fn opt(label: &str, v: &Option<String>) -> String {
 }
 
 /// `RTM_GETROUTE` → `GETROUTE`: the timeline is already about netlink.
-fn short_type(t: &str) -> &str {
+pub fn short_type(t: &str) -> &str {
     t.strip_prefix("RTM_").unwrap_or(t)
 }
 
@@ -383,7 +383,7 @@ fn render_route_dump(routes: &[RouteFact]) -> String {
 }
 
 /// What the kernel answered, in one phrase.
-fn render_answer(c: &NetlinkConversation) -> String {
+pub fn render_answer(c: &NetlinkConversation) -> String {
     let f = &c.facts;
     let mut text = match (c.outcome, &c.error) {
         (_, Some(e)) => format!(
@@ -524,52 +524,54 @@ pub fn render_event(e: &Event) -> String {
     String::from_utf8_lossy(&line).into_owned()
 }
 
-/// Writes one event as a line (without indentation or newline) into `out`.
-pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
-    // Captures without attribution (plain nlmon) name the netlink port instead: a process's
-    // first netlink socket usually has its pid as port id.
+/// Who made `e`, as the timeline names it: `comm[pid]`; `port[N]` for a capture without
+/// attribution (plain nlmon: a process's first netlink socket usually has its pid as port id);
+/// `None` for events no process made.
+pub fn actor_label(e: &Event) -> Option<String> {
     let portid = match &e.body {
         EventBody::Netlink(n) => n.portid,
         EventBody::Conversation(c) => c.portid,
         _ => None,
     };
-    write!(out, "{}", time_of_day(&e.ts))?;
     match portid {
-        Some(port) if e.pid == 0 && e.comm.is_empty() => write!(out, " port[{port}]")?,
-        None if e.pid == 0 && e.comm.is_empty() => {}
-        _ => {
-            write!(out, " {}[{}]", e.comm, e.pid)?;
-            if let Some(c) = e
-                .process
-                .as_ref()
-                .and_then(|p| p.identity.container.as_ref())
-            {
-                write!(out, "{{{}}}", container_label(c))?;
-            }
+        Some(port) if e.pid == 0 && e.comm.is_empty() => Some(format!("port[{port}]")),
+        None if e.pid == 0 && e.comm.is_empty() => None,
+        _ => Some(format!("{}[{}]", e.comm, e.pid)),
+    }
+}
+
+/// Writes one event as a line (without indentation or newline) into `out`.
+pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
+    write!(out, "{}", time_of_day(&e.ts))?;
+    if let Some(actor) = actor_label(e) {
+        write!(out, " {actor}")?;
+        if let Some(c) = e
+            .process
+            .as_ref()
+            .and_then(|p| p.identity.container.as_ref())
+        {
+            write!(out, "{{{}}}", container_label(c))?;
         }
     }
+    out.write_all(b" ")?;
+    write_event_body(out, e)
+}
+
+/// Writes what `e` says (without time or process) into `out`.
+pub fn write_event_body(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
     match &e.body {
         EventBody::Header(h) => write!(
             out,
-            " nodeip-trace {} on {} (kernel {}), schema {}",
+            "nodeip-trace {} on {} (kernel {}), schema {}",
             h.tool_version, h.host, h.kernel, h.schema
         ),
-        EventBody::Getaddrinfo(c) => {
-            out.write_all(b" ")?;
-            write_getaddrinfo(out, c)
-        }
-        EventBody::Netlink(n) => {
-            out.write_all(b" ")?;
-            write_netlink(out, n)
-        }
-        EventBody::Conversation(c) => {
-            out.write_all(b" ")?;
-            write_conversation(out, c)
-        }
+        EventBody::Getaddrinfo(c) => write_getaddrinfo(out, c),
+        EventBody::Netlink(n) => write_netlink(out, n),
+        EventBody::Conversation(c) => write_conversation(out, c),
         EventBody::RouteLookup(r) => {
             write!(
                 out,
-                " route lookup {} (src {}) table {}",
+                "route lookup {} (src {}) table {}",
                 r.dst, r.src, r.table
             )?;
             if let Some(t) = r.route_type.as_deref() {
@@ -588,17 +590,14 @@ pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
                 e => write!(out, ": error {e}"),
             }
         }
-        EventBody::Ipvs(i) => write!(out, " IPVS {}", ipvs_summary(&i.command)),
-        EventBody::Extack(x) => write!(out, " kernel says: {}", x.message),
-        EventBody::KernelHandler(k) => {
-            out.write_all(b" ")?;
-            write_kernel_handler(out, k)
-        }
-        EventBody::Lost(l) => write!(out, " LOST {} events: {:?}", l.lost, l.counts),
+        EventBody::Ipvs(i) => write!(out, "IPVS {}", ipvs_summary(&i.command)),
+        EventBody::Extack(x) => write!(out, "kernel says: {}", x.message),
+        EventBody::KernelHandler(k) => write_kernel_handler(out, k),
+        EventBody::Lost(l) => write!(out, "LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => {
-            write!(out, " DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary)
+            write!(out, "DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary)
         }
-        EventBody::Summary(s) => write!(out, " summary: {:?}, lost {}", s.events, s.lost),
+        EventBody::Summary(s) => write!(out, "summary: {:?}, lost {}", s.events, s.lost),
     }
 }
 
@@ -612,6 +611,11 @@ impl<W: Write> TextTimelineSink<W> {
             diagnoses: Vec::new(),
             flush_each,
         }
+    }
+
+    /// What was written so far.
+    pub fn get_ref(&self) -> &W {
+        &self.out
     }
 
     fn io(&self, source: std::io::Error) -> SinkError {

@@ -384,3 +384,19 @@ fn resolvers_that_put_another_address_first_disagree_once() {
         ["gai-reordered", "gai-reordered"]
     );
 }
+
+#[test]
+fn evidence_names_its_event_by_kind_and_ts_ns() {
+    let e = event(
+        42,
+        "getent",
+        5615350555965,
+        r#""kind":"extack","message":"x""#,
+    );
+    let text = reference(&e);
+    assert_eq!(evidence_event(&text), Some(("extack", 5615350555965)));
+    let labelled = format!("local table dump: {text}");
+    assert_eq!(evidence_event(&labelled), Some(("extack", 5615350555965)));
+    assert_eq!(evidence_event("resolver order: [10.0.0.1]"), None);
+    assert_eq!(evidence_event("x at y (ts_ns nope)"), None);
+}

@@ -248,3 +248,42 @@ fn calico_methods() {
     assert_eq!(method("can-reach=192.168.5.77"), [ip("192.168.5.3")]);
     assert!(method("bogus").is_empty());
 }
+
+#[test]
+fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
+    // Addresses only (what glibc's own dump shows): a secondary on eth0, no routes at all.
+    let snapshot = NodeSnapshot {
+        hostname: "node-1".into(),
+        addresses: vec![
+            AddressFact {
+                ifname: "eth0".into(),
+                address: "10.0.0.6".into(),
+                prefix_len: 24,
+                secondary: false,
+                label: None,
+            },
+            AddressFact {
+                ifname: "eth0".into(),
+                address: "10.0.0.20".into(),
+                prefix_len: 24,
+                secondary: true,
+                label: None,
+            },
+        ],
+        ..Default::default()
+    };
+    let full = audit(snapshot, &ComponentSettings::default(), &GaiConf::default());
+    assert!(
+        full.findings.iter().any(|f| f.id == "secondary-address-skipped"),
+        "without routes every local src looks missing: {:?}",
+        full.findings
+    );
+    let (partial, left_out) = full.without_unseen_inputs();
+    let components: Vec<&str> = partial.picks.iter().map(|p| p.component.as_str()).collect();
+    assert_eq!(components, ["calico", "kube-proxy IPVS (address-dump path)"]);
+    assert!(partial.findings.iter().all(|f| f.id != "secondary-address-skipped"));
+    assert!(partial.local_sources.is_empty());
+    assert_eq!(left_out.len(), 2, "{left_out:?}");
+    assert!(left_out[0].contains("no local-table route"));
+    assert!(left_out[1].starts_with("kubelet"));
+}

@@ -26,6 +26,7 @@ fn getlink_frame(direction: Option<Direction>) -> NetlinkFrame {
         protocol: 0,
         direction,
         task: None,
+        netns: 0,
         total_len: bytes.len() as u32,
         bytes,
     }

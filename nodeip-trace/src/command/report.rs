@@ -1,0 +1,172 @@
+//! `nodeip-trace report`: a postmortem report from a recording (`trace --output`) or a capture
+//! (pcap/pcapng, ours or `tcpdump -i nlmon0`): one self-contained HTML page by default, or any
+//! other timeline format, written to a file (0600: it names processes and addresses).
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use super::offline::{self, OfflineError};
+use crate::sink::{html::HtmlReportSink, timeline_sink, EventSink, OutputFormat, SinkError};
+
+/// Options of `report`.
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    /// The recording or capture.
+    pub input: PathBuf,
+    /// Where to write (default: the input's name with the format's extension).
+    pub output: Option<PathBuf>,
+    /// What to write.
+    pub format: OutputFormat,
+    /// Generic-netlink family ids to teach the decoder (captures).
+    pub genl_families: Vec<(u16, String)>,
+}
+
+/// What `report` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportDone {
+    /// The file written.
+    pub output: PathBuf,
+    /// What the input was read as.
+    pub input_kind: InputKind,
+}
+
+/// What a report is made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A JSON-lines recording.
+    Recording,
+    /// A pcap or pcapng capture.
+    Capture,
+}
+
+/// Errors of `report`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The input could not be opened or sniffed.
+    #[error("cannot read {path}: {source}")]
+    Input {
+        /// The input.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The output would overwrite the input.
+    #[error("{0}: the report would overwrite its own input: give another --output")]
+    SameFile(PathBuf),
+    /// The output could not be created.
+    #[error("cannot create {path}: {source}")]
+    Create {
+        /// The output.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Reading the input failed (the report was still written with what came before).
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
+    /// Writing the report failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}
+
+/// Whether the file starts like a JSON-lines recording (`{`) rather than a capture.
+fn sniff(path: &Path) -> Result<InputKind, ReportError> {
+    let input_err = |source| ReportError::Input {
+        path: path.into(),
+        source,
+    };
+    let mut reader = BufReader::new(std::fs::File::open(path).map_err(input_err)?);
+    let head = reader.fill_buf().map_err(input_err)?;
+    let first = head.iter().find(|b| !b.is_ascii_whitespace());
+    Ok(if first == Some(&b'{') {
+        InputKind::Recording
+    } else {
+        InputKind::Capture
+    })
+}
+
+/// The file name a format's report gets by default: `incident.jsonl` → `incident.html`.
+pub fn default_output(input: &Path, format: OutputFormat) -> PathBuf {
+    let extension = match format {
+        OutputFormat::Html => "html",
+        OutputFormat::Text => "txt",
+        OutputFormat::Json => "report.jsonl",
+    };
+    input.with_extension(extension)
+}
+
+/// Writes the report of `opts.input`. When the input is cut or malformed, the report of what
+/// came before is still written, and the input's error returned.
+pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
+    let kind = sniff(&opts.input)?;
+    let output = opts
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&opts.input, opts.format));
+    if std::fs::canonicalize(&output).ok() == std::fs::canonicalize(&opts.input).ok() {
+        return Err(ReportError::SameFile(output));
+    }
+    let file = super::trace::create_private(&output).map_err(|source| ReportError::Create {
+        path: output.clone(),
+        source,
+    })?;
+    let out = std::io::BufWriter::new(file);
+    let name = output.display().to_string();
+    let mut sink: Box<dyn EventSink> = match opts.format {
+        OutputFormat::Html => {
+            Box::new(HtmlReportSink::new(out, name).with_source(opts.input.display().to_string()))
+        }
+        format => timeline_sink(format, out, &name, false),
+    };
+    let read = read_into(opts, kind, sink.as_mut());
+    sink.finish()?;
+    read?;
+    Ok(ReportDone {
+        output,
+        input_kind: kind,
+    })
+}
+
+/// Feeds the input through the pipeline into `sink`.
+fn read_into(
+    opts: &ReportOptions,
+    kind: InputKind,
+    sink: &mut dyn EventSink,
+) -> Result<(), ReportError> {
+    let path = &opts.input;
+    let open = || {
+        std::fs::File::open(path).map_err(|source| ReportError::Input {
+            path: path.clone(),
+            source,
+        })
+    };
+    match kind {
+        InputKind::Recording => offline::replay_into(path, BufReader::new(open()?), sink)?,
+        InputKind::Capture => {
+            let shown = path.display();
+            offline::analyze_into(
+                path,
+                open()?,
+                &opts.genl_families,
+                sink,
+                &mut |w| eprintln!("nodeip-trace: warning: {shown}: {w}"),
+                &mut |_| {},
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Renders a recording's HTML report in memory (golden tests).
+pub fn html_of_recording(
+    path: &Path,
+    input: impl BufRead,
+    source: &str,
+) -> Result<String, ReportError> {
+    let mut buf = Vec::new();
+    {
+        let mut sink = HtmlReportSink::new(&mut buf, "memory").with_source(source);
+        offline::replay_into(path, input, &mut sink)?;
+        sink.finish()?;
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
