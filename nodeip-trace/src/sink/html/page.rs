@@ -41,7 +41,7 @@ svg.swimlane .gutter-head { font-weight: 700; }
 svg.swimlane .request { stroke: #0969da; stroke-width: 1.5; }
 svg.swimlane .reply { stroke: #1a7f37; stroke-width: 1.5; stroke-dasharray: 6 3; }
 svg.swimlane marker path { fill: #57606a; }
-svg.swimlane .arrow-label, svg.swimlane .call-label, svg.swimlane .note-label { paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+svg.swimlane .label-bg { fill: #fff; fill-opacity: .85; }
 svg.swimlane .call-bar { fill: #fff8c5; stroke: #9a6700; }
 svg.swimlane .call-label { font-weight: 700; }
 svg.swimlane .note { fill: #f6f8fa; stroke: #0969da; }

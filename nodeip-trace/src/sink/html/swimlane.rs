@@ -341,6 +341,20 @@ fn fit(width_px: usize) -> usize {
     ((width_px as f64 / CHAR_W) as usize).max(4)
 }
 
+/// A label over lines (lifelines, arrows): on a pale backing so it stays readable, cut to
+/// `max` characters.
+fn write_label(out: &mut String, class: &str, x: usize, y: usize, text: &str, max: usize) {
+    let text = shortened(text, max);
+    let width = (text.chars().count() as f64 * CHAR_W) as usize + 4;
+    let _ = write!(
+        out,
+        "<rect class=\"label-bg\" x=\"{}\" y=\"{}\" width=\"{width}\" height=\"13\"/><text class=\"{class}\" x=\"{x}\" y=\"{y}\">{}</text>",
+        x - 2,
+        y - 10,
+        Escaped(&text)
+    );
+}
+
 /// Draws the swimlane: `decisions` maps a row's index to the diagnoses resting on it.
 pub fn write_svg(
     out: &mut String,
@@ -502,22 +516,22 @@ pub fn write_svg(
                 };
                 let _ = write!(
                     out,
-                    "<line class=\"{}\" x1=\"{x1}\" y1=\"{}\" x2=\"{x2}\" y2=\"{}\" marker-end=\"url(#arrowhead)\"/><text class=\"arrow-label\" x=\"{}\" y=\"{}\">{}</text>",
+                    "<line class=\"{}\" x1=\"{x1}\" y1=\"{}\" x2=\"{x2}\" y2=\"{}\" marker-end=\"url(#arrowhead)\"/>",
                     if request { "request" } else { "reply" },
                     mid + 5,
                     mid + 5,
-                    p + 10,
-                    mid + 1,
-                    Escaped(&shortened(label, fit(k - p - 16)))
                 );
+                write_label(out, "arrow-label", p + 10, mid + 1, label, fit(k - p - 16));
             }
             (Mark::CallStart(label), Some(p)) | (Mark::CallEnd(label), Some(p)) => {
-                let _ = write!(
+                // Alone on its row: it may run on to the detail column.
+                write_label(
                     out,
-                    "<text class=\"call-label\" x=\"{}\" y=\"{}\">{}</text>",
+                    "call-label",
                     p + 10,
                     mid + 4,
-                    Escaped(&shortened(label, lane_chars))
+                    label,
+                    fit(detail_x - p - 20),
                 );
             }
             (Mark::KernelNote(label), _) => {
