@@ -83,3 +83,44 @@ fn bad_flag_values_are_clear_errors() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// `report`'s mistakes: a missing input, an output that is its input, an output it cannot
+/// create, a recording cut mid-line (the page of what came before is still written and named).
+#[test]
+fn report_errors_say_what_and_keep_what_they_can() {
+    let dir = std::env::temp_dir().join(format!("nit-report-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seed =
+        nodeip_trace_tests::workspace_root().join("tests/fixtures/seeds/000-gai-reordered.jsonl");
+    let text = std::fs::read_to_string(&seed).unwrap();
+    let cut = dir.join("cut.jsonl");
+    let head: Vec<&str> = text.lines().take(5).collect();
+    std::fs::write(&cut, format!("{}\n{{\"ts\":", head.join("\n"))).unwrap();
+    let (cut_s, page) = (cut.display().to_string(), dir.join("cut.html"));
+
+    let (code, err) = run(&["report", "/nonexistent/incident.jsonl"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/nonexistent/incident.jsonl"), "{err}");
+    let (code, err) = run(&["report", &cut_s, "-o", &cut_s]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("would overwrite its own input"), "{err}");
+    let (code, err) = run(&["report", &cut_s, "-o", "/nonexistent/dir/r.html"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("cannot create /nonexistent/dir/r.html"),
+        "{err}"
+    );
+    let (code, err) = run(&["report", &cut_s]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("line 6"), "{err}");
+    assert!(err.contains(&format!("is in {}", page.display())), "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.trim_end().ends_with("</html>"),
+        "a whole page of what came before"
+    );
+    for e in [&err] {
+        assert!(!e.contains("panicked"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -60,15 +60,21 @@ pub enum ReportError {
         /// Why.
         source: std::io::Error,
     },
-    /// Reading the input failed (the report was still written with what came before).
-    #[error(transparent)]
-    Offline(#[from] OfflineError),
+    /// Reading the input failed; the report of what came before was written.
+    #[error("{source}; the report of what came before it is in {written}")]
+    Offline {
+        /// Why reading stopped.
+        #[source]
+        source: OfflineError,
+        /// The report written anyway.
+        written: PathBuf,
+    },
     /// Writing the report failed.
     #[error(transparent)]
     Sink(#[from] SinkError),
 }
 
-/// Whether the file starts like a JSON-lines recording (`{`) rather than a capture.
+/// A recording by its name (`.jsonl`, `.json`) or its first byte (`{`), else a capture.
 fn sniff(path: &Path) -> Result<InputKind, ReportError> {
     let input_err = |source| ReportError::Input {
         path: path.into(),
@@ -77,7 +83,10 @@ fn sniff(path: &Path) -> Result<InputKind, ReportError> {
     let mut reader = BufReader::new(std::fs::File::open(path).map_err(input_err)?);
     let head = reader.fill_buf().map_err(input_err)?;
     let first = head.iter().find(|b| !b.is_ascii_whitespace());
-    Ok(if first == Some(&b'{') {
+    let named = path
+        .extension()
+        .is_some_and(|e| e == "jsonl" || e == "json");
+    Ok(if named || first == Some(&b'{') {
         InputKind::Recording
     } else {
         InputKind::Capture
@@ -90,6 +99,7 @@ pub fn default_output(input: &Path, format: OutputFormat) -> PathBuf {
         OutputFormat::Html => "html",
         OutputFormat::Text => "txt",
         OutputFormat::Json => "report.jsonl",
+        OutputFormat::Perfetto => "perfetto.json",
     };
     input.with_extension(extension)
 }
@@ -102,7 +112,10 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
         .output
         .clone()
         .unwrap_or_else(|| default_output(&opts.input, opts.format));
-    if std::fs::canonicalize(&output).ok() == std::fs::canonicalize(&opts.input).ok() {
+    let same = std::fs::canonicalize(&output)
+        .ok()
+        .is_some_and(|out| std::fs::canonicalize(&opts.input).ok() == Some(out));
+    if same {
         return Err(ReportError::SameFile(output));
     }
     let file = super::trace::create_private(&output).map_err(|source| ReportError::Create {
@@ -119,7 +132,10 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     };
     let read = read_into(opts, kind, sink.as_mut());
     sink.finish()?;
-    read?;
+    read.map_err(|source| ReportError::Offline {
+        source,
+        written: output.clone(),
+    })?;
     Ok(ReportDone {
         output,
         input_kind: kind,
@@ -131,10 +147,10 @@ fn read_into(
     opts: &ReportOptions,
     kind: InputKind,
     sink: &mut dyn EventSink,
-) -> Result<(), ReportError> {
+) -> Result<(), OfflineError> {
     let path = &opts.input;
     let open = || {
-        std::fs::File::open(path).map_err(|source| ReportError::Input {
+        std::fs::File::open(path).map_err(|source| OfflineError::Open {
             path: path.clone(),
             source,
         })
@@ -165,7 +181,10 @@ pub fn html_of_recording(
     let mut buf = Vec::new();
     {
         let mut sink = HtmlReportSink::new(&mut buf, "memory").with_source(source);
-        offline::replay_into(path, input, &mut sink)?;
+        offline::replay_into(path, input, &mut sink).map_err(|source| ReportError::Offline {
+            source,
+            written: "memory".into(),
+        })?;
         sink.finish()?;
     }
     Ok(String::from_utf8_lossy(&buf).into_owned())

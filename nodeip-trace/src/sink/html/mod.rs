@@ -36,6 +36,14 @@ struct CallEntry {
     call: Box<GetaddrinfoCall>,
 }
 
+/// The rows diagnoses rest on.
+struct Decisions {
+    /// For each diagnosis, each evidence's first row (when it names a drawn event).
+    evidence_rows: Vec<Vec<Option<usize>>>,
+    /// Each decision row's diagnosis ids.
+    by_row: BTreeMap<usize, Vec<String>>,
+}
+
 /// Writes the HTML report of everything it is given when the stream ends.
 pub struct HtmlReportSink<W: Write> {
     out: W,
@@ -182,8 +190,8 @@ impl<W: Write> HtmlReportSink<W> {
         swimlane::rows_of(e, anchor.as_deref())
     }
 
-    /// For each diagnosis, each evidence's first row; and each row's diagnoses.
-    fn decisions(&self) -> (Vec<Vec<Option<usize>>>, BTreeMap<usize, Vec<String>>) {
+    /// Which rows each diagnosis rests on.
+    fn decisions(&self) -> Decisions {
         // An event not drawn itself (an IPVS command: its conversation's rows show it) is
         // found by its time.
         let mut by_event: BTreeMap<(&str, u64), Vec<usize>> = BTreeMap::new();
@@ -213,7 +221,10 @@ impl<W: Write> HtmlReportSink<W> {
                     .collect()
             })
             .collect();
-        (per_diagnosis, marked)
+        Decisions {
+            evidence_rows: per_diagnosis,
+            by_row: marked,
+        }
     }
 
     /// The address audit of the kernel's answers seen, without what they cannot support.
@@ -236,7 +247,10 @@ impl<W: Write> HtmlReportSink<W> {
         if let Some(end) = self.open_call_end.take() {
             self.push_rows(vec![end]);
         }
-        let (diagnosis_rows, decisions) = self.decisions();
+        let Decisions {
+            evidence_rows: diagnosis_rows,
+            by_row: decisions,
+        } = self.decisions();
         let decision_rows: BTreeSet<usize> = decisions.keys().copied().collect();
         let plan = swimlane::plan_lanes(&self.rows, &self.subtitles, &decision_rows);
         let audit = self.audit();
