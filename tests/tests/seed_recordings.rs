@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use nodeip_trace_tests::seeds::{layout, trace_incident, INCIDENTS};
-use nodeip_trace_tests::{json_lines, require_root, tool, workspace_root, ScratchDir};
+use nodeip_trace_tests::{json_lines, require_root, run_ok, tool, workspace_root, ScratchDir};
 use serde_json::Value;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_ipvs_client");
@@ -30,18 +30,11 @@ fn diagnosis_ids(events: &[Value]) -> Vec<&str> {
 }
 
 fn replay(format: &str, file: &std::path::Path) -> std::process::Output {
-    let out = Command::new(tool())
-        .args(["replay", "--format", format])
-        .arg(file)
-        .output()
-        .expect("running nodeip-trace replay");
-    assert!(
-        out.status.success(),
-        "replay {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    run_ok(
+        Command::new(tool())
+            .args(["replay", "--format", format])
+            .arg(file),
+    )
 }
 
 #[test]

@@ -8,6 +8,7 @@
 pub mod html;
 pub mod json;
 pub mod pcap;
+pub mod perfetto;
 pub mod text;
 pub mod view;
 
@@ -27,6 +28,10 @@ pub enum OutputFormat {
     /// The postmortem report: one self-contained HTML page (swimlane picture, diagnoses, address
     /// audit, each resolver call's rules), written when the stream ends.
     Html,
+    /// Perfetto / Chrome trace-event JSON (one object; open it in ui.perfetto.dev): processes and
+    /// threads, calls and conversations as slices, request→reply flows, a kernel track, diagnoses
+    /// as global instants (docs/perfetto.md).
+    Perfetto,
 }
 
 /// The timeline sink of `format` writing to `out` (named `name` in errors); `flush_each` pushes
@@ -41,6 +46,7 @@ pub fn timeline_sink<W: std::io::Write + 'static>(
         OutputFormat::Text => Box::new(text::TextTimelineSink::new(out, name, flush_each)),
         OutputFormat::Json => Box::new(json::JsonLinesSink::new(out, name, flush_each)),
         OutputFormat::Html => Box::new(html::HtmlReportSink::new(out, name)),
+        OutputFormat::Perfetto => Box::new(perfetto::PerfettoSink::new(out, name, flush_each)),
     }
 }
 
