@@ -1,6 +1,6 @@
 //! `nodeip-trace analyze FILE` (pcap/pcapng, ours or tcpdump's on nlmon0) and `nodeip-trace
 //! replay FILE` (a JSON-lines recording): the same pipeline and sinks as live, offline, no root.
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -210,14 +210,76 @@ pub fn analyze_into(
     warn: &mut dyn FnMut(&AnalyzeWarning),
     progress: &mut dyn FnMut(u64),
 ) -> Result<AnalyzeSummary, OfflineError> {
+    let known = Known {
+        genl_families,
+        interfaces: &InterfaceNames::new(),
+    };
+    analyze_knowing(path, input, &known, sink, warn, progress)
+}
+
+/// Interface index → name, per network namespace (0: frames of unknown namespace, as in plain
+/// nlmon captures).
+pub type InterfaceNames = BTreeMap<u32, BTreeMap<u32, String>>;
+
+/// What is taught to the decoder before a capture's first frame.
+#[derive(Clone, Copy, Debug)]
+pub struct Known<'a> {
+    /// Generic netlink families (id, name).
+    pub genl_families: &'a [(u16, String)],
+    /// Interface names (from [`link_names`]); the capture's own frames still teach names as
+    /// they come, and win.
+    pub interfaces: &'a InterfaceNames,
+}
+
+/// The first of two passes over a capture: the interface names of every `RTM_NEWLINK` in it
+/// (link dumps and notifications, wherever they are), per network namespace, the last name of
+/// each index. Taught before the second pass, they name devices in messages that come before
+/// the capture's first link dump ("dev lo", not "dev 1"). Reading stops quietly at a fault the
+/// second pass will report.
+pub fn link_names(input: impl Read) -> InterfaceNames {
+    let mut names = InterfaceNames::new();
+    let Ok(mut reader) = CaptureReader::new(input) else {
+        return names;
+    };
+    let mut decoder = crate::decode::netlink::NetlinkDecoder::new();
+    let mut captured = CapturedFrame::default();
+    while let Ok(true) = reader.read_frame(&mut captured) {
+        let bytes = &captured.frame.bytes;
+        let newlink = bytes.get(4..6) == Some(&RTM_NEWLINK.to_ne_bytes()[..]);
+        if captured.frame.protocol != 0 || !newlink {
+            continue;
+        }
+        let table = names.entry(captured.frame.netns).or_default();
+        decoder.swap_interfaces(table);
+        decoder.decode(0, bytes);
+        decoder.swap_interfaces(table);
+    }
+    names
+}
+
+/// `RTM_NEWLINK`: a link's description (dump part, reply, notification).
+const RTM_NEWLINK: u16 = 16;
+
+/// [`analyze_into`], with what is known before the first frame.
+pub fn analyze_knowing(
+    path: &Path,
+    input: impl Read,
+    known: &Known<'_>,
+    sink: &mut dyn EventSink,
+    warn: &mut dyn FnMut(&AnalyzeWarning),
+    progress: &mut dyn FnMut(u64),
+) -> Result<AnalyzeSummary, OfflineError> {
     let capture_error = |source| OfflineError::Capture {
         path: path.into(),
         source,
     };
     let mut reader = CaptureReader::new(input).map_err(capture_error)?;
     let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
-    for (id, name) in genl_families {
+    for (id, name) in known.genl_families {
         pipeline.netlink_decoder().learn_family(*id, name);
+    }
+    for (netns, names) in known.interfaces {
+        pipeline.learn_interfaces((*netns != 0).then_some(u64::from(*netns)), names);
     }
     let mut summary = AnalyzeSummary::default();
     let (mut out, mut origins, mut current) = (Vec::new(), VecDeque::new(), None);
@@ -225,6 +287,9 @@ pub fn analyze_into(
     let mut failure = None;
     loop {
         let read = reader.read_frame(&mut captured);
+        for note in reader.take_namespaces() {
+            pipeline.learn_interfaces(Some(u64::from(note.netns)), &note.interfaces);
+        }
         for problem in reader.take_problems() {
             let problem = AnalyzeWarning::Capture(problem);
             if problem.skipped() {
@@ -289,16 +354,22 @@ const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 /// cannot be resynchronised, the frames before that point are reported and the error returned
 /// after them. Progress (bytes read of the file size) shows on stderr
 /// when it is a terminal and the file is big. `genl_families` (id, name) are taught to the
-/// decoder before the first frame; nlctrl exchanges in the capture still teach ids as they come.
+/// decoder before the first frame, and so are the interface names of every link dump in the
+/// file (a first pass, [`link_names`]); nlctrl exchanges and link messages in the capture still
+/// teach ids and names as they come.
 pub fn analyze(
     path: &Path,
     format: OutputFormat,
     genl_families: &[(u16, String)],
 ) -> Result<AnalyzeSummary, OfflineError> {
-    let file = std::fs::File::open(path).map_err(|source| OfflineError::Open {
-        path: path.into(),
-        source,
-    })?;
+    let open = || {
+        std::fs::File::open(path).map_err(|source| OfflineError::Open {
+            path: path.into(),
+            source,
+        })
+    };
+    let interfaces = link_names(open()?);
+    let file = open()?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut sink = stdout_sink(format);
     let shown = path.display();
@@ -311,14 +382,11 @@ pub fn analyze(
             eprint!("\r{}", progress_line(read, size));
         }
     };
-    let result = analyze_into(
-        path,
-        file,
+    let known = Known {
         genl_families,
-        sink.as_mut(),
-        &mut warn,
-        &mut progress,
-    );
+        interfaces: &interfaces,
+    };
+    let result = analyze_knowing(path, file, &known, sink.as_mut(), &mut warn, &mut progress);
     if show_progress {
         // Clear the progress line.
         eprint!("\r\x1b[K");
@@ -539,9 +607,11 @@ mod tests {
         assert_eq!(progress_line(10, 0), "analyze: 0 of 0 MiB (100%)");
     }
 
+    use crate::model::frame::NetlinkFrame;
+
     /// A pcap of frames whose netlink bytes are `bodies` (route protocol, sent).
     fn pcap_of(bodies: &[Vec<u8>]) -> Vec<u8> {
-        use crate::model::frame::{Direction, NetlinkFrame};
+        use crate::model::frame::Direction;
         use crate::sink::pcap::{FrameSink, NlmonWriter};
         let mut writer = NlmonWriter::new(Vec::new()).unwrap();
         for (i, bytes) in bodies.iter().enumerate() {
@@ -680,6 +750,140 @@ mod tests {
         assert!(text.contains("route-get-resolves-to-lo"), "{text}");
     }
 
+    /// One netlink message (host order) of `kind` with `body`.
+    fn message(kind: u16, flags: u16, body: &[u8]) -> Vec<u8> {
+        let mut msg = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+        msg.extend_from_slice(&kind.to_ne_bytes());
+        msg.extend_from_slice(&flags.to_ne_bytes());
+        msg.extend_from_slice(&[0; 8]);
+        msg.extend_from_slice(body);
+        msg
+    }
+
+    /// An attribute, padded.
+    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut a = ((4 + value.len()) as u16).to_ne_bytes().to_vec();
+        a.extend_from_slice(&kind.to_ne_bytes());
+        a.extend_from_slice(value);
+        a.resize(a.len().next_multiple_of(4), 0);
+        a
+    }
+
+    /// `RTM_NEWROUTE` to 192.0.2.10/32 through interface `oif`.
+    fn route_via(oif: u32) -> Vec<u8> {
+        let mut body = vec![2, 32, 0, 0, 254, 2, 0, 1, 0, 0, 0, 0];
+        body.extend(nla(1, &[192, 0, 2, 10]));
+        body.extend(nla(4, &oif.to_ne_bytes()));
+        message(24, 0, &body)
+    }
+
+    /// `RTM_NEWLINK` naming interface `index` (a dump part).
+    fn link(index: u32, name: &str) -> Vec<u8> {
+        let mut body = vec![0, 0, 0, 0];
+        body.extend_from_slice(&index.to_ne_bytes());
+        body.extend_from_slice(&[0; 8]);
+        body.extend(nla(3, format!("{name}\0").as_bytes()));
+        message(16, 2, &body)
+    }
+
+    /// The `oif_name`s of the route messages in a JSON-lines analysis.
+    fn route_devices(json: &str) -> Vec<String> {
+        json.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .flat_map(|e| e["messages"].as_array().cloned().unwrap_or_default())
+            .filter_map(|m| m["body"]["oif_name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    fn analyze_json(bytes: &[u8], known: &Known<'_>) -> String {
+        let mut out = Vec::new();
+        let mut sink = crate::sink::json::JsonLinesSink::new(&mut out, "memory", false);
+        analyze_knowing(
+            Path::new("f"),
+            bytes,
+            known,
+            &mut sink,
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+        drop(sink);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Issue 19: a route seen before any link dump showed "dev 1" offline and "dev lo" live.
+    #[test]
+    fn names_from_a_link_dump_anywhere_in_the_capture_name_devices_before_it() {
+        let bytes = pcap_of(&[route_via(1), link(1, "lo"), route_via(1)]);
+        let unknown = analyze_json(
+            &bytes,
+            &Known {
+                genl_families: &[],
+                interfaces: &InterfaceNames::new(),
+            },
+        );
+        assert_eq!(route_devices(&unknown), ["lo"], "only after the dump: {unknown}");
+        let names = link_names(&bytes[..]);
+        assert_eq!(names[&0][&1], "lo");
+        let named = analyze_json(
+            &bytes,
+            &Known {
+                genl_families: &[],
+                interfaces: &names,
+            },
+        );
+        assert_eq!(route_devices(&named), ["lo", "lo"], "{named}");
+    }
+
+    /// Our pcapng names each namespace's interfaces in its interface description: offline
+    /// analysis names devices per namespace without any link dump in the capture.
+    #[test]
+    fn namespaces_named_by_our_pcapng_name_their_devices() {
+        let section = crate::sink::pcap::SectionInfo {
+            user_application: "test".into(),
+            hardware: String::new(),
+            os: String::new(),
+            host: String::new(),
+        };
+        struct Names;
+        impl crate::model::ports::InterfaceDirectory for Names {
+            fn netns_of(&mut self, _: u32) -> Option<u64> {
+                None
+            }
+            fn interfaces_in(&mut self, netns: u64, _: u32) -> BTreeMap<u32, String> {
+                let name = if netns == 11 { "eth0" } else { "veth-b" };
+                [(2, name.to_owned())].into()
+            }
+        }
+        let mut writer = crate::sink::pcap::NlmonPcapngWriter::new(Vec::new(), &section)
+            .unwrap()
+            .with_namespaces(Box::new(Names));
+        for (i, netns) in [11u32, 12, 0].into_iter().enumerate() {
+            let bytes = route_via(2);
+            let frame = NetlinkFrame {
+                wall_ns: 1_700_000_000_000_000_000 + i as i128,
+                ts_ns: 0,
+                protocol: 0,
+                direction: Some(crate::model::frame::Direction::Recv),
+                task: None,
+                netns,
+                total_len: bytes.len() as u32,
+                bytes,
+            };
+            crate::sink::pcap::FrameSink::write_frame(&mut writer, &frame).unwrap();
+        }
+        let bytes = writer.into_inner();
+        let json = analyze_json(
+            &bytes,
+            &Known {
+                genl_families: &[],
+                interfaces: &InterfaceNames::new(),
+            },
+        );
+        // The frame of unknown namespace has no names.
+        assert_eq!(route_devices(&json), ["eth0", "veth-b"], "{json}");
+    }
+
     #[test]
     fn the_closing_count_says_zero_frames_and_what_was_skipped() {
         let summary = |frames, warnings, skipped| AnalyzeSummary {
@@ -707,6 +911,9 @@ mod tests {
         let file = std::fs::File::open(&root).unwrap();
         let reader = CaptureReader::new(BufReader::new(file)).unwrap();
         let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
+        // As `analyze` does: the names of the capture's link dumps first.
+        let names = link_names(std::fs::File::open(&root).unwrap());
+        pipeline.learn_interfaces(None, &names[&0]);
         let mut out = Vec::new();
         for f in reader {
             pipeline.on_frame(f.unwrap().frame, &mut out);

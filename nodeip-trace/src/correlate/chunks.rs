@@ -38,6 +38,7 @@ impl ChunkAssembler {
                 tid: h.header.pid_tgid as u32,
                 comm: c_string(&h.header.comm),
             }),
+            netns: h.header.netns,
             total_len: 0,
             bytes: Vec::new(),
         }

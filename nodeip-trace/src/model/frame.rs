@@ -36,6 +36,10 @@ pub struct NetlinkFrame {
     pub direction: Option<Direction>,
     /// The process, when known (live tracing, or comments in our pcapng).
     pub task: Option<Task>,
+    /// The network namespace the buffer moved in (the inode of `/proc/PID/ns/net`); 0 when
+    /// unknown (as in the kernel's records). From the kernel's record live, from the pcapng
+    /// interface our writer names after it offline.
+    pub netns: u32,
     /// Bytes the syscall moved; larger than `bytes.len()` when the capture was cut.
     pub total_len: u32,
     /// The captured bytes: one or more netlink messages.

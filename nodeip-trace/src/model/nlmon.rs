@@ -158,6 +158,47 @@ impl FrameComment {
     }
 }
 
+/// What our pcapng writer says of a network namespace in the comment of the interface
+/// description it writes for it: `netns=4026531840 1=lo 2=eth0` — the namespace (the inode of
+/// `/proc/PID/ns/net`), and the interface names (index=name) the tracer knew when the
+/// namespace's first frame was written, so that offline analysis names devices before any link
+/// dump in the capture. Written with [`FrameComment::render`]'s quoting.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceNote {
+    /// The namespace.
+    pub netns: u32,
+    /// Interface index → name in it.
+    pub interfaces: std::collections::BTreeMap<u32, String>,
+}
+
+impl NamespaceNote {
+    /// The comment text.
+    pub fn render(&self) -> String {
+        let netns = self.netns.to_string();
+        let indexes: Vec<String> = self.interfaces.keys().map(u32::to_string).collect();
+        let mut pairs = vec![("netns", netns.as_str())];
+        for (index, name) in indexes.iter().zip(self.interfaces.values()) {
+            pairs.push((index, name));
+        }
+        FrameComment::render(None, None, &pairs)
+    }
+
+    /// Parses a comment written by [`NamespaceNote::render`]; `None` for any other comment.
+    pub fn parse(comment: &str) -> Option<Self> {
+        let mut note = NamespaceNote::default();
+        let mut netns = None;
+        for (key, value) in comment_pairs(comment) {
+            if key == "netns" {
+                netns = value.parse().ok();
+            } else if let Ok(index) = key.parse::<u32>() {
+                note.interfaces.insert(index, value);
+            }
+        }
+        note.netns = netns?;
+        Some(note)
+    }
+}
+
 fn direction_word(direction: Direction) -> &'static str {
     match direction {
         Direction::Send => "send",

@@ -23,6 +23,10 @@ pub trait InterfaceDirectory {
     /// Interface index → name in namespace `netns`, which `pid` is (or was) in; empty when
     /// unknown.
     fn interfaces_in(&mut self, netns: u64, pid: u32) -> BTreeMap<u32, String>;
+    /// The name `ip netns` knows namespace `netns` by (a bind mount in `/run/netns`), if any.
+    fn netns_name(&mut self, _netns: u64) -> Option<String> {
+        None
+    }
 }
 
 /// Where a traced process's resolver configuration comes from (live tracing: its own

@@ -94,16 +94,36 @@ impl Pipeline {
         self
     }
 
-    /// Names interfaces per network namespace from `directory` (live tracing); without one, a
-    /// single table learned from `RTM_NEWLINK` messages serves all (captures).
+    /// Names interfaces per network namespace from `directory` (live tracing); without one,
+    /// each namespace a frame names (our pcapng's interfaces) has a table learned from its
+    /// `RTM_NEWLINK` messages and [`Pipeline::learn_interfaces`], and a single such table serves
+    /// frames of unknown namespace (plain nlmon captures).
     pub fn with_interface_directory(mut self, directory: Box<dyn InterfaceDirectory>) -> Self {
         self.directory = Some(directory);
         self
     }
 
-    /// The namespace of `pid` (as the kernel last reported it, else looked up), with its name
-    /// table loaded on first sight of the namespace.
-    fn netns_for(&mut self, pid: u32) -> Option<u64> {
+    /// The namespace a buffer of `pid` moved in: `reported` (by the kernel's record, or the
+    /// capture's interface) when known, else the one the kernel last reported for `pid`, else
+    /// looked up; its name table loaded on first sight of the namespace.
+    fn netns_for(&mut self, pid: u32, reported: Option<u64>) -> Option<u64> {
+        if let Some(ns) = reported {
+            let known = &mut self.namespaces;
+            if pid != 0 {
+                if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
+                    known.netns_by_pid.clear();
+                }
+                known.netns_by_pid.insert(pid, ns);
+            }
+            let directory = &mut self.directory;
+            known.names_by_netns.entry(ns).or_insert_with(|| {
+                directory
+                    .as_mut()
+                    .map(|d| d.interfaces_in(ns, pid))
+                    .unwrap_or_default()
+            });
+            return Some(ns);
+        }
         let directory = self.directory.as_mut().filter(|_| pid != 0)?;
         let known = &mut self.namespaces;
         let ns = match known.netns_by_pid.get(&pid) {
@@ -124,20 +144,42 @@ impl Pipeline {
         Some(ns)
     }
 
-    /// Decodes a buffer with the interface names of its process's namespace.
+    /// Decodes a buffer with the interface names of its namespace.
     fn decode_frame(&mut self, frame: &NetlinkFrame) -> crate::decode::netlink::DecodedBuffer {
         let pid = frame.task.as_ref().map_or(0, |t| t.pid);
-        self.decode_for(pid, frame.protocol, &frame.bytes)
+        let reported = (frame.netns != 0).then_some(u64::from(frame.netns));
+        self.decode_for(pid, reported, frame.protocol, &frame.bytes)
     }
 
-    /// Decodes netlink bytes of `pid` with the interface names of its namespace.
+    /// Teaches interface names known before the buffers that use them: a capture's interface
+    /// description, or link dumps found anywhere in a capture by a first pass. `netns` `None`:
+    /// the one table of buffers whose namespace is unknown (plain nlmon captures). Names
+    /// already known are kept.
+    pub fn learn_interfaces(&mut self, netns: Option<u64>, names: &BTreeMap<u32, String>) {
+        for (&index, name) in names {
+            match netns {
+                Some(ns) => {
+                    let table = self.namespaces.names_by_netns.entry(ns).or_default();
+                    table.entry(index).or_insert_with(|| name.clone());
+                }
+                None if self.netlink.interface_name(index).is_none() => {
+                    self.netlink.set_interface_name(index, name);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Decodes netlink bytes of `pid` in namespace `reported` (when known) with the interface
+    /// names of its namespace.
     fn decode_for(
         &mut self,
         pid: u32,
+        reported: Option<u64>,
         protocol: u16,
         bytes: &[u8],
     ) -> crate::decode::netlink::DecodedBuffer {
-        let Some(ns) = self.netns_for(pid) else {
+        let Some(ns) = self.netns_for(pid, reported) else {
             return self.netlink.decode(protocol, bytes);
         };
         let names = self.namespaces.names_by_netns.entry(ns).or_default();
@@ -304,7 +346,7 @@ impl Pipeline {
             KernelRecord::KernelHandler(r) => {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let call = decode_kernel_handler(&r, |protocol, bytes| {
-                    self.decode_for(task.pid, protocol, bytes)
+                    self.decode_for(task.pid, None, protocol, bytes)
                 });
                 let ev = self.event(
                     r.header.ts_ns,

@@ -46,6 +46,7 @@ fn frame_from(pid: u32, bytes: Vec<u8>) -> NetlinkFrame {
             tid: pid,
             comm: "ip".into(),
         }),
+        netns: 0,
         total_len: bytes.len() as u32,
         bytes,
     }

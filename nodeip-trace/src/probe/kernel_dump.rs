@@ -193,6 +193,21 @@ impl crate::model::ports::InterfaceDirectory for ProcInterfaceDirectory {
     fn interfaces_in(&mut self, netns: u64, pid: u32) -> BTreeMap<u32, String> {
         interfaces_in(netns, pid)
     }
+
+    fn netns_name(&mut self, netns: u64) -> Option<String> {
+        ip_netns_name(netns)
+    }
+}
+
+/// The name `ip netns` gives namespace `netns`: the entry of `/run/netns` bind-mounted on it
+/// (its inode is the namespace's), if any.
+pub fn ip_netns_name(netns: u64) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/run/netns")
+        .ok()?
+        .flatten()
+        .find(|entry| std::fs::metadata(entry.path()).is_ok_and(|m| m.ino() == netns))
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

@@ -24,9 +24,16 @@
 //! # Formats
 //! - [`NlmonWriter`]: classic pcap, nanosecond magic (`0xa1b23c4d`, read by tshark/tcpdump),
 //!   host byte order, snaplen [`SNAPLEN`].
-//! - [`NlmonPcapngWriter`]: pcapng via `pcap-file`, with a section header naming the tool and host,
-//!   one interface named `nodeip-trace`, and per-packet comments `pid=… tid=… comm=… dir=…`
-//!   (plus caller-supplied annotations such as `pod=ns/name`) and the EPB direction flag.
+//! - [`NlmonPcapngWriter`]: pcapng, with a section header naming the tool and host; one
+//!   interface per network namespace, written before its first frame, named after it
+//!   (`netns 4026531840`, or `netns NAME` for an `ip netns` one; frames of unknown namespace:
+//!   `nodeip-trace`), whose comment lists the interface names the tracer knew in it
+//!   ([`NamespaceNote`]: `netns=4026531840 1=lo 2=eth0`, read back by our capture reader so
+//!   offline analysis names devices before any link dump); per-packet comments `pid=… tid=…
+//!   comm=… dir=…` (plus caller-supplied annotations such as `pod=ns/name`), the EPB direction
+//!   flag and a running `epb_packetid`. Interface names travel as an interface comment rather
+//!   than as synthetic `RTM_NEWLINK` frames: no invented packets in Wireshark's list or in
+//!   `analyze`'s timeline, and tshark shows nothing malformed.
 //!
 //! Both implement [`FrameSink`]; both can write a synthetic nlctrl `CTRL_CMD_NEWFAMILY` frame
 //! ([`FrameSink::write_genl_family`]) because Wireshark names a generic-netlink family only after
@@ -36,11 +43,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
-use pcap_file::pcapng::blocks::opt_common::UnknownOption;
 use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness};
@@ -75,7 +80,11 @@ const PCAP_MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 /// pcapng `epb_flags` direction bits (inbound / outbound).
 const EPB_FLAG_INBOUND: u32 = 1;
 const EPB_FLAG_OUTBOUND: u32 = 2;
-/// pcapng `epb_packetid` option code (u64).
+/// pcapng block type of an enhanced packet block.
+const PCAPNG_EPB: u32 = 6;
+/// pcapng option codes: `opt_comment`, `epb_flags`, `epb_packetid` (u64).
+const OPT_COMMENT: u16 = 1;
+const EPB_FLAGS: u16 = 2;
 const EPB_PACKETID: u16 = 5;
 
 /// Why writing a capture failed.
@@ -500,41 +509,76 @@ impl<W: Write> NlmonPcapngWriter<W> {
         Ok(id)
     }
 
+    /// Writes the frame as an enhanced packet block: the crate's encoder has no `epb_packetid`,
+    /// so the block is laid out here (pcapng draft, "Enhanced Packet Block").
     fn write_commented(&mut self, frame: &NetlinkFrame, comment: String) -> Result<(), PcapError> {
-        let timestamp = pcap_timestamp(frame.wall_ns)?;
+        let timestamp = pcap_timestamp(frame.wall_ns)?.as_nanos() as u64; // if_tsresol 9
         let interface_id = self.interface_of(frame)?;
         let original_len = self.framing.encode(frame);
         self.packets += 1;
-        let packet_id = match self.endianness {
-            Endianness::Big => self.packets.to_be_bytes(),
-            Endianness::Little => self.packets.to_le_bytes(),
+        let big = matches!(self.endianness, Endianness::Big);
+        let u32b = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
         };
-        let mut options = Vec::with_capacity(3);
+        let record = &self.framing.record;
+        let mut block = Vec::with_capacity(64 + record.len() + comment.len());
+        block.extend_from_slice(&u32b(PCAPNG_EPB));
+        block.extend_from_slice(&[0; 4]); // total length, below
+        block.extend_from_slice(&u32b(interface_id));
+        block.extend_from_slice(&u32b((timestamp >> 32) as u32));
+        block.extend_from_slice(&u32b(timestamp as u32));
+        block.extend_from_slice(&u32b(record.len() as u32));
+        block.extend_from_slice(&u32b(original_len));
+        block.extend_from_slice(record);
+        block.resize(block.len().next_multiple_of(4), 0);
+        let flags = match frame.direction {
+            Some(Direction::Send) => Some(EPB_FLAG_OUTBOUND),
+            Some(Direction::Recv) => Some(EPB_FLAG_INBOUND),
+            None => None,
+        };
         if !comment.is_empty() {
-            options.push(EnhancedPacketOption::Comment(Cow::Owned(comment)));
+            // An option holds at most 65535 bytes.
+            let mut end = comment.len().min(usize::from(u16::MAX));
+            while !comment.is_char_boundary(end) {
+                end -= 1;
+            }
+            push_option(&mut block, big, OPT_COMMENT, &comment.as_bytes()[..end]);
         }
-        match frame.direction {
-            Some(Direction::Send) => options.push(EnhancedPacketOption::Flags(EPB_FLAG_OUTBOUND)),
-            Some(Direction::Recv) => options.push(EnhancedPacketOption::Flags(EPB_FLAG_INBOUND)),
-            None => {}
+        if let Some(flags) = flags {
+            push_option(&mut block, big, EPB_FLAGS, &u32b(flags));
         }
-        options.push(EnhancedPacketOption::Unknown(UnknownOption::new(
-            EPB_PACKETID,
-            8,
-            &packet_id,
-        )));
-        let epb = EnhancedPacketBlock {
-            interface_id,
-            timestamp,
-            original_len,
-            data: Cow::Borrowed(&self.framing.record),
-            options,
+        let id = if big {
+            self.packets.to_be_bytes()
+        } else {
+            self.packets.to_le_bytes()
         };
-        self.out
-            .write_pcapng_block(epb)
-            .map_err(|e| PcapError::pcapng("enhanced packet block", e))?;
+        push_option(&mut block, big, EPB_PACKETID, &id);
+        push_option(&mut block, big, 0, &[]); // opt_endofopt
+        let total = u32b(block.len() as u32 + 4);
+        block[4..8].copy_from_slice(&total);
+        block.extend_from_slice(&total);
+        self.out.get_mut().write_all(&block)?;
         self.framing.frame_written(self.out.get_mut())
     }
+}
+
+/// Appends one pcapng option (code, length, value padded to 4 bytes) in the section's order.
+fn push_option(block: &mut Vec<u8>, big: bool, code: u16, value: &[u8]) {
+    let u16b = |v: u16| {
+        if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    block.extend_from_slice(&u16b(code));
+    block.extend_from_slice(&u16b(value.len() as u16));
+    block.extend_from_slice(value);
+    block.resize(block.len().next_multiple_of(4), 0);
 }
 
 impl<W: Write> FrameSink for NlmonPcapngWriter<W> {

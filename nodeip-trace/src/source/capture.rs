@@ -26,7 +26,8 @@ use std::io::{self, BufReader, Read};
 
 use crate::model::frame::{Direction, NetlinkFrame};
 use crate::model::nlmon::{
-    FrameComment, NlmonHeader, ARPHRD_NETLINK, LINKTYPE_NETLINK, NLMON_HEADER_LEN, PACKET_HOST,
+    FrameComment, NamespaceNote, NlmonHeader, ARPHRD_NETLINK, LINKTYPE_NETLINK, NLMON_HEADER_LEN,
+    PACKET_HOST,
 };
 
 /// Largest record this reader accepts (caplen, pcapng block). Far above what nlmon or we write
@@ -220,6 +221,7 @@ impl Default for CapturedFrame {
                 protocol: 0,
                 direction: None,
                 task: None,
+                netns: 0,
                 total_len: 0,
                 bytes: Vec::new(),
             },
@@ -319,6 +321,8 @@ struct Interface {
     tsresol: u8,
     /// `if_tsoffset`, seconds.
     tsoffset: i64,
+    /// The network namespace our writer named this interface after (0: none).
+    netns: u32,
 }
 
 impl Interface {
@@ -348,6 +352,8 @@ struct PacketInfo {
     data_offset: u64,
     /// From pcapng `epb_flags`.
     direction: Option<Direction>,
+    /// The network namespace of the packet's interface (0: unknown).
+    netns: u32,
     /// The pcapng packet comment.
     comment: Option<String>,
 }
@@ -384,6 +390,8 @@ pub struct CaptureReader<R: Read> {
     pending_at: usize,
     /// What was skipped or ignored since the last [`CaptureReader::take_problems`].
     problems: Vec<CaptureError>,
+    /// Namespaces our writer described, since the last [`CaptureReader::take_namespaces`].
+    namespaces: Vec<NamespaceNote>,
     done: bool,
 }
 
@@ -449,6 +457,7 @@ impl<R: Read> CaptureReader<R> {
             pending: Vec::new(),
             pending_at: 0,
             problems: Vec::new(),
+            namespaces: Vec::new(),
             done: false,
         };
         let at = reader.position();
@@ -493,6 +502,13 @@ impl<R: Read> CaptureReader<R> {
     /// since the last call, in file order. Call it after each [`CaptureReader::read_frame`].
     pub fn take_problems(&mut self) -> Vec<CaptureError> {
         std::mem::take(&mut self.problems)
+    }
+
+    /// The network namespaces our pcapng writer described in interface descriptions read since
+    /// the last call (their frames carry the namespace), with the interface names the tracer
+    /// knew in each: teach them before decoding the frames that follow.
+    pub fn take_namespaces(&mut self) -> Vec<NamespaceNote> {
+        std::mem::take(&mut self.namespaces)
     }
 
     /// Reads the next readable frame into `out`, reusing its buffers; frames and stretches it
@@ -702,6 +718,7 @@ impl<R: Read> CaptureReader<R> {
                 orig_len,
                 data_offset: at.offset + 16,
                 direction: None,
+                netns: 0,
                 comment: None,
             };
             match self.finish_frame(out, at, packet) {
@@ -723,6 +740,7 @@ impl<R: Read> CaptureReader<R> {
             orig_len,
             data_offset,
             direction: explicit_direction,
+            netns,
             comment,
         } = packet;
         let Some(header) = NlmonHeader::decode(&self.record) else {
@@ -756,6 +774,7 @@ impl<R: Read> CaptureReader<R> {
             .or(comment_direction)
             .or_else(|| infer_direction(header.packet_type, netlink));
         frame.task = task;
+        frame.netns = netns;
         let moved = (orig_len as usize).saturating_sub(NLMON_HEADER_LEN);
         frame.total_len = u32::try_from(moved.max(netlink.len())).unwrap_or(u32::MAX);
         frame.bytes.clear();
@@ -991,7 +1010,9 @@ impl<R: Read> CaptureReader<R> {
             snaplen: endian.u32(&self.record, 12),
             tsresol: 6,
             tsoffset: 0,
+            netns: 0,
         };
+        let mut note = None;
         self.block_options(
             at,
             "interface description",
@@ -1000,9 +1021,16 @@ impl<R: Read> CaptureReader<R> {
             |code, value| match (code, value.len()) {
                 (IF_TSRESOL, 1) => interface.tsresol = value[0],
                 (IF_TSOFFSET, 8) => interface.tsoffset = endian.u64(value, 0) as i64,
+                (OPT_COMMENT, _) if note.is_none() => {
+                    note = NamespaceNote::parse(&String::from_utf8_lossy(value));
+                }
                 _ => {}
             },
         );
+        if let Some(note) = note {
+            interface.netns = note.netns;
+            self.namespaces.push(note);
+        }
         let State::Pcapng { interfaces, .. } = &mut self.state else {
             return Ok(());
         };
@@ -1113,6 +1141,7 @@ impl<R: Read> CaptureReader<R> {
             // Block type and length, then the body up to the packet data.
             data_offset: at.offset + 8 + data_at as u64,
             direction,
+            netns: interface.netns,
             comment,
         };
         self.finish_frame(out, at, packet)

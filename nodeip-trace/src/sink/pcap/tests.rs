@@ -2,10 +2,12 @@
 //! the pcapng blocks as `pcap-file` parses them, comments, flushing and errors.
 use std::io;
 
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 use super::*;
 use crate::model::frame::Task;
+use crate::model::nlmon::NamespaceNote;
 use crate::model::nlmon::{PACKET_HOST, PACKET_OUTGOING};
 use crate::source::capture::tests::{fixture, read_all, sample_frames, FIXTURES};
 
@@ -206,14 +208,19 @@ fn pcapng_blocks_as_pcap_file_reads_them() {
     assert_eq!(epb.data[..2], [0, 4]);
     assert_eq!(epb.data[16..], frame.bytes[..]);
     assert_eq!(
-        epb.options,
-        vec![
+        epb.options[..2],
+        [
             EnhancedPacketOption::Comment(
                 "pid=4321 tid=4322 comm=kubelet dir=send pod=kube-system/kube-proxy-x container=kube-proxy".into()
             ),
             EnhancedPacketOption::Flags(EPB_FLAG_OUTBOUND),
         ]
     );
+    // epb_packetid (5) = 1, in the section's byte order (pcap-file knows it as an unknown code).
+    let EnhancedPacketOption::Unknown(id) = &epb.options[2] else {
+        panic!("{:?}", epb.options)
+    };
+    assert_eq!((id.code, &id.value[..]), (5, &1u64.to_ne_bytes()[..]));
     let Block::EnhancedPacket(family) = &blocks[2] else {
         panic!("{:?}", blocks[2])
     };
@@ -230,6 +237,111 @@ fn pcapng_blocks_as_pcap_file_reads_them() {
     assert!(family.options.contains(&EnhancedPacketOption::Comment(
         "synthetic=genl-family name=IPVS id=0x0020".into()
     )));
+}
+
+/// A fake directory of two namespaces: 4026531840 (unnamed: lo, eth0) and 4026532001 (`ip netns`
+/// blue: lo, veth-b).
+struct TwoNamespaces;
+
+impl InterfaceDirectory for TwoNamespaces {
+    fn netns_of(&mut self, _pid: u32) -> Option<u64> {
+        None
+    }
+
+    fn interfaces_in(&mut self, netns: u64, _pid: u32) -> BTreeMap<u32, String> {
+        let names: &[(u32, &str)] = match netns {
+            4_026_531_840 => &[(1, "lo"), (2, "eth0")],
+            4_026_532_001 => &[(1, "lo"), (7, "veth-b")],
+            _ => &[],
+        };
+        names.iter().map(|(i, n)| (*i, n.to_string())).collect()
+    }
+
+    fn netns_name(&mut self, netns: u64) -> Option<String> {
+        (netns == 4_026_532_001).then(|| "blue".into())
+    }
+}
+
+/// Frames in two namespaces and one of unknown namespace, written as pcapng.
+pub(crate) fn namespaced_pcapng() -> (Vec<NetlinkFrame>, Vec<u8>) {
+    let mut frames = Vec::new();
+    for (i, netns) in [4_026_531_840u32, 4_026_532_001, 0, 4_026_531_840]
+        .iter()
+        .enumerate()
+    {
+        let mut frame = getlink_frame(Some(if i % 2 == 0 {
+            Direction::Send
+        } else {
+            Direction::Recv
+        }));
+        frame.netns = *netns;
+        frame.wall_ns += i as i128;
+        frames.push(frame);
+    }
+    let section = SectionInfo::from_host();
+    let mut writer = NlmonPcapngWriter::new(Vec::new(), &section)
+        .unwrap()
+        .with_namespaces(Box::new(TwoNamespaces));
+    for frame in &frames {
+        writer.write_frame(frame).unwrap();
+    }
+    (frames, writer.into_inner())
+}
+
+#[test]
+fn one_interface_per_namespace_named_after_it_with_its_interface_names() {
+    let (frames, bytes) = namespaced_pcapng();
+    let mut reader = PcapNgReader::new(&bytes[..]).unwrap();
+    let mut interfaces = Vec::new();
+    let mut packets = Vec::new();
+    while let Some(block) = reader.next_block() {
+        match block.unwrap().into_owned() {
+            Block::InterfaceDescription(idb) => interfaces.push(idb),
+            Block::EnhancedPacket(epb) => packets.push(epb),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        interfaces.len(),
+        3,
+        "one per namespace, written at first sight"
+    );
+    let option = |i: usize, f: &dyn Fn(&InterfaceDescriptionOption) -> Option<String>| {
+        interfaces[i].options.iter().find_map(f).unwrap_or_default()
+    };
+    let name = |o: &InterfaceDescriptionOption| match o {
+        InterfaceDescriptionOption::IfName(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let comment = |o: &InterfaceDescriptionOption| match o {
+        InterfaceDescriptionOption::Comment(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let description = |o: &InterfaceDescriptionOption| match o {
+        InterfaceDescriptionOption::IfDescription(n) => Some(n.to_string()),
+        _ => None,
+    };
+    assert_eq!(option(0, &name), "netns 4026531840");
+    assert_eq!(option(0, &comment), "netns=4026531840 1=lo 2=eth0");
+    assert_eq!(option(1, &name), "netns blue");
+    assert!(
+        option(1, &description).starts_with("network namespace 4026532001 (`ip netns` blue)"),
+        "{}",
+        option(1, &description)
+    );
+    assert_eq!(option(1, &comment), "netns=4026532001 1=lo 7=veth-b");
+    assert_eq!(option(2, &name), INTERFACE_NAME);
+    assert_eq!(option(2, &comment), "");
+    let ids: Vec<u32> = packets.iter().map(|p| p.interface_id).collect();
+    assert_eq!(ids, [0, 1, 2, 0]);
+    assert_eq!(packets.len(), frames.len());
+    let note = NamespaceNote::parse(&option(1, &comment)).unwrap();
+    assert_eq!(
+        (note.netns, note.interfaces.get(&7).map(String::as_str)),
+        (4_026_532_001, Some("veth-b"))
+    );
+    assert_eq!(note.render(), option(1, &comment));
+    assert!(NamespaceNote::parse("pid=1 comm=ip").is_none());
 }
 
 #[test]

@@ -36,6 +36,15 @@ fn run_tshark(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("tshark prints UTF-8")
 }
 
+/// `fields` of each frame of `file`, `|`-separated, a line per frame.
+fn tshark_fields(file: &TempFile, fields: &[&str]) -> String {
+    let mut args = vec!["-r", file.path(), "-T", "fields", "-E", "separator=|"];
+    for field in fields {
+        args.extend(["-e", field]);
+    }
+    run_tshark(&args)
+}
+
 /// A file in the temp directory, removed when dropped.
 struct TempFile(PathBuf);
 
@@ -182,18 +191,7 @@ fn tshark_shows_pcapng_comments_and_directions() {
     let frames = sample_frames();
     let (_, pcapng) = write_both(&frames);
     let file = TempFile::new("comments.pcapng", &pcapng);
-    let out = run_tshark(&[
-        "-r",
-        file.path(),
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-e",
-        "frame.comment",
-        "-e",
-        "frame.packet_flags_direction",
-    ]);
+    let out = tshark_fields(&file, &["frame.comment", "frame.packet_flags_direction"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), frames.len() + 1);
     assert_eq!(
@@ -230,6 +228,39 @@ fn tshark_shows_pcapng_comments_and_directions() {
             "capinfos lacks {expected:?}:\n{info}"
         );
     }
+}
+
+/// Issue 19: tshark sees one interface per network namespace, named after it, and each
+/// packet's comment, direction and id; nothing malformed.
+#[test]
+fn tshark_shows_namespaces_directions_and_packet_ids() {
+    let (frames, bytes) = super::tests::namespaced_pcapng();
+    let file = TempFile::new("namespaces.pcapng", &bytes);
+    let out = tshark_fields(
+        &file,
+        &[
+            "frame.interface_name",
+            "frame.interface_description",
+            "frame.packet_flags_direction",
+            "frame.packet_id",
+            "_ws.malformed",
+        ],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), frames.len(), "{out}");
+    let description = "netlink traffic seen by nodeip-trace, nlmon framing";
+    assert_eq!(
+        lines,
+        [
+            format!("netns 4026531840|network namespace 4026531840: {description}|0x00000002|1|"),
+            format!(
+                "netns blue|network namespace 4026532001 (`ip netns` blue): {description}|0x00000001|2|"
+            ),
+            format!("nodeip-trace|{description}|0x00000002|3|"),
+            format!("netns 4026531840|network namespace 4026531840: {description}|0x00000001|4|"),
+        ],
+        "{out}"
+    );
 }
 
 /// The IPVS frames of the iproute2 fixture (generic netlink, family 0x20).

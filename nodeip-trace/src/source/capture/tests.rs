@@ -103,6 +103,7 @@ pub(crate) fn sample_frames() -> Vec<NetlinkFrame> {
             protocol,
             direction: Some(direction),
             task: Some(task.clone()),
+            netns: 0,
             total_len: total as u32,
             bytes,
         };

@@ -49,9 +49,19 @@ pub(super) fn read_nlmon(fixture: &str) -> Vec<Frame> {
 }
 
 /// Decodes a capture in order with one decoder, as the offline analyser does.
+/// Decodes a capture as `analyze` does: in two passes, the interface names of its link
+/// messages (wherever they are) known before the first frame.
 fn decode_capture(fixture: &str) -> Vec<(Frame, DecodedBuffer)> {
+    let frames = read_nlmon(fixture);
+    let mut first = NetlinkDecoder::new();
+    for frame in &frames {
+        first.decode(frame.protocol, &frame.bytes);
+    }
+    let mut names = BTreeMap::new();
+    first.swap_interfaces(&mut names);
     let mut decoder = NetlinkDecoder::new();
-    read_nlmon(fixture)
+    decoder.swap_interfaces(&mut names);
+    frames
         .into_iter()
         .map(|frame| {
             let decoded = decoder.decode(frame.protocol, &frame.bytes);
