@@ -533,6 +533,7 @@ fn pcap_writer(
         Box::new(
             NlmonPcapngWriter::new(out, &SectionInfo::from_host())
                 .map_err(err)?
+                .with_namespaces(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory))
                 .flush_each_frame(to_stdout),
         )
     } else {
@@ -665,12 +666,16 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         );
     }
     if let Some(path) = &opts.pcapng {
+        let writer = pcap_writer(path, true)?;
         sinks.add(
-            Box::new(crate::sink::FrameSinkAdapter::new(
-                pcap_writer(path, true)?,
-                path.display().to_string(),
-                families.clone(),
-            )),
+            Box::new(
+                crate::sink::FrameSinkAdapter::new(
+                    writer,
+                    path.display().to_string(),
+                    families.clone(),
+                )
+                .with_section_comments(crate::sink::pcap::SectionComments::for_output(path)),
+            ),
             None,
         );
     }

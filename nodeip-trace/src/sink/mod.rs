@@ -13,7 +13,7 @@ pub mod text;
 pub mod view;
 
 use crate::model::emitted::Emitted;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventBody};
 use crate::model::frame::NetlinkFrame;
 
 /// The output-format switch of the timeline commands (trace, analyze, replay, report):
@@ -157,11 +157,18 @@ pub trait EventSink {
 /// Adapts a pcap/pcapng [`pcap::FrameSink`] to [`EventSink`]: frames are written, events ignored.
 /// Before the first frame of a generic-netlink family it writes a synthetic nlctrl NEWFAMILY frame
 /// (when the family's name is known) so Wireshark names the family.
+///
+/// Diagnoses and the run's summary, known only at the end, are kept for the capture's section
+/// header ([`pcap::SectionComments`]): rewritten into a regular pcapng file when it finishes,
+/// or, for a stream, named in a note on stderr.
 pub struct FrameSinkAdapter {
     inner: Box<dyn pcap::FrameSink>,
     name: String,
     families: std::collections::BTreeMap<u16, String>,
     announced: std::collections::BTreeSet<u16>,
+    section: pcap::SectionComments,
+    diagnoses: Vec<String>,
+    summary: Option<String>,
 }
 
 impl FrameSinkAdapter {
@@ -176,7 +183,29 @@ impl FrameSinkAdapter {
             name: name.into(),
             families,
             announced: Default::default(),
+            section: pcap::SectionComments::Dropped,
+            diagnoses: Vec::new(),
+            summary: None,
         }
+    }
+
+    /// Where the diagnoses go when the capture ends (default: nowhere, as in classic pcap).
+    pub fn with_section_comments(mut self, section: pcap::SectionComments) -> Self {
+        self.section = section;
+        self
+    }
+
+    /// The section comments a finished trace adds: how many diagnoses, each, the summary.
+    fn section_comments(&self) -> Vec<String> {
+        let count = match self.diagnoses.len() {
+            0 => "no diagnosis".to_owned(),
+            1 => "1 diagnosis (the next comment)".to_owned(),
+            n => format!("{n} diagnoses (the next comments)"),
+        };
+        let mut comments = vec![format!("nodeip-trace at the end of the trace: {count}")];
+        comments.extend(self.diagnoses.iter().cloned());
+        comments.extend(self.summary.clone());
+        comments
     }
 
     fn pcap_err(&self, source: pcap::PcapError) -> SinkError {
@@ -202,8 +231,49 @@ impl EventSink for FrameSinkAdapter {
         self.inner.write_frame(frame).map_err(|e| self.pcap_err(e))
     }
 
-    fn finish(&mut self) -> Result<(), SinkError> {
+    fn event(&mut self, event: &Event) -> Result<(), SinkError> {
+        match &event.body {
+            EventBody::Diagnosis(d) => {
+                let text = view::diagnosis_text(d);
+                self.diagnoses.push(text.trim_end().to_owned());
+            }
+            EventBody::Summary(s) => {
+                let events: u64 = s.events.values().sum();
+                self.summary = Some(format!(
+                    "trace summary: {events} events {:?}, {} lost, stopped by {}",
+                    s.events, s.lost, s.stopped_by
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Pushes the frames out after each batch: a killed trace leaves a capture that reads to
+    /// its last batch.
+    fn flush(&mut self) -> Result<(), SinkError> {
         self.inner.flush().map_err(|e| self.pcap_err(e))
+    }
+
+    fn finish(&mut self) -> Result<(), SinkError> {
+        self.inner.flush().map_err(|e| self.pcap_err(e))?;
+        match &self.section {
+            pcap::SectionComments::Dropped => Ok(()),
+            pcap::SectionComments::Rewrite(path) => {
+                pcap::add_section_comments(path, &self.section_comments())
+                    .map_err(|e| self.pcap_err(e))
+            }
+            pcap::SectionComments::Stream if !self.diagnoses.is_empty() => {
+                eprintln!(
+                    "nodeip-trace: note: {} is a stream, whose section header went out first: \
+                     its {} diagnoses are not in it (they are in the timeline and the recording)",
+                    self.name,
+                    self.diagnoses.len()
+                );
+                Ok(())
+            }
+            pcap::SectionComments::Stream => Ok(()),
+        }
     }
 }
 

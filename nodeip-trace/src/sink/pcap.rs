@@ -40,7 +40,8 @@
 //! it has seen the controller announce it.
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pcap_file::pcapng::blocks::interface_description::{
@@ -112,6 +113,20 @@ pub enum PcapError {
     TimestampOutOfRange {
         /// The offending wall-clock time.
         wall_ns: i128,
+    },
+    /// Adding comments to the section header of a finished capture failed.
+    #[error(
+        "adding the diagnoses to the section header of {path} failed ({step}): {source}; the \
+         capture is complete without them (they are in the timeline and the recording)"
+    )]
+    SectionRewrite {
+        /// The capture.
+        path: PathBuf,
+        /// What was being done.
+        step: &'static str,
+        /// Why it failed.
+        #[source]
+        source: io::Error,
     },
     /// The generic netlink family name cannot be announced.
     #[error(
@@ -609,6 +624,152 @@ impl<W: Write> FrameSink for NlmonPcapngWriter<W> {
     fn flush(&mut self) -> Result<(), PcapError> {
         Ok(self.out.get_mut().flush()?)
     }
+}
+
+/// Where the comments a trace has only at its end (its diagnoses, its summary) go in a pcapng
+/// capture, whose section header was written at its start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SectionComments {
+    /// Nowhere (classic pcap has no comments).
+    Dropped,
+    /// Into the section header of this regular file, rewritten when the trace ends
+    /// ([`add_section_comments`]).
+    Rewrite(PathBuf),
+    /// A stream (pipe, FIFO, stdout): what was sent cannot be rewritten; a note on stderr says
+    /// where the diagnoses are instead.
+    Stream,
+}
+
+impl SectionComments {
+    /// For a pcapng output at `path` (`-` = stdout), once it is open: a regular file is
+    /// rewritten, anything else is a stream.
+    pub fn for_output(path: &Path) -> Self {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && path.as_os_str() != "-" => Self::Rewrite(path.to_path_buf()),
+            _ => Self::Stream,
+        }
+    }
+}
+
+/// Adds `comments` (an `opt_comment` each, after the section's own options) to the section
+/// header of the pcapng file at `path`. The file is copied behind the new section header into a
+/// temporary file next to it (`.NAME.nodeip-trace-PID`, created 0600, given the file's mode),
+/// which then replaces it by a rename; the copy streams (`std::io::copy`: the kernel copies
+/// file to file), so memory stays constant whatever the size. Until the rename the capture is
+/// untouched: a failure, or a kill, leaves it complete without the comments.
+pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), PcapError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let fail = |step: &'static str| {
+        move |source: io::Error| PcapError::SectionRewrite {
+            path: path.to_path_buf(),
+            step,
+            source,
+        }
+    };
+    let mut original = std::fs::File::open(path).map_err(fail("opening it"))?;
+    let mode = original
+        .metadata()
+        .map_err(fail("reading its mode"))?
+        .permissions()
+        .mode();
+    let mut head = [0u8; 12];
+    original
+        .read_exact(&mut head)
+        .map_err(fail("reading its section header"))?;
+    let big = match head[8..12] {
+        [0x1a, 0x2b, 0x3c, 0x4d] => true,
+        [0x4d, 0x3c, 0x2b, 0x1a] => false,
+        _ => return Err(fail("reading its section header")(not_ours())),
+    };
+    let u32_at = |b: &[u8], at: usize| {
+        let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        if big {
+            u32::from_be_bytes(v)
+        } else {
+            u32::from_le_bytes(v)
+        }
+    };
+    let total = u32_at(&head, 4) as usize;
+    if head[..4] != [0x0a, 0x0d, 0x0d, 0x0a]
+        || total < 28
+        || !total.is_multiple_of(4)
+        || total > 1 << 20
+    {
+        return Err(fail("reading its section header")(not_ours()));
+    }
+    let mut shb = head.to_vec();
+    shb.resize(total, 0);
+    original
+        .read_exact(&mut shb[12..])
+        .map_err(fail("reading its section header"))?;
+    // Keep the options up to opt_endofopt (or a broken one), then ours.
+    let u16_at = |b: &[u8], at: usize| {
+        let v = [b[at], b[at + 1]];
+        if big {
+            u16::from_be_bytes(v)
+        } else {
+            u16::from_le_bytes(v)
+        }
+    };
+    let mut end = 24;
+    while end + 4 <= total - 4 && u16_at(&shb, end) != 0 {
+        let next = end + 4 + usize::from(u16_at(&shb, end + 2)).next_multiple_of(4);
+        if next > total - 4 {
+            break;
+        }
+        end = next;
+    }
+    shb.truncate(end);
+    for comment in comments {
+        let mut cut = comment.len().min(usize::from(u16::MAX));
+        while !comment.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        push_option(&mut shb, big, OPT_COMMENT, &comment.as_bytes()[..cut]);
+    }
+    push_option(&mut shb, big, 0, &[]);
+    let new_total = (shb.len() + 4) as u32;
+    let new_total = if big {
+        new_total.to_be_bytes()
+    } else {
+        new_total.to_le_bytes()
+    };
+    shb[4..8].copy_from_slice(&new_total);
+    shb.extend_from_slice(&new_total);
+
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.nodeip-trace-{}", std::process::id()));
+    let mut copy = || -> Result<(), PcapError> {
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(fail("creating the copy beside it"))?;
+        out.write_all(&shb).map_err(fail("writing the copy"))?;
+        io::copy(&mut original, &mut out).map_err(fail("writing the copy"))?;
+        out.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(fail("giving the copy the capture's mode"))?;
+        out.sync_all().map_err(fail("writing the copy"))?;
+        std::fs::rename(&temp, path).map_err(fail("replacing it by the copy"))
+    };
+    let result = copy();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+/// The error of a file whose first block is not a pcapng section header.
+fn not_ours() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "it does not start with a pcapng section header",
+    )
 }
 
 #[cfg(test)]

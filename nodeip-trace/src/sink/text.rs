@@ -3,7 +3,7 @@
 //! Diagnoses are collected and printed prominently at the end.
 use std::io::Write;
 
-use super::view::{present, Presentation};
+use super::view::{diagnosis_text, present, Presentation};
 use super::{EventSink, SinkError};
 use crate::model::event::{
     ConversationOutcome, Event, EventBody, KernelHandlerCall, NetlinkConversation, NetlinkEvent,
@@ -635,13 +635,7 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
         match present(e) {
             Presentation::Hidden => return Ok(()),
             Presentation::Diagnosis(d) => {
-                let mut text =
-                    format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
-                for ev in &d.evidence {
-                    text.push_str(&format!("    evidence: {ev}\n"));
-                }
-                text.push_str(&format!("    remedy:   {}\n", d.remedy));
-                self.diagnoses.push(text);
+                self.diagnoses.push(diagnosis_text(d));
                 return Ok(());
             }
             Presentation::Line(_) => {}

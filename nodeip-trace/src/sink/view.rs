@@ -16,6 +16,17 @@ pub enum Presentation<'a> {
     Diagnosis(&'a Diagnosis),
 }
 
+/// A diagnosis as people read it: `[SEVERITY] id — summary`, then its evidence and its remedy,
+/// a line each (the text timeline's closing list; the pcapng section comments).
+pub fn diagnosis_text(d: &Diagnosis) -> String {
+    let mut text = format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
+    for ev in &d.evidence {
+        text.push_str(&format!("    evidence: {ev}\n"));
+    }
+    text.push_str(&format!("    remedy:   {}\n", d.remedy));
+    text
+}
+
 /// The presentation of `event` (`--format json` keeps every event; this is for people).
 pub fn present(event: &Event) -> Presentation<'_> {
     match &event.body {

@@ -481,3 +481,170 @@ fn section_info_describes_this_host() {
         "{info:?}"
     );
 }
+
+/// A file under the temp directory for one test, removed when dropped.
+struct ScratchFile(std::path::PathBuf);
+
+impl ScratchFile {
+    fn new(name: &str, bytes: &[u8]) -> Self {
+        let dir = std::env::temp_dir().join(format!("nodeip-trace-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("capture.pcapng");
+        std::fs::write(&path, bytes).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
+
+/// The section header's comments of a pcapng file, as pcap-file reads them.
+fn section_comments_of(bytes: &[u8]) -> Vec<String> {
+    let reader = PcapNgReader::new(bytes).unwrap();
+    reader
+        .section()
+        .options
+        .iter()
+        .filter_map(|o| match o {
+            SectionHeaderOption::Comment(c) => Some(c.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn section_comments_are_added_to_a_finished_capture_and_nothing_else_changes() {
+    use std::os::unix::fs::PermissionsExt;
+    for endianness in [Endianness::Little, Endianness::Big] {
+        let section = SectionInfo {
+            user_application: "nodeip-trace 0.1.0".into(),
+            hardware: "x86_64".into(),
+            os: "Linux".into(),
+            host: "node-7".into(),
+        };
+        let mut writer = NlmonPcapngWriter::with_endianness(Vec::new(), &section, endianness)
+            .unwrap()
+            .with_namespaces(Box::new(TwoNamespaces));
+        let frames = sample_frames();
+        for frame in &frames {
+            writer.write_frame(frame).unwrap();
+        }
+        let before = writer.into_inner();
+        let file = ScratchFile::new(&format!("rewrite-{endianness:?}"), &before);
+        std::fs::set_permissions(&file.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let comments = [
+            "2 diagnoses".to_owned(),
+            "[WARNING] x — y\n    remedy:   z".into(),
+        ];
+        add_section_comments(&file.0, &comments).unwrap();
+        let after = std::fs::read(&file.0).unwrap();
+        assert_eq!(
+            section_comments_of(&after),
+            [
+                "host=node-7",
+                "2 diagnoses",
+                "[WARNING] x — y\n    remedy:   z"
+            ]
+        );
+        let (old, new) = (read_all(&before).0, read_all(&after).0);
+        let frames_of = |c: &[crate::source::capture::CapturedFrame]| {
+            c.iter().map(|f| f.frame.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(frames_of(&old), frames_of(&new));
+        // Everything after the section header is byte for byte the same.
+        let shb_len = |b: &[u8]| match endianness {
+            Endianness::Big => u32::from_be_bytes(b[4..8].try_into().unwrap()),
+            Endianness::Little => u32::from_le_bytes(b[4..8].try_into().unwrap()),
+        } as usize;
+        assert_eq!(before[shb_len(&before)..], after[shb_len(&after)..]);
+        let mode = std::fs::metadata(&file.0).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let left: Vec<_> = std::fs::read_dir(file.0.parent().unwrap())
+            .unwrap()
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    }
+}
+
+#[test]
+fn a_file_that_is_not_pcapng_is_left_alone() {
+    let file = ScratchFile::new("not-pcapng", b"not a capture at all, but long enough");
+    let error = add_section_comments(&file.0, &["x".into()]).unwrap_err();
+    assert!(
+        matches!(error, PcapError::SectionRewrite { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("section header"), "{error}");
+    assert_eq!(
+        std::fs::read(&file.0).unwrap(),
+        b"not a capture at all, but long enough"
+    );
+}
+
+#[test]
+fn the_adapter_puts_diagnoses_and_summary_in_the_section_header_at_the_end() {
+    use crate::model::event::{Diagnosis, Event, EventBody, RunSummary};
+    use crate::sink::{EventSink, FrameSinkAdapter};
+    let file = ScratchFile::new("adapter", &[]);
+    let out = std::fs::File::create(&file.0).unwrap();
+    let writer =
+        NlmonPcapngWriter::new(std::io::BufWriter::new(out), &SectionInfo::from_host()).unwrap();
+    let mut adapter = FrameSinkAdapter::new(Box::new(writer), "capture", Default::default())
+        .with_section_comments(SectionComments::for_output(&file.0));
+    let event = |body| Event {
+        ts: String::new(),
+        ts_ns: 0,
+        pid: 0,
+        tid: 0,
+        comm: String::new(),
+        process: None,
+        body,
+    };
+    adapter
+        .frame(&getlink_frame(Some(Direction::Send)))
+        .unwrap();
+    adapter.flush().unwrap();
+    assert_eq!(
+        read_all(&std::fs::read(&file.0).unwrap()).0.len(),
+        1,
+        "flushed per batch"
+    );
+    adapter
+        .event(&event(EventBody::Diagnosis(Diagnosis {
+            id: "route-get-resolves-to-lo".into(),
+            severity: "warning".into(),
+            summary: "s".into(),
+            evidence: vec!["e".into()],
+            remedy: "r".into(),
+        })))
+        .unwrap();
+    adapter
+        .event(&event(EventBody::Summary(RunSummary {
+            events: [("netlink".to_owned(), 1)].into(),
+            lost: 0,
+            stopped_by: "SIGINT".into(),
+        })))
+        .unwrap();
+    adapter.finish().unwrap();
+    let comments = section_comments_of(&std::fs::read(&file.0).unwrap());
+    assert_eq!(
+        comments[1..],
+        [
+            "nodeip-trace at the end of the trace: 1 diagnosis (the next comment)",
+            "[WARNING] route-get-resolves-to-lo — s\n    evidence: e\n    remedy:   r",
+            "trace summary: 1 events {\"netlink\": 1}, 0 lost, stopped by SIGINT",
+        ]
+    );
+    assert_eq!(
+        SectionComments::for_output(Path::new("-")),
+        SectionComments::Stream
+    );
+    assert_eq!(
+        SectionComments::for_output(Path::new("/dev/null")),
+        SectionComments::Stream
+    );
+}
