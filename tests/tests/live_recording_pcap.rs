@@ -4,7 +4,9 @@
 //! timeline the live run printed; its pcap and pcapng dissect in tshark with no malformed or
 //! non-netlink frame and tshark's per-type message counts equal ours; and `analyze` of them gives
 //! the same messages, in order, as the live JSON (plus the synthetic nlctrl frames that name
-//! generic families for Wireshark).
+//! generic families for Wireshark). The pcapng describes itself (issue 19): diagnoses, summary
+//! and node audit as section comments, an interface per network namespace named after it,
+//! directions and packet ids.
 use std::process::Command;
 
 use nodeip_trace_tests::tshark::{event_counts, tshark_counts, tshark_problems};
@@ -142,6 +144,56 @@ fn recording_replays_to_the_live_text_and_pcap_round_trips() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&analyzed.stdout).contains(r#""comm":"ip""#));
+
+    // Issue 19: the pcapng describes itself. Its section comments carry the diagnoses (added
+    // when the trace ended), the summary and the node audit; the namespace's frames are on an
+    // interface named after it, each with its direction and id.
+    assert!(
+        live_text.contains("] route-get-resolves-to-lo"),
+        "{live_text}"
+    );
+    let capinfos = Command::new("capinfos").arg(&pcapng).output().unwrap();
+    let info = String::from_utf8_lossy(&capinfos.stdout);
+    for expected in [
+        "Capture comment:     nodeip-trace at the end of the trace: ",
+        "Capture comment:     [WARNING] route-get-resolves-to-lo — ",
+        "Capture comment:     trace summary: ",
+        "Capture comment:     node address audit of ",
+        &format!("Name = netns {}", ns.name),
+    ] {
+        assert!(
+            info.contains(expected),
+            "capinfos lacks {expected:?}:\n{info}"
+        );
+    }
+    let fields = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcapng)
+        .args(["-T", "fields", "-E", "separator=|"])
+        .args([
+            "-e",
+            "frame.interface_name",
+            "-e",
+            "frame.packet_flags_direction",
+        ])
+        .args(["-e", "frame.packet_id", "-e", "frame.comment"])
+        .output()
+        .unwrap();
+    let fields = String::from_utf8_lossy(&fields.stdout);
+    let in_ns: Vec<&str> = fields
+        .lines()
+        .filter(|l| l.starts_with(&format!("netns {}|", ns.name)))
+        .collect();
+    assert!(!in_ns.is_empty(), "{fields}");
+    for (i, line) in fields.lines().enumerate() {
+        let cols: Vec<&str> = line.split('|').collect();
+        assert_eq!(cols[2], (i + 1).to_string(), "packet ids count up: {line}");
+        assert!(cols[1] == "0x00000001" || cols[1] == "0x00000002", "{line}");
+    }
+    assert!(
+        in_ns.iter().any(|l| l.contains("comm=ip dir=send")),
+        "{fields}"
+    );
 
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -199,6 +199,26 @@ fn go_cgo_choice(opts: &ExplainOptions, name: &str) -> GoResolverChoice {
 /// Runs the audit and writes the report; returns whether any finding of severity warning or
 /// error was made.
 pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainError> {
+    let report = audit_report(opts)?;
+    write_report(opts.format, &report, node_audit::render_text, out)
+        .map_err(ExplainError::Write)?;
+    Ok(report
+        .findings
+        .iter()
+        .any(|d| d.severity == "warning" || d.severity == "error"))
+}
+
+/// The audit of this node's namespace with every component's defaults, summed up for a
+/// capture's section comment ([`node_audit::summary_text`]); `None` when it cannot be made
+/// (no address, no netlink), which a capture can do without.
+pub fn node_audit_summary() -> Option<String> {
+    audit_report(&ExplainOptions::default())
+        .ok()
+        .map(|r| node_audit::summary_text(&r))
+}
+
+/// The audit `opts` asks for.
+pub fn audit_report(opts: &ExplainOptions) -> Result<node_audit::AuditReport, ExplainError> {
     let (messages, what) = kernel_messages(opts)?;
     let node_name = opts
         .node_name
@@ -222,12 +242,7 @@ pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainEr
     if opts.from.is_none() {
         report.go_cgo_choice = Some(go_cgo_choice(opts, &node_name));
     }
-    write_report(opts.format, &report, node_audit::render_text, out)
-        .map_err(ExplainError::Write)?;
-    Ok(report
-        .findings
-        .iter()
-        .any(|d| d.severity == "warning" || d.severity == "error"))
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -268,5 +283,16 @@ mod tests {
             "the secondary is skipped by the local-table path:\n{text}"
         );
         assert!(text.contains("secondary-address-skipped"), "{text}");
+        // The few lines a capture's section comment carries: picks and findings.
+        let summary = node_audit::summary_text(&audit_report(&opts).unwrap());
+        assert!(
+            summary.starts_with("node address audit of \"fixture\""),
+            "{summary}"
+        );
+        assert!(summary.contains("\n  kubelet ("), "{summary}");
+        assert!(
+            summary.contains("] secondary-address-skipped — "),
+            "{summary}"
+        );
     }
 }

@@ -674,7 +674,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     path.display().to_string(),
                     families.clone(),
                 )
-                .with_section_comments(crate::sink::pcap::SectionComments::for_output(path)),
+                .with_section_comments(crate::sink::pcap::SectionComments::for_output(path))
+                .with_closing_comment(Box::new(crate::command::explain::node_audit_summary)),
             ),
             None,
         );
@@ -691,6 +692,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             hook_preference: config.hooks.name().into(),
             netlink_capture: tracer.netlink_capture.clone(),
             handler_hooks: tracer.handler_modes.clone(),
+            kernel_limits: features.degradations(),
             filters: opts.filter_description.clone(),
             clock_offset_ns: (clock.wall_ns(0)) as i64,
         })),

@@ -963,7 +963,8 @@ impl AuditReport {
         let has_local_routes = self.snapshot.routes.iter().any(|r| r.table == "local");
         if !has_local_routes {
             self.picks.retain(|p| p.component != LOCAL_TABLE_PATH);
-            self.findings.retain(|f| f.id != "secondary-address-skipped");
+            self.findings
+                .retain(|f| f.id != "secondary-address-skipped");
             self.local_sources.clear();
             left_out.push(format!(
                 "{LOCAL_TABLE_PATH}: no local-table route (`ip route show table local`) in these events"
@@ -983,6 +984,38 @@ impl AuditReport {
         }
         (self, left_out)
     }
+}
+
+/// The audit in a few lines (a capture's section comment): what each component picks, and the
+/// findings' one-line summaries. [`render_text`] has the reasons.
+pub fn summary_text(r: &AuditReport) -> String {
+    let mut out = format!(
+        "node address audit of {:?} at the end of the trace (each component with its \
+         defaults; `nodeip-trace explain` gives the reasons):",
+        r.snapshot.hostname
+    );
+    for p in &r.picks {
+        let picked: Vec<String> = p.picked.iter().map(IpAddr::to_string).collect();
+        out.push_str(&format!(
+            "\n  {} ({}): {}",
+            p.component,
+            p.setting,
+            if picked.is_empty() {
+                "nothing".to_owned()
+            } else {
+                picked.join(", ")
+            }
+        ));
+    }
+    for d in &r.findings {
+        out.push_str(&format!(
+            "\n  [{}] {} — {}",
+            d.severity.to_uppercase(),
+            d.id,
+            d.summary
+        ));
+    }
+    out
 }
 
 /// The audit as text.

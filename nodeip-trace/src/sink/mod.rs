@@ -169,7 +169,12 @@ pub struct FrameSinkAdapter {
     section: pcap::SectionComments,
     diagnoses: Vec<String>,
     summary: Option<String>,
+    /// Makes one more section comment when the capture ends (the node address audit).
+    closing: Option<ClosingComment>,
 }
+
+/// Makes a section comment when a capture ends; `None` when there is nothing to say.
+pub type ClosingComment = Box<dyn FnOnce() -> Option<String>>;
 
 impl FrameSinkAdapter {
     /// Wraps `inner`; `families` are generic-netlink family ids known up front (id → name).
@@ -186,7 +191,15 @@ impl FrameSinkAdapter {
             section: pcap::SectionComments::Dropped,
             diagnoses: Vec::new(),
             summary: None,
+            closing: None,
         }
+    }
+
+    /// One more section comment, made when the capture ends and only if it is rewritten (the
+    /// caller's, e.g. the node address audit at that moment).
+    pub fn with_closing_comment(mut self, closing: ClosingComment) -> Self {
+        self.closing = Some(closing);
+        self
     }
 
     /// Where the diagnoses go when the capture ends (default: nowhere, as in classic pcap).
@@ -195,8 +208,9 @@ impl FrameSinkAdapter {
         self
     }
 
-    /// The section comments a finished trace adds: how many diagnoses, each, the summary.
-    fn section_comments(&self) -> Vec<String> {
+    /// The section comments a finished trace adds: how many diagnoses, each, the summary, the
+    /// closing comment.
+    fn section_comments(&mut self) -> Vec<String> {
         let count = match self.diagnoses.len() {
             0 => "no diagnosis".to_owned(),
             1 => "1 diagnosis (the next comment)".to_owned(),
@@ -205,6 +219,7 @@ impl FrameSinkAdapter {
         let mut comments = vec![format!("nodeip-trace at the end of the trace: {count}")];
         comments.extend(self.diagnoses.iter().cloned());
         comments.extend(self.summary.clone());
+        comments.extend(self.closing.take().and_then(|make| make()));
         comments
     }
 
@@ -260,8 +275,9 @@ impl EventSink for FrameSinkAdapter {
         match &self.section {
             pcap::SectionComments::Dropped => Ok(()),
             pcap::SectionComments::Rewrite(path) => {
-                pcap::add_section_comments(path, &self.section_comments())
-                    .map_err(|e| self.pcap_err(e))
+                let path = path.clone();
+                let comments = self.section_comments();
+                pcap::add_section_comments(&path, &comments).map_err(|e| self.pcap_err(e))
             }
             pcap::SectionComments::Stream if !self.diagnoses.is_empty() => {
                 eprintln!(
