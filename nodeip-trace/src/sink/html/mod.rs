@@ -2,7 +2,7 @@
 //! --report`, `--format html`). [`HtmlReportSink`] gathers the stream — header, the rows of the
 //! swimlane, resolver calls, diagnoses, the kernel's link/address/route answers for the address
 //! audit, and the text timeline — and writes the page when the stream ends. Budgets keep it
-//! readable and bounded: [`MAX_ROWS`] rows drawn, [`MAX_TEXT_LINES`] lines of text, with a
+//! readable and bounded: [`MAX_ROWS`] rows drawn, [`MAX_TEXT_EVENTS`] events in the text timeline, with a
 //! visible notice of what was left out.
 pub mod escape;
 pub mod page;
@@ -24,8 +24,8 @@ use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// Most swimlane rows drawn (≈ 0.5 KiB each).
 pub const MAX_ROWS: usize = 3000;
-/// Most lines of the text timeline kept.
-pub const MAX_TEXT_LINES: u64 = 20_000;
+/// Most events in the text timeline kept.
+pub const MAX_TEXT_EVENTS: u64 = 20_000;
 /// Most kernel answers (links, addresses, routes) kept for the audit.
 const MAX_ANSWERS: usize = 50_000;
 
@@ -62,7 +62,7 @@ pub struct HtmlReportSink<W: Write> {
     subtitles: BTreeMap<String, String>,
     answers: Vec<NetlinkMessage>,
     text: TextTimelineSink<Vec<u8>>,
-    text_lines: u64,
+    text_events: u64,
     finished: bool,
 }
 
@@ -85,7 +85,7 @@ impl<W: Write> HtmlReportSink<W> {
             subtitles: BTreeMap::new(),
             answers: Vec::new(),
             text: TextTimelineSink::new(Vec::new(), "the report's text timeline", false),
-            text_lines: 0,
+            text_events: 0,
             finished: false,
         }
     }
@@ -166,10 +166,10 @@ impl<W: Write> HtmlReportSink<W> {
         &mut self,
         item: impl FnOnce(&mut TextTimelineSink<Vec<u8>>) -> Result<(), SinkError>,
     ) -> Result<(), SinkError> {
-        if self.text_lines < MAX_TEXT_LINES {
+        if self.text_events < MAX_TEXT_EVENTS {
             item(&mut self.text)?;
         }
-        self.text_lines += 1;
+        self.text_events += 1;
         Ok(())
     }
 
@@ -283,7 +283,7 @@ impl<W: Write> HtmlReportSink<W> {
                     .map(|(report, left_out)| (report, left_out.as_slice())),
                 calls: &calls,
                 text_timeline: &text,
-                text_left_out: self.text_lines.saturating_sub(MAX_TEXT_LINES),
+                text_left_out: self.text_events.saturating_sub(MAX_TEXT_EVENTS),
             },
         );
         html

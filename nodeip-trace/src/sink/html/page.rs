@@ -89,7 +89,7 @@ pub struct Page<'a> {
     pub calls: &'a [(String, String, &'a GetaddrinfoCall)],
     /// The text timeline, as `replay` prints it.
     pub text_timeline: &'a str,
-    /// Lines of the text timeline left out.
+    /// Events left out of the text timeline.
     pub text_left_out: u64,
 }
 
@@ -123,7 +123,7 @@ pub fn write_page(out: &mut String, p: &Page<'_>) {
     if p.text_left_out > 0 {
         let _ = writeln!(
             out,
-            "<p class=\"notice\">{} more lines are not in this page: replay the recording for all of them.</p>",
+            "<p class=\"notice\">{} more events are not in this page: replay the recording for all of them.</p>",
             p.text_left_out
         );
     }

@@ -150,3 +150,36 @@ fn an_empty_stream_is_still_a_page_that_says_so() {
     assert!(html.contains("Nothing to draw"));
     assert!(html.trim_end().ends_with("</html>"));
 }
+
+#[test]
+fn past_the_row_budget_the_picture_stops_and_says_how_much_more_there_is() {
+    let seed = seeds()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("003-"))
+        .unwrap();
+    let text = std::fs::read_to_string(&seed).unwrap();
+    let conversation: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["kind"] == "conversation")
+        .unwrap();
+    let mut lines = Vec::new();
+    let conversations = super::MAX_ROWS; // two rows each
+    for n in 0..conversations as u64 {
+        let mut e = conversation.clone();
+        e["ts_ns"] = serde_json::json!(1_000_000 + n * 1000);
+        lines.push(e.to_string());
+    }
+    let html =
+        html_of_recording(Path::new("many.jsonl"), lines.join("\n").as_bytes(), "many").unwrap();
+    let drawn = html.matches("<g class=\"row").count();
+    assert_eq!(drawn, super::MAX_ROWS);
+    assert!(
+        html.contains(&format!(
+            "{} more rows are not drawn",
+            2 * conversations - super::MAX_ROWS
+        )),
+        "the notice says how many rows were left out"
+    );
+    assert!(html.contains("id=\"rows-left-out\""));
+}
