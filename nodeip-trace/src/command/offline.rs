@@ -241,24 +241,18 @@ pub fn link_names(input: impl Read) -> InterfaceNames {
     let Ok(mut reader) = CaptureReader::new(input) else {
         return names;
     };
-    let mut decoder = crate::decode::netlink::NetlinkDecoder::new();
     let mut captured = CapturedFrame::default();
     while let Ok(true) = reader.read_frame(&mut captured) {
-        let bytes = &captured.frame.bytes;
-        let newlink = bytes.get(4..6) == Some(&RTM_NEWLINK.to_ne_bytes()[..]);
-        if captured.frame.protocol != 0 || !newlink {
+        if captured.frame.protocol != 0 {
             continue;
         }
-        let table = names.entry(captured.frame.netns).or_default();
-        decoder.swap_interfaces(table);
-        decoder.decode(0, bytes);
-        decoder.swap_interfaces(table);
+        let found = crate::decode::netlink::link_names(&captured.frame.bytes);
+        if !found.is_empty() {
+            names.entry(captured.frame.netns).or_default().extend(found);
+        }
     }
     names
 }
-
-/// `RTM_NEWLINK`: a link's description (dump part, reply, notification).
-const RTM_NEWLINK: u16 = 16;
 
 /// [`analyze_into`], with what is known before the first frame.
 pub fn analyze_knowing(
@@ -822,7 +816,11 @@ mod tests {
                 interfaces: &InterfaceNames::new(),
             },
         );
-        assert_eq!(route_devices(&unknown), ["lo"], "only after the dump: {unknown}");
+        assert_eq!(
+            route_devices(&unknown),
+            ["lo"],
+            "only after the dump: {unknown}"
+        );
         let names = link_names(&bytes[..]);
         assert_eq!(names[&0][&1], "lo");
         let named = analyze_json(

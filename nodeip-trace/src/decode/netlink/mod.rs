@@ -101,6 +101,39 @@ const PROTOCOL_NAMES: &[(u16, &str)] = &[
     (22, "NETLINK_SMC"),
 ];
 
+/// The interface names (index, `IFLA_IFNAME`) of the `RTM_NEWLINK` messages of a
+/// `NETLINK_ROUTE` buffer (host byte order), in order; other messages and anything malformed
+/// are passed over. A scan for a first pass over a capture: far cheaper than
+/// [`NetlinkDecoder::decode`], which learns the same names while decoding everything.
+pub fn link_names(buffer: &[u8]) -> Vec<(u32, String)> {
+    const RTM_NEWLINK: u16 = 16;
+    const IFINFOMSG_LEN: usize = 16;
+    const IFLA_IFNAME: u16 = 3;
+    let mut names = Vec::new();
+    let mut at = 0;
+    while let (Some(len), Some(kind)) = (
+        attributes::read_u32(buffer, at),
+        attributes::read_u16(buffer, at + 4),
+    ) {
+        let len = len as usize;
+        let Some(message) = buffer.get(at..at.saturating_add(len)).filter(|_| len >= 16) else {
+            break;
+        };
+        if kind == RTM_NEWLINK && message.len() >= 16 + IFINFOMSG_LEN {
+            let index = attributes::read_u32(message, 20).unwrap_or(0);
+            let body = &message[16 + IFINFOMSG_LEN..];
+            let name = attributes::AttributeWalker::new(body, 0)
+                .map_while(Result::ok)
+                .find(|a| a.kind == IFLA_IFNAME);
+            if let (Some(name), true) = (name, index != 0) {
+                names.push((index, attributes::c_string(name.value)));
+            }
+        }
+        at += attributes::align4(len);
+    }
+    names
+}
+
 /// The name of a netlink protocol (`NETLINK_ROUTE`), or `NETLINK_<n>` when unknown.
 pub fn protocol_name(protocol: u16) -> Name {
     PROTOCOL_NAMES

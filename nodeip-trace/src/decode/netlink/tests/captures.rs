@@ -294,6 +294,22 @@ impl Xorshift {
     }
 }
 
+/// The first pass's scan finds the very names the decoder learns from each real capture.
+#[test]
+fn the_link_name_scan_learns_what_the_decoder_learns() {
+    for fixture in [BUSYBOX, IPROUTE2] {
+        let (mut decoder, mut scanned) = (NetlinkDecoder::new(), BTreeMap::new());
+        for frame in read_nlmon(fixture).iter().filter(|f| f.protocol == 0) {
+            decoder.decode(0, &frame.bytes);
+            scanned.extend(crate::decode::netlink::link_names(&frame.bytes));
+        }
+        let mut learned = BTreeMap::new();
+        decoder.swap_interfaces(&mut learned);
+        assert!(!learned.is_empty(), "{fixture}");
+        assert_eq!(scanned, learned, "{fixture}");
+    }
+}
+
 /// Truncated, sliced and bit-flipped copies of every captured frame, decoded as every
 /// protocol: the decoder must return (errors allowed), never panic.
 #[test]
@@ -326,6 +342,7 @@ fn mangled_frames_never_panic() {
                 variants.push(lengths);
             }
             for variant in &variants {
+                let _ = crate::decode::netlink::link_names(variant);
                 for protocol in [0, 6, 16, 9] {
                     let decoded = decoder.decode(protocol, variant);
                     serde_json::to_string(&decoded.messages).expect("serializable");
