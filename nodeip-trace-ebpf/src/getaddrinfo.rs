@@ -8,7 +8,7 @@ use aya_ebpf::{
     },
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
-    EbpfContext,
+    EbpfContext, Global,
 };
 use nodeip_trace_common::{
     counter, gai_flags, EventHeader, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS,
@@ -60,6 +60,11 @@ pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// Whether the kernel has `bpf_get_attach_cookie` (5.15; the loader probes). Constant to the
+/// verifier: at 0 the call is dead code it does not check, so the program loads on 5.10.
+#[unsafe(no_mangle)]
+static ATTACH_COOKIE: Global<u32> = Global::new(0);
+
 /// `getaddrinfo` return: copy the arguments and the result list, in order, to the ring buffer.
 #[uretprobe]
 pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
@@ -79,8 +84,13 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         (*rec).start_ns = inflight.start_ns;
         (*rec).ret = ctx.ret::<i64>() as i32;
         (*rec).count = 0;
-        // The loader sets the cookie to the libc kind of the file this uprobe is attached to.
-        (*rec).resolver = bpf_get_attach_cookie(ctx.as_ptr()) as u32;
+        // The loader sets the cookie to the libc kind of the file this uprobe is attached to
+        // (kernels without attach cookies, before 5.15: unknown).
+        (*rec).resolver = if ATTACH_COOKIE.load() != 0 {
+            bpf_get_attach_cookie(ctx.as_ptr()) as u32
+        } else {
+            nodeip_trace_common::resolver::UNKNOWN
+        };
         // A Go program's `net` marked this thread on its way into libc (cgo).
         if GO_CGO_THREADS.get(&pid_tgid).is_some() {
             (*rec).resolver |= nodeip_trace_common::resolver::VIA_GO_CGO;

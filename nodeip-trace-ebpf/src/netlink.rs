@@ -372,10 +372,20 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
     0
 }
 
+/// Whether the kernel has `bpf_get_current_task_btf` and `bpf_task_pt_regs` (5.15; the loader
+/// probes). Constant to the verifier: at 0 the calls are dead code it does not check, so the
+/// programs calling [`syscall_regs`] load on older kernels (5.10), without its answers.
+#[unsafe(no_mangle)]
+static TASK_PT_REGS: Global<u32> = Global::new(0);
+
 /// The current task's user registers as its syscall entry saved them (number in `orig_rax`,
-/// arguments in `rdi`, `rsi`, `rdx`, …), via `bpf_task_pt_regs` (kernel >= 5.15, needs BTF).
+/// arguments in `rdi`, `rsi`, `rdx`, …), via `bpf_task_pt_regs` (kernel >= 5.15, needs BTF);
+/// `None` without that helper.
 #[inline(always)]
 pub fn syscall_regs() -> Option<aya_ebpf::bindings::pt_regs> {
+    if TASK_PT_REGS.load() == 0 {
+        return None;
+    }
     unsafe {
         let task = aya_ebpf::helpers::generated::bpf_get_current_task_btf();
         let regs = aya_ebpf::helpers::generated::bpf_task_pt_regs(task);

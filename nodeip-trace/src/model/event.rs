@@ -93,6 +93,10 @@ pub struct RecordingHeader {
     /// The mode each kernel handler got (`fentry`, `kprobe`, `off`), by function.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub handler_hooks: std::collections::BTreeMap<String, String>,
+    /// What this kernel cannot do and what that costs (no BTF, no uprobes, BPF helpers older
+    /// kernels lack), one line each, as said at start; absent when nothing is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_limits: Vec<String>,
     /// Filters in effect, as given on the command line.
     pub filters: Vec<String>,
     /// Offset `wall - monotonic` in ns, so `ts_ns` values can be converted later.

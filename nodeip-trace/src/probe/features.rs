@@ -155,6 +155,15 @@ pub struct KernelFeatures {
     pub fentry: bool,
     /// Why fentry is not usable, when it is not.
     pub fentry_reason: String,
+    /// `bpf_task_pt_regs` with `bpf_get_current_task_btf` (kernel >= 5.15): the route-lookup
+    /// programs tell a netlink request's lookups by the sender's syscall registers.
+    pub task_pt_regs: bool,
+    /// `bpf_get_attach_cookie` (kernel >= 5.15): getaddrinfo records say which libc made them.
+    pub attach_cookie: bool,
+    /// fexit programs read a return value without knowing the argument count
+    /// (`bpf_get_func_ret`, kernel >= 5.17): the socket-layer capture's `skb_recv_datagram`
+    /// fexit needs it.
+    pub fexit_return: bool,
     /// The libcs found.
     pub libcs: Vec<LibcTarget>,
     /// The running Go programs whose own resolver would be probed.
@@ -243,6 +252,41 @@ pub fn degradations(btf: bool, uprobes: bool) -> Vec<String> {
         );
     }
     notes
+}
+
+/// What the kernel's missing BPF helpers cost (a trace still runs), one line each: `task_pt_regs`
+/// (5.15), `attach_cookie` (5.15), `fexit_return` (`bpf_get_func_ret`, 5.17).
+pub fn helper_degradations(
+    task_pt_regs: bool,
+    attach_cookie: bool,
+    fexit_return: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !task_pt_regs {
+        notes.push("no bpf_task_pt_regs (kernel < 5.15): route lookups made while the kernel answers a netlink request (route get) are kept only inside a traced getaddrinfo or connect; the route-get handler probe still records the answer".to_string());
+    }
+    if !attach_cookie {
+        notes.push("no bpf_get_attach_cookie (kernel < 5.15): getaddrinfo records do not say which C library made the call (shown as glibc)".to_string());
+    }
+    if !fexit_return {
+        notes.push("no bpf_get_func_ret (kernel < 5.17): the socket-layer netlink capture cannot use fentry/fexit (skb_recv_datagram's return value), kprobes capture at the socket layer instead".to_string());
+    }
+    notes
+}
+
+/// The kernel-version floor of `bpf_get_func_ret`, which the `skb_recv_datagram` fexit uses
+/// (fexit programs that know their function's argument count read the return value from the
+/// context instead, on any kernel with fexit).
+const FEXIT_RETURN_KERNEL: (u8, u8) = (5, 17);
+
+/// Functions whose fexit program needs `bpf_get_func_ret` (their argument count changed across
+/// kernels: `skb_recv_datagram` lost `noblock` in 5.19).
+const FEXIT_NEEDS_FUNC_RET: [&str; 1] = ["skb_recv_datagram"];
+
+/// Whether the kernel offers `helper` to `program_type` programs (a load probe; false when it
+/// cannot be told, e.g. without privileges).
+fn helper_supported(program_type: aya::programs::ProgramType, helper: aya::sys::BpfHelper) -> bool {
+    aya::sys::is_helper_supported(program_type, helper).unwrap_or(false)
 }
 
 /// What stops `trace` from running for a process with `capabilities` under `lockdown`: one line
@@ -339,6 +383,8 @@ struct ModeSupport<'a> {
     fentry: bool,
     /// Why not, when `fentry` is false.
     fentry_reason: &'a str,
+    /// fexit can read any function's return value (`bpf_get_func_ret`).
+    fexit_return: bool,
     kprobes: bool,
     /// `/proc/kallsyms` could not be read (so no function is known to exist).
     no_kallsyms: bool,
@@ -443,6 +489,15 @@ impl ModeSupport<'_> {
                     function.name
                 )
             });
+        }
+        if mode == KernelHookMode::Fentry
+            && !self.fexit_return
+            && FEXIT_NEEDS_FUNC_RET.contains(&function.name.as_str())
+        {
+            return Some(format!(
+                "its fexit reads the return value with bpf_get_func_ret (kernel >= {}.{})",
+                FEXIT_RETURN_KERNEL.0, FEXIT_RETURN_KERNEL.1
+            ));
         }
         if mode == KernelHookMode::Fentry {
             if let Some(module) = &function.module {
@@ -606,6 +661,16 @@ impl KernelFeatures {
         } else {
             (false, "not privileged".into())
         };
+        use aya::programs::ProgramType;
+        use aya::sys::BpfHelper;
+        let task_pt_regs = privileged
+            && btf
+            && helper_supported(ProgramType::TracePoint, BpfHelper::BPF_FUNC_task_pt_regs);
+        let attach_cookie = privileged
+            && helper_supported(ProgramType::KProbe, BpfHelper::BPF_FUNC_get_attach_cookie);
+        let (major, minor) = FEXIT_RETURN_KERNEL;
+        let fexit_return = aya::util::KernelVersion::current()
+            .is_ok_and(|v| v >= aya::util::KernelVersion::new(major, minor, 0));
         let libcs = find_libcs(Path::new("/proc"));
         let (go_resolvers, static_resolvers) = running_executable_resolvers(Path::new("/proc"));
         let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
@@ -671,6 +736,7 @@ impl KernelFeatures {
         let support = ModeSupport {
             fentry,
             fentry_reason: &fentry_reason,
+            fexit_return,
             kprobes,
             no_kallsyms: kallsyms.is_empty(),
             sock_tracepoints: sock_tracepoints_listed(&hooks),
@@ -699,6 +765,9 @@ impl KernelFeatures {
             kprobes,
             fentry,
             fentry_reason,
+            task_pt_regs,
+            attach_cookie,
+            fexit_return,
             libcs,
             go_resolvers,
             static_resolvers,
@@ -730,6 +799,7 @@ impl KernelFeatures {
         ModeSupport {
             fentry: self.fentry,
             fentry_reason: &self.fentry_reason,
+            fexit_return: self.fexit_return,
             kprobes: self.kprobes,
             no_kallsyms: !self.kallsyms_readable,
             sock_tracepoints: self.sock_tracepoints(),
@@ -757,7 +827,15 @@ impl KernelFeatures {
 
     /// What works only in part here and why (trace still runs): shown at the start of a trace.
     pub fn degradations(&self) -> Vec<String> {
-        degradations(self.btf, self.uprobes)
+        let mut notes = degradations(self.btf, self.uprobes);
+        if self.privileged {
+            notes.extend(helper_degradations(
+                self.task_pt_regs,
+                self.attach_cookie,
+                self.fexit_return,
+            ));
+        }
+        notes
     }
 
     /// Whether the tool can trace anything at all here.
@@ -820,6 +898,15 @@ impl KernelFeatures {
                 format!(" ({})", self.fentry_reason)
             }
         ));
+        s.push_str(&format!(
+            "helpers      bpf_task_pt_regs {}, bpf_get_attach_cookie {}, bpf_get_func_ret {}\n",
+            yes(self.task_pt_regs),
+            yes(self.attach_cookie),
+            yes(self.fexit_return)
+        ));
+        for note in self.degradations() {
+            s.push_str(&format!("  limit: {note}\n"));
+        }
         s.push_str("libcs\n");
         for l in &self.libcs {
             s.push_str(&format!(
@@ -1010,6 +1097,7 @@ mod tests {
         ModeSupport {
             fentry,
             fentry_reason,
+            fexit_return: true,
             kprobes,
             no_kallsyms: false,
             sock_tracepoints: false,
@@ -1103,13 +1191,18 @@ mod tests {
         );
     }
 
-    #[test]
-    fn capture_needs_every_function_in_one_mode() {
+    /// The four socket-layer capture functions, all built in.
+    fn capture_functions_present() -> Vec<KernelFunction> {
         let k = "1 t netlink_sendmsg\n2 t netlink_recvmsg\n3 T netlink_unicast\n4 T skb_recv_datagram\n";
-        let all: Vec<KernelFunction> = CAPTURE_FUNCTIONS
+        CAPTURE_FUNCTIONS
             .iter()
             .map(|(f, _)| kallsyms_lookup(k, f))
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn capture_needs_every_function_in_one_mode() {
+        let all = capture_functions_present();
         let plan = plan_capture(&all, HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
         let plan = plan_capture(&all, HookPreference::Auto, support(false, "EPERM", true));
@@ -1127,6 +1220,23 @@ mod tests {
         );
         let plan = plan_capture(&all, HookPreference::Tracepoint, support(true, "", true));
         assert_eq!(plan.mode, None);
+    }
+
+    #[test]
+    fn without_bpf_get_func_ret_the_capture_leaves_fentry_for_kprobe() {
+        let all = capture_functions_present();
+        let before_5_17 = ModeSupport {
+            fexit_return: false,
+            ..support(true, "", true)
+        };
+        let plan = plan_capture(&all, HookPreference::Auto, before_5_17);
+        assert_eq!(plan.mode, Some(KernelHookMode::Kprobe));
+        assert!(plan.reason.contains("bpf_get_func_ret"), "{}", plan.reason);
+        // The handlers' fexits read the return value after their known arguments.
+        let handlers = plan_handlers(&functions(), HookPreference::Auto, before_5_17);
+        assert_eq!(handlers[0].mode, Some(KernelHookMode::Fentry));
+        assert_eq!(helper_degradations(false, false, false).len(), 3);
+        assert!(helper_degradations(true, true, true).is_empty());
     }
 
     #[test]

@@ -262,6 +262,9 @@ impl LiveTracer {
             .override_global("SOCKET_OFFSETS", &socket_offsets.unwrap_or_default(), true)
             .override_global("ROUTE_OFFSETS", &route_offsets.unwrap_or_default(), true)
             .override_global("BATCH_WAKEUPS", &1u32, true)
+            // Helpers older kernels lack (5.10): the programs skip their calls at 0.
+            .override_global("TASK_PT_REGS", &u32::from(features.task_pt_regs), true)
+            .override_global("ATTACH_COOKIE", &u32::from(features.attach_cookie), true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;
