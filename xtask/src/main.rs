@@ -1,12 +1,14 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
-//! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on a stock Debian
-//! kernel under QEMU), `bench` (overhead and loss, appended to BENCHMARKS.md), `soak` (hours-long
-//! behaviour in minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets
-//! in `fuzz/`, briefly). Run as `cargo xtask <task>`.
+//! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on stock Debian
+//! kernels under QEMU), `kernel-table` (README's kernel-support table from `vm-test`'s runs),
+//! `bench` (overhead and loss, appended to BENCHMARKS.md), `soak` (hours-long behaviour in
+//! minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets in `fuzz/`,
+//! briefly). Run as `cargo xtask <task>`.
 mod bench;
 mod browser_tools;
 mod demo;
 mod fuzz;
+mod kernels;
 mod setup;
 mod soak;
 mod vm;
@@ -30,7 +32,8 @@ enum Task {
     Setup,
     /// Bootstrap, then run every test (unit, end-to-end as root, clippy, fmt), the fuzz targets
     /// briefly (`fuzz`: 30 s each over their corpora), then the VM lane (`vm-test`: the
-    /// end-to-end tests again on Debian's stock kernel). CI runs this.
+    /// end-to-end tests again on Debian's stock kernels: all of them on 6.1, the smoke set on
+    /// 5.10 and 6.12). CI runs this.
     Test {
         /// Skip `cargo xtask setup`.
         #[arg(long)]
@@ -78,10 +81,20 @@ enum Task {
         #[arg(long, value_name = "NAME")]
         target: Option<String>,
     },
-    /// Run the end-to-end tests on a stock Debian kernel under QEMU (kprobes, fentry, IPVS and
-    /// nlmon exist there); the kernel package and the initramfs are cached in target/vm-cache.
+    /// Run the end-to-end tests on stock Debian kernels under QEMU (kprobes, fentry, IPVS and
+    /// nlmon exist there); the kernel packages and the initramfs are cached in target/vm-cache,
+    /// each kernel's doctor report and results kept in target/vm-kernels/<kernel>/.
     VmTest {
-        /// Kernel package to boot (default: what linux-image-cloud-amd64 depends on).
+        /// Kernel to boot: 5.10 (bullseye), 6.1 (bookworm), 6.12 (trixie) or all (repeatable);
+        /// each runs the whole guest suite. Default: what `test` runs (the whole suite on 6.1,
+        /// the smoke set on the others).
+        #[arg(long = "kernel", value_name = "KERNEL")]
+        kernels: Vec<String>,
+        /// Only the smoke set (doctor, live getaddrinfo, live seeds, nlmon reference).
+        #[arg(long)]
+        smoke: bool,
+        /// Kernel package to boot with one --kernel (default: what the suite's
+        /// linux-image-cloud-amd64 depends on).
         #[arg(long, value_name = "PACKAGE")]
         kernel_package: Option<String>,
         /// Seconds before the guest counts as hung.
@@ -91,6 +104,9 @@ enum Task {
         #[arg(long = "test", value_name = "NAME")]
         only: Vec<String>,
     },
+    /// Rewrite README's kernel-support table from the VM lane's saved runs
+    /// (target/vm-kernels/<kernel>/doctor.json and results.json).
+    KernelTable,
 }
 
 /// The workspace root.
@@ -168,6 +184,7 @@ fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             vm::vm_test(vm::VmOptions {
+                kernels: vm::VmOptions::kernels(&[], false)?,
                 kernel_package: None,
                 timeout_secs: vm::DEFAULT_TIMEOUT_SECS,
                 only: Vec::new(),
@@ -180,14 +197,18 @@ fn main() -> anyhow::Result<()> {
             demo::demo()
         }
         Task::VmTest {
+            kernels,
+            smoke,
             kernel_package,
             timeout,
             only,
         } => vm::vm_test(vm::VmOptions {
+            kernels: vm::VmOptions::kernels(&kernels, smoke)?,
             kernel_package,
             timeout_secs: timeout,
             only,
         }),
+        Task::KernelTable => kernels::write_table(),
         Task::Bench { quick } => bench::bench(quick),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),

@@ -1,13 +1,16 @@
-//! `cargo xtask vm-test`: the end-to-end tests on a stock Debian kernel under QEMU (the VM lane).
+//! `cargo xtask vm-test`: the end-to-end tests on stock Debian kernels under QEMU (the VM lane).
 //!
-//! The host kernel here lacks kprobes, fentry, IPVS and nlmon; a stock Debian cloud kernel has
-//! them. This task downloads that kernel's package with `apt-get download` (never installed on
-//! the host), unpacks it into a cache (`target/vm-cache/`, reused between runs), builds the tests
-//! and the tool, packs a small initramfs — busybox, the test binaries and the tool at the same
-//! absolute paths as on the host, `ip`, `getent`, `ipvsadm`, `tcpdump` with their libraries, the
-//! kernel modules the tests need — boots it with QEMU (TCG; KVM with `NODEIP_VM_KVM=1`),
-//! runs each end-to-end test binary inside, and reads each binary's exit status back from the
-//! serial console. Any failure, missing result or timeout makes the task fail.
+//! The host kernel here lacks kprobes, fentry, IPVS and nlmon; Debian's stock cloud kernels have
+//! them. For each kernel of the matrix (5.10, 6.1, 6.12: [`crate::kernels`]) this task fetches
+//! the kernel's package with `apt-get download` (never installed on the host), unpacks it into a
+//! cache (`target/vm-cache/`, reused between runs), builds the tests and the tool once, packs a
+//! small initramfs — busybox, the test binaries and the tool at the same absolute paths as on the
+//! host, `ip`, `getent`, `ipvsadm`, `tcpdump` with their libraries, the kernel modules the tests
+//! need — boots it with QEMU (TCG; KVM with `NODEIP_VM_KVM=1`), runs `doctor` and the selected
+//! end-to-end test binaries inside, and reads each binary's exit status and test lines back from
+//! the serial console. Each kernel's doctor report (text and JSON) and results are kept in
+//! `target/vm-kernels/<kernel>/`, which `cargo xtask kernel-table` turns into README's table.
+//! Any failure, missing result or timeout makes the task fail.
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,7 +18,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
+use serde_json::json;
 
+use crate::kernels::{self, Kernel};
 use crate::{cargo, run, workspace_root};
 
 /// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
@@ -29,6 +34,48 @@ const GUEST_TESTS: [&str; 9] = [
     "vm_real_ipvs",
     "vm_kernel_handlers",
     "vm_nlmon_reference",
+];
+
+/// The smoke set, run on the kernels that do not get the whole suite in `cargo xtask test`:
+/// doctor, live getaddrinfo, the live seeds and the nlmon reference.
+const SMOKE_TESTS: [&str; 4] = [
+    "doctor",
+    "live_getaddrinfo",
+    "live_seeds",
+    "vm_nlmon_reference",
+];
+
+/// Which guest tests a kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Suite {
+    /// Every binary of `GUEST_TESTS`.
+    Full,
+    /// `SMOKE_TESTS` only.
+    Smoke,
+}
+
+impl Suite {
+    fn tests(self) -> &'static [&'static str] {
+        match self {
+            Suite::Full => &GUEST_TESTS,
+            Suite::Smoke => &SMOKE_TESTS,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Full => "full",
+            Suite::Smoke => "smoke",
+        }
+    }
+}
+
+/// What `cargo xtask test` (and `vm-test` without `--kernel`) runs: the whole guest suite on
+/// Debian 12's 6.1, the smoke set on the others.
+pub const TEST_PLAN: [(&str, Suite); 3] = [
+    ("6.1", Suite::Full),
+    ("6.12", Suite::Smoke),
+    ("5.10", Suite::Smoke),
 ];
 
 /// Tests left out in the guest, with why (passed to the test binary as `--skip`).
@@ -61,6 +108,8 @@ const VM_PACKAGES: [&str; 5] = [
 /// Marker lines the guest prints; the host parses them from the console log.
 const RESULT_MARKER: &str = "@@VM-RESULT";
 const DONE_MARKER: &str = "@@VM-DONE";
+const RUN_MARKER: &str = "@@VM-RUN";
+const KERNEL_MARKER: &str = "@@VM-KERNEL";
 /// Lines between these carry the guest's artifacts (captures) as a base64 tar.gz.
 const ARTIFACTS_BEGIN: &str = "@@VM-ARTIFACTS-BEGIN";
 const ARTIFACTS_END: &str = "@@VM-ARTIFACTS-END";
@@ -72,12 +121,45 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 1500;
 
 /// Options of the task.
 pub struct VmOptions {
-    /// Kernel package to boot (`linux-image-…`); default: what `linux-image-cloud-amd64` depends on.
+    /// The kernels to boot, each with its suite, in this order.
+    pub kernels: Vec<(Kernel, Suite)>,
+    /// Kernel package to boot (`linux-image-…`, one kernel only); default: the one its suite's
+    /// `linux-image-cloud-amd64` depends on.
     pub kernel_package: Option<String>,
     /// Seconds before the guest is considered hung.
     pub timeout_secs: u64,
-    /// Run only these test binaries (default: all of `GUEST_TESTS`).
+    /// Run only these test binaries (default: the kernel's suite).
     pub only: Vec<String>,
+}
+
+impl VmOptions {
+    /// The kernels of `--kernel` values (`5.10`, `6.1`, `6.12`, `all`; repeatable), each with
+    /// the whole suite (the smoke set with `smoke`); none given: [`TEST_PLAN`].
+    pub fn kernels(names: &[String], smoke: bool) -> anyhow::Result<Vec<(Kernel, Suite)>> {
+        let suite = if smoke { Suite::Smoke } else { Suite::Full };
+        if names.is_empty() {
+            return TEST_PLAN
+                .iter()
+                .map(|(name, plan)| {
+                    Ok((kernels::by_name(name)?, if smoke { suite } else { *plan }))
+                })
+                .collect();
+        }
+        let mut chosen = Vec::new();
+        for name in names {
+            let some: Vec<Kernel> = if name == "all" {
+                kernels::KERNELS.to_vec()
+            } else {
+                vec![kernels::by_name(name)?]
+            };
+            for k in some {
+                if !chosen.iter().any(|(c, _)| *c == k) {
+                    chosen.push((k, suite));
+                }
+            }
+        }
+        Ok(chosen)
+    }
 }
 
 fn output(cmd: &mut Command) -> anyhow::Result<String> {
@@ -89,60 +171,6 @@ fn output(cmd: &mut Command) -> anyhow::Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The kernel package: as given, or the one the cloud flavour's meta package points at.
-fn kernel_package(given: Option<String>) -> anyhow::Result<String> {
-    if let Some(p) = given {
-        return Ok(p);
-    }
-    let deps = output(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]))?;
-    deps.lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends: "))
-        .find(|p| p.starts_with("linux-image-") && p.as_bytes().get(12).is_some_and(u8::is_ascii_digit))
-        .map(str::to_string)
-        .context("apt-cache names no linux-image-N… package for linux-image-cloud-amd64: run `apt-get update`, or pass --kernel-package")
-}
-
-/// The unpacked kernel tree (cached): `(root, version)`.
-fn kernel_tree(cache: &Path, package: &str) -> anyhow::Result<(PathBuf, String)> {
-    let version = package
-        .strip_prefix("linux-image-")
-        .context("a kernel package is named linux-image-VERSION")?
-        .to_string();
-    let root = cache.join(format!("kernel-{version}"));
-    let vmlinuz = root.join(format!("boot/vmlinuz-{version}"));
-    if !vmlinuz.exists() {
-        let debs = cache.join("debs");
-        std::fs::create_dir_all(&debs)?;
-        let have_deb = |debs: &Path| -> anyhow::Result<Option<PathBuf>> {
-            Ok(std::fs::read_dir(debs)?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .find(|p| {
-                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                        n.starts_with(&format!("{package}_")) && n.ends_with(".deb")
-                    })
-                }))
-        };
-        if have_deb(&debs)?.is_none() {
-            eprintln!("vm-test: apt-get download {package}");
-            run(Command::new("apt-get")
-                .args(["download", package])
-                .current_dir(&debs))?;
-        }
-        let deb = have_deb(&debs)?.context("apt-get download left no .deb")?;
-        let _ = std::fs::remove_dir_all(&root);
-        run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))?;
-    }
-    if !root
-        .join(format!("lib/modules/{version}/modules.dep"))
-        .exists()
-    {
-        // The package ships no modules.dep.
-        run(Command::new("depmod").arg("-b").arg(&root).arg(&version))?;
-    }
-    Ok((root, version))
 }
 
 /// The test executables cargo built for `GUEST_TESTS`, and the crate's helper binaries.
@@ -219,7 +247,8 @@ fn copy_with_libraries(
     Ok(())
 }
 
-/// Module files (relative to the modules directory) for `GUEST_MODULES`, dependencies first.
+/// Module files (relative to the modules directory) for `GUEST_MODULES`, dependencies first;
+/// compressed ones (`.ko.xz`, `.ko.zst`: trixie on) keep their suffix here.
 fn module_files(kernel: &Path, version: &str) -> anyhow::Result<Vec<String>> {
     let mut order: Vec<String> = Vec::new();
     for module in GUEST_MODULES {
@@ -235,8 +264,13 @@ fn module_files(kernel: &Path, version: &str) -> anyhow::Result<Vec<String>> {
                 continue; // builtin
             }
             let Some(path) = words.next() else { continue };
-            let prefix = format!("{}/lib/modules/{version}/", kernel.display());
-            let relative = path.strip_prefix(&prefix).unwrap_or(path).to_string();
+            let relative = ["lib", "usr/lib"]
+                .iter()
+                .find_map(|lib| {
+                    path.strip_prefix(&format!("{}/{lib}/modules/{version}/", kernel.display()))
+                })
+                .unwrap_or(path)
+                .to_string();
             if !order.contains(&relative) {
                 order.push(relative);
             }
@@ -266,6 +300,7 @@ fn init_script(
          ip link set lo up\n",
     );
     for m in modules {
+        let m = guest_module_name(m);
         let _ = writeln!(
             s,
             "insmod /lib/modules/{version}/{m} || echo \"insmod {m} failed\""
@@ -279,7 +314,24 @@ fn init_script(
         s,
         "export NODEIP_VM_ARTIFACTS={GUEST_ARTIFACTS}; mkdir -p {GUEST_ARTIFACTS}"
     );
-    let _ = writeln!(s, "{} doctor", tool.display());
+    // doctor's report, shown and kept (text and JSON) for the kernel-support table.
+    let _ = writeln!(
+        s,
+        "{tool} doctor > {GUEST_ARTIFACTS}/doctor.txt 2>&1; echo \"@@VM-DOCTOR-EXIT $?\"; cat {GUEST_ARTIFACTS}/doctor.txt",
+        tool = tool.display()
+    );
+    let _ = writeln!(
+        s,
+        "{} doctor --format json > {GUEST_ARTIFACTS}/doctor.json 2>/dev/null",
+        tool.display()
+    );
+    // What `trace --hooks auto` really attached (the header names each hook, failures with
+    // the kernel's reason), next to what doctor planned.
+    let _ = writeln!(
+        s,
+        "{} trace --format json --duration 1 > /tmp/trace.json 2> {GUEST_ARTIFACTS}/trace-start.txt; head -n 1 /tmp/trace.json > {GUEST_ARTIFACTS}/trace-header.json; cat {GUEST_ARTIFACTS}/trace-start.txt",
+        tool.display()
+    );
     let skips: String = GUEST_SKIPS
         .iter()
         .map(|(test, _)| format!(" --skip {test}"))
@@ -302,15 +354,24 @@ fn init_script(
     s
 }
 
-/// Packs the initramfs; returns its path.
+/// A module's file name in the guest: decompressed (busybox's insmod reads plain `.ko`).
+fn guest_module_name(relative: &str) -> &str {
+    relative
+        .strip_suffix(".xz")
+        .or_else(|| relative.strip_suffix(".zst"))
+        .or_else(|| relative.strip_suffix(".gz"))
+        .unwrap_or(relative)
+}
+
+/// Packs the initramfs in `work`; returns its path.
 fn initramfs(
-    cache: &Path,
+    work: &Path,
     kernel: &Path,
     version: &str,
     tests: &[(String, PathBuf)],
     selected: &[&str],
 ) -> anyhow::Result<PathBuf> {
-    let rootfs = cache.join("rootfs");
+    let rootfs = work.join("rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
     for dir in [
         "bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "run", "root",
@@ -333,8 +394,11 @@ fn initramfs(
     let mut copied = BTreeSet::new();
     let tool = workspace_root().join("target/debug/nodeip-trace");
     copy_with_libraries(&rootfs, &tool, &mut copied)?;
-    for (_, exe) in tests {
-        copy_with_libraries(&rootfs, exe, &mut copied)?;
+    // The selected test binaries and the crate's helper binaries (the other names).
+    for (name, exe) in tests {
+        if selected.contains(&name.as_str()) || !GUEST_TESTS.contains(&name.as_str()) {
+            copy_with_libraries(&rootfs, exe, &mut copied)?;
+        }
     }
     for program in GUEST_PROGRAMS {
         copy_with_libraries(&rootfs, Path::new(program), &mut copied)?;
@@ -345,9 +409,31 @@ fn initramfs(
     let modules = module_files(kernel, version)?;
     let module_root = format!("lib/modules/{version}");
     for m in &modules {
-        let target = rootfs.join(&module_root).join(m);
+        let source = kernel.join(&module_root).join(m);
+        let target = rootfs.join(&module_root).join(guest_module_name(m));
         std::fs::create_dir_all(target.parent().expect("module path has a parent"))?;
-        std::fs::copy(kernel.join(&module_root).join(m), target)?;
+        let decompress = match Path::new(m).extension().and_then(|e| e.to_str()) {
+            Some("xz") => Some("xz"),
+            Some("zst") => Some("zstd"),
+            Some("gz") => Some("gzip"),
+            _ => None,
+        };
+        match decompress {
+            Some(program) => {
+                let out = Command::new(program)
+                    .arg("-dc")
+                    .arg(&source)
+                    .output()
+                    .with_context(|| format!("starting {program} (for {m})"))?;
+                if !out.status.success() {
+                    bail!("{program} -dc {} failed", source.display());
+                }
+                std::fs::write(target, out.stdout)?;
+            }
+            None => {
+                std::fs::copy(source, target)?;
+            }
+        }
     }
     std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/false\ntcpdump:x:104:110::/nonexistent:/bin/false\n")?;
     std::fs::write(
@@ -376,7 +462,7 @@ fn initramfs(
         init_script(version, &modules, tests, &tool, selected),
     )?;
     run(Command::new("chmod").arg("+x").arg(&init))?;
-    let image = cache.join(format!("initrd-{version}.gz"));
+    let image = work.join(format!("initrd-{version}.gz"));
     let pack = format!(
         "cd {} && find . | cpio -o -H newc --quiet | gzip -1 > {}",
         rootfs.display(),
@@ -388,7 +474,12 @@ fn initramfs(
 
 /// What the guest reported.
 struct GuestReport {
+    /// Per test binary: its exit status.
     results: Vec<(String, i32)>,
+    /// Per test binary: its test lines, `(test, outcome)` (`ok`, `FAILED`, `ignored`).
+    cases: Vec<(String, Vec<(String, String)>)>,
+    /// `uname -r` in the guest.
+    release: Option<String>,
     finished: bool,
     /// The base64 text of the artifacts tar.gz.
     artifacts: String,
@@ -396,6 +487,8 @@ struct GuestReport {
 
 fn parse_console(log: &str) -> GuestReport {
     let mut results = Vec::new();
+    let mut cases: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut release = None;
     let mut finished = false;
     let mut artifacts = String::new();
     let mut in_artifacts = false;
@@ -412,10 +505,27 @@ fn parse_console(log: &str) -> GuestReport {
                 results.push((name.to_string(), code.parse().unwrap_or(-1)));
             }
         }
+        if let Some(name) = line.strip_prefix(RUN_MARKER) {
+            cases.push((name.trim().to_string(), Vec::new()));
+        }
+        if let Some(r) = line.strip_prefix(KERNEL_MARKER) {
+            release = Some(r.trim().to_string());
+        }
+        // libtest: "test NAME ... ok" (output of the test may precede the outcome on the line).
+        if let (Some(rest), Some((_, current))) = (line.strip_prefix("test "), cases.last_mut()) {
+            if let Some((test, outcome)) = rest.split_once(" ... ") {
+                let outcome = outcome.split_whitespace().last().unwrap_or_default();
+                if ["ok", "FAILED", "ignored"].contains(&outcome) {
+                    current.push((test.to_string(), outcome.to_string()));
+                }
+            }
+        }
         finished |= line.starts_with(DONE_MARKER);
     }
     GuestReport {
         results,
+        cases,
+        release,
         finished,
         artifacts,
     }
@@ -449,7 +559,7 @@ fn kvm_wanted() -> bool {
     std::env::var_os("NODEIP_VM_KVM").is_some_and(|v| v == "1")
 }
 
-/// Runs the VM lane.
+/// Runs the VM lane on each kernel of `options`, one after the other; fails when any failed.
 pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     let started = Instant::now();
     crate::setup::setup()?;
@@ -461,30 +571,75 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
             root.display()
         );
     }
+    if options.kernel_package.is_some() && options.kernels.len() != 1 {
+        bail!("--kernel-package needs exactly one --kernel");
+    }
     let cache = root.join("target/vm-cache");
     std::fs::create_dir_all(&cache)?;
-    let package = kernel_package(options.kernel_package)?;
-    let (kernel, version) = kernel_tree(&cache, &package)?;
     let tests = build_tests()?;
-    let selected: Vec<&str> = GUEST_TESTS
+    let mut failures = Vec::new();
+    let mut times = Vec::new();
+    for (kernel, suite) in &options.kernels {
+        let kernel_started = Instant::now();
+        let outcome = run_kernel(&cache, *kernel, *suite, &options, &tests);
+        let secs = kernel_started.elapsed().as_secs_f64();
+        times.push(format!("{} ({}) {secs:.0} s", kernel.name, suite.name()));
+        if let Err(e) = outcome {
+            println!("vm-test: kernel {}: {e:#}", kernel.name);
+            failures.push(kernel.name);
+        }
+    }
+    println!(
+        "vm-test: {} in {:.0} s",
+        times.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    if !failures.is_empty() {
+        bail!("vm-test failed on kernel(s) {failures:?}");
+    }
+    println!("vm-test: all passed");
+    Ok(())
+}
+
+/// Boots one kernel with `suite`'s tests; saves its doctor report and results in
+/// `target/vm-kernels/<kernel>/`.
+fn run_kernel(
+    cache: &Path,
+    kernel: Kernel,
+    suite: Suite,
+    options: &VmOptions,
+    tests: &[(String, PathBuf)],
+) -> anyhow::Result<()> {
+    let prepare = Instant::now();
+    let package = kernels::package(cache, kernel, options.kernel_package.as_deref())?;
+    let (tree, version) = kernels::tree(cache, kernel, &package)?;
+    let selected: Vec<&str> = suite
+        .tests()
         .iter()
         .copied()
         .filter(|t| options.only.is_empty() || options.only.iter().any(|o| o == t))
         .collect();
     if selected.is_empty() {
-        bail!("--test names none of the guest tests {GUEST_TESTS:?}");
+        bail!(
+            "--test names none of the {} suite's tests {:?}",
+            suite.name(),
+            suite.tests()
+        );
     }
-    let image = initramfs(&cache, &kernel, &version, &tests, &selected)?;
-    let console = cache.join("console.log");
+    let work = cache.join(kernel.name);
+    std::fs::create_dir_all(&work)?;
+    let image = initramfs(&work, &tree, &version, tests, &selected)?;
+    let console = work.join("console.log");
     let accel = if kvm_wanted() {
         "kvm"
     } else {
         "tcg,thread=multi"
     };
     eprintln!(
-        "vm-test: booting {package} ({accel}), initramfs {} MB, prepared in {:.0} s",
+        "vm-test: booting {package} ({accel}, {} suite), initramfs {} MB, prepared in {:.0} s",
+        suite.name(),
         std::fs::metadata(&image)?.len() >> 20,
-        started.elapsed().as_secs_f64()
+        prepare.elapsed().as_secs_f64()
     );
     let boot = Instant::now();
     let status = Command::new("timeout")
@@ -510,7 +665,7 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
         .args(["-monitor", "none", "-serial"])
         .arg(format!("file:{}", console.display()))
         .arg("-kernel")
-        .arg(kernel.join(format!("boot/vmlinuz-{version}")))
+        .arg(tree.join(format!("boot/vmlinuz-{version}")))
         .arg("-initrd")
         .arg(&image)
         .args([
@@ -526,7 +681,7 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
         "vm-test: kernel {version}, guest ran {guest_secs:.0} s (qemu {status}); console: {}",
         console.display()
     );
-    let artifacts = cache.join("artifacts");
+    let artifacts = work.join("artifacts");
     match unpack_artifacts(&report.artifacts, &artifacts) {
         Ok(n) => println!(
             "vm-test: {n} artifact(s) from the guest in {}",
@@ -535,23 +690,70 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
         Err(e) => println!("vm-test: {e:#}"),
     }
     let mut failed = Vec::new();
-    for name in selected {
-        match report.results.iter().find(|(n, _)| n == name) {
-            Some((_, 0)) => println!("  ok      {name}"),
-            Some((_, code)) => {
+    let mut binaries = Vec::new();
+    for name in &selected {
+        let exit = report
+            .results
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| *c);
+        match exit {
+            Some(0) => println!("  ok      {name}"),
+            Some(code) => {
                 println!("  FAILED  {name} (exit {code})");
-                failed.push(name);
+                failed.push(*name);
             }
             None => {
                 println!("  MISSING {name} (no result: the guest hung, crashed or timed out)");
-                failed.push(name);
+                failed.push(*name);
             }
         }
+        let cases = report
+            .cases
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.as_slice())
+            .unwrap_or_default();
+        for (test, outcome) in cases.iter().filter(|(_, o)| o == "FAILED") {
+            println!("            {test}: {outcome}");
+        }
+        binaries.push(json!({
+            "name": name,
+            "exit": exit,
+            "tests": cases.iter().map(|(t, o)| json!({"test": t, "outcome": o})).collect::<Vec<_>>(),
+        }));
     }
+    let saved = workspace_root().join("target/vm-kernels").join(kernel.name);
+    std::fs::create_dir_all(&saved)?;
+    for file in [
+        "doctor.txt",
+        "doctor.json",
+        "trace-start.txt",
+        "trace-header.json",
+    ] {
+        let _ = std::fs::remove_file(saved.join(file));
+        if artifacts.join(file).exists() {
+            std::fs::copy(artifacts.join(file), saved.join(file))?;
+        }
+    }
+    let results = json!({
+        "kernel": kernel.name,
+        "suite": suite.name(),
+        "package": package,
+        "release": report.release,
+        "finished": report.finished,
+        "guest_seconds": guest_secs.round(),
+        "binaries": binaries,
+    });
+    std::fs::write(
+        saved.join("results.json"),
+        serde_json::to_string_pretty(&results)? + "\n",
+    )?;
+    println!("vm-test: doctor report and results in {}", saved.display());
     if !report.finished || !failed.is_empty() {
         bail!(
-            "vm-test failed after {:.0} s: {failed:?}{}; see {}",
-            started.elapsed().as_secs_f64(),
+            "{failed:?} failed{}; see {}",
             if report.finished {
                 ""
             } else {
@@ -560,9 +762,5 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
             console.display()
         );
     }
-    println!(
-        "vm-test: all passed in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
     Ok(())
 }
