@@ -1008,12 +1008,7 @@ pub fn summary_text(r: &AuditReport) -> String {
         ));
     }
     for d in &r.findings {
-        out.push_str(&format!(
-            "\n  [{}] {} — {}",
-            d.severity.to_uppercase(),
-            d.id,
-            d.summary
-        ));
+        out.push_str(&format!("\n  {}", d.headline()));
     }
     out
 }
@@ -1122,12 +1117,7 @@ pub fn render_text(r: &AuditReport) -> String {
     } else {
         out.push_str(&format!("\n=== {} finding(s) ===\n", r.findings.len()));
         for d in &r.findings {
-            out.push_str(&format!(
-                "[{}] {} — {}\n",
-                d.severity.to_uppercase(),
-                d.id,
-                d.summary
-            ));
+            out.push_str(&format!("{}\n", d.headline()));
             out.push_str(&format!("    remedy:   {}\n", d.remedy));
         }
     }

@@ -294,6 +294,18 @@ pub struct Diagnosis {
     pub remedy: String,
 }
 
+impl Diagnosis {
+    /// Its one line for people: `[WARNING] gai-reordered — summary`.
+    pub fn headline(&self) -> String {
+        format!(
+            "[{}] {} — {}",
+            self.severity.to_uppercase(),
+            self.id,
+            self.summary
+        )
+    }
+}
+
 /// Last line of a recording.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {

@@ -19,7 +19,7 @@ pub enum Presentation<'a> {
 /// A diagnosis as people read it: `[SEVERITY] id — summary`, then its evidence and its remedy,
 /// a line each (the text timeline's closing list; the pcapng section comments).
 pub fn diagnosis_text(d: &Diagnosis) -> String {
-    let mut text = format!("[{}] {} — {}\n", d.severity.to_uppercase(), d.id, d.summary);
+    let mut text = format!("{}\n", d.headline());
     for ev in &d.evidence {
         text.push_str(&format!("    evidence: {ev}\n"));
     }
