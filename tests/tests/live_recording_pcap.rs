@@ -197,3 +197,40 @@ fn recording_replays_to_the_live_text_and_pcap_round_trips() {
 
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 19: a pcapng streamed to stdout cannot get the diagnoses into its section header
+/// afterwards: it stays a readable capture, and stderr says where the diagnoses are.
+#[test]
+fn a_streamed_pcapng_says_its_diagnoses_are_elsewhere() {
+    require_root();
+    let ns = Netns::new("strm");
+    let peer = Netns::new("strmp");
+    ns.veth_to("veth0", &peer, "veth1");
+    ns.ip(&["addr", "add", "192.0.2.30/24", "dev", "veth0"]);
+    let route_get = format!("ip -n {} route get 192.0.2.30 >/dev/null", ns.name);
+    let live = Command::new(tool())
+        .args(["trace", "--pcapng", "-", "--", "sh", "-c", &route_get])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&live.stderr);
+    assert!(live.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("nodeip-trace: note: stdout is a stream whose section header went out first, so the 1 diagnosis found at the end is not in it"),
+        "{stderr}"
+    );
+    let dir = std::env::temp_dir().join(format!("nit-strm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let capture = dir.join("streamed.pcapng");
+    std::fs::write(&capture, &live.stdout).unwrap();
+    assert!(tshark_problems(&capture).is_empty());
+    let analyzed = analyze_json(&[], &capture.to_string_lossy());
+    assert!(analyzed.output.status.success());
+    assert!(
+        analyzed
+            .events
+            .iter()
+            .any(|e| e["id"] == "route-get-resolves-to-lo"),
+        "the capture itself still shows what happened"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

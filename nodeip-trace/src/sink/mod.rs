@@ -280,11 +280,18 @@ impl EventSink for FrameSinkAdapter {
                 pcap::add_section_comments(&path, &comments).map_err(|e| self.pcap_err(e))
             }
             pcap::SectionComments::Stream if !self.diagnoses.is_empty() => {
+                let n = self.diagnoses.len();
                 eprintln!(
-                    "nodeip-trace: note: {} is a stream, whose section header went out first: \
-                     its {} diagnoses are not in it (they are in the timeline and the recording)",
-                    self.name,
-                    self.diagnoses.len()
+                    "nodeip-trace: note: {} is a stream whose section header went out first, so \
+                     the {n} {} found at the end {} not in it (the text timeline shows \
+                     them; a recording, -o FILE, or a pcapng file keeps them)",
+                    if self.name == "-" {
+                        "stdout"
+                    } else {
+                        &self.name
+                    },
+                    if n == 1 { "diagnosis" } else { "diagnoses" },
+                    if n == 1 { "is" } else { "are" },
                 );
                 Ok(())
             }
