@@ -152,14 +152,7 @@ fn kernel_messages(opts: &ExplainOptions) -> Result<(Vec<NetlinkMessage>, String
         if is_recording {
             offline::replay_into(file, BufReader::new(open(file)?), &mut collector)?;
         } else {
-            offline::analyze_into(
-                file,
-                open(file)?,
-                &[],
-                &mut collector,
-                &mut |_| {},
-                &mut |_| {},
-            )?;
+            offline::analyze_file(file, &[], &mut collector, &mut |_| {}, &mut |_| {})?;
         }
         return Ok((collector.messages, file.display().to_string()));
     }

@@ -356,15 +356,7 @@ pub fn analyze(
     format: OutputFormat,
     genl_families: &[(u16, String)],
 ) -> Result<AnalyzeSummary, OfflineError> {
-    let open = || {
-        std::fs::File::open(path).map_err(|source| OfflineError::Open {
-            path: path.into(),
-            source,
-        })
-    };
-    let interfaces = link_names(open()?);
-    let file = open()?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut sink = stdout_sink(format);
     let shown = path.display();
     let mut warn = |w: &AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
@@ -376,11 +368,7 @@ pub fn analyze(
             eprint!("\r{}", progress_line(read, size));
         }
     };
-    let known = Known {
-        genl_families,
-        interfaces: &interfaces,
-    };
-    let result = analyze_knowing(path, file, &known, sink.as_mut(), &mut warn, &mut progress);
+    let result = analyze_file(path, genl_families, sink.as_mut(), &mut warn, &mut progress);
     if show_progress {
         // Clear the progress line.
         eprint!("\r\x1b[K");
@@ -390,6 +378,30 @@ pub fn analyze(
         eprintln!("nodeip-trace: {shown}: {line}");
     }
     Ok(summary)
+}
+
+/// Analyzes the capture file at `path` into `sink` in two passes: the interface names of every
+/// link dump in it first ([`link_names`]), then [`analyze_knowing`] — so a route seen before the
+/// capture's first link dump still names its device.
+pub fn analyze_file(
+    path: &Path,
+    genl_families: &[(u16, String)],
+    sink: &mut dyn EventSink,
+    warn: &mut dyn FnMut(&AnalyzeWarning),
+    progress: &mut dyn FnMut(u64),
+) -> Result<AnalyzeSummary, OfflineError> {
+    let open = || {
+        std::fs::File::open(path).map_err(|source| OfflineError::Open {
+            path: path.into(),
+            source,
+        })
+    };
+    let interfaces = link_names(open()?);
+    let known = Known {
+        genl_families,
+        interfaces: &interfaces,
+    };
+    analyze_knowing(path, open()?, &known, sink, warn, progress)
 }
 
 /// The closing count of [`analyze`] on stderr, when there is something to say: how many frames

@@ -159,9 +159,8 @@ fn read_into(
         InputKind::Recording => offline::replay_into(path, BufReader::new(open()?), sink)?,
         InputKind::Capture => {
             let shown = path.display();
-            offline::analyze_into(
+            offline::analyze_file(
                 path,
-                open()?,
                 &opts.genl_families,
                 sink,
                 &mut |w| eprintln!("nodeip-trace: warning: {shown}: {w}"),

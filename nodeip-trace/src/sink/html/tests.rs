@@ -183,3 +183,30 @@ fn past_the_row_budget_the_picture_stops_and_says_how_much_more_there_is() {
     );
     assert!(html.contains("id=\"rows-left-out\""));
 }
+
+/// A plain nlmon capture: lanes by netlink port, its diagnosis linked, and a route answered
+/// before the capture's first link dump names its device (the report reads the file twice).
+#[test]
+fn a_capture_reports_by_port_with_device_names_from_anywhere_in_it() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap");
+    let out = std::env::temp_dir().join(format!("nit-capture-report-{}.html", std::process::id()));
+    let done = crate::command::report::run(&crate::command::report::ReportOptions {
+        input: capture,
+        output: Some(out.clone()),
+        format: crate::sink::OutputFormat::Html,
+        genl_families: Vec::new(),
+    })
+    .unwrap();
+    assert_eq!(done.input_kind, crate::command::report::InputKind::Capture);
+    let html = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert!(
+        html.contains("data-lane=\"port[143]\""),
+        "the diagnosed port has its own lane"
+    );
+    assert!(html.contains("data-id=\"route-get-resolves-to-lo\""));
+    assert!(html.contains("<a class=\"evidence\" href=\"#row-"));
+    assert!(html.contains("127.0.0.1/32 table main dev lo src 127.0.0.1"));
+    assert!(!html.contains("dev 1 "), "a device by its index");
+}
