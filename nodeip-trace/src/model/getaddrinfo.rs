@@ -39,7 +39,7 @@ pub struct PairWhy {
     pub rule_name: String,
     /// The numbers behind it.
     pub detail: String,
-    /// False when the rule prefers `second` (see [`rfc6724::PairDecision::agrees`]).
+    /// False when the rule prefers `second` (see `explain::rfc6724::PairDecision::agrees`).
     pub agrees: bool,
 }
 
@@ -62,7 +62,7 @@ pub struct GetaddrinfoWhy {
     pub notes: Vec<String>,
 }
 
-/// A socket call glibc made inside getaddrinfo to sort its results (see [`decode_gai_socket`]).
+/// A socket call glibc made inside getaddrinfo to sort its results (see `decode::addrinfo::decode_gai_socket`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GaiSocketOp {
     /// `connect` (true) or `getsockname` (false).

@@ -163,7 +163,7 @@ fn netns_path(netns: u64, pid: u32) -> Option<std::path::PathBuf> {
         .find(|p| is_it(p))
 }
 
-/// Interface index → name in network namespace `netns` (found as [`netns_path`] says), dumped
+/// Interface index → name in network namespace `netns` (found as `netns_path` says), dumped
 /// from a short-lived thread that joins it (`setns` changes only the calling thread). Empty when
 /// the namespace is gone or cannot be joined.
 pub fn interfaces_in(netns: u64, pid: u32) -> BTreeMap<u32, String> {

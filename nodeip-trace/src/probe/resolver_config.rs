@@ -1,4 +1,4 @@
-//! The live [`ResolverConfig`](crate::model::ports::ResolverConfig): a traced process's
+//! The live [`crate::model::ports::ResolverConfig`]: a traced process's
 //! `/etc/gai.conf` read through `/proc/PID/root`, so a process in another mount namespace (a
 //! container, or `ip netns exec` with `/etc/netns/NAME/gai.conf`) is explained with its own
 //! tables. A process already gone, or without the file, gets glibc's defaults.

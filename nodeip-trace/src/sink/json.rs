@@ -1,4 +1,4 @@
-//! JSON lines: one [`Event`](crate::model::event::Event) per line, the schema in docs/events.md.
+//! JSON lines: one [`crate::model::event::Event`] per line, the schema in docs/events.md.
 use std::io::Write;
 
 use super::{EventSink, SinkError};

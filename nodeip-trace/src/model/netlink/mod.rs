@@ -50,7 +50,7 @@ pub struct NetlinkMessage {
     pub header: MessageHeader,
     /// The decoded body.
     pub body: MessageBody,
-    /// What could not be decoded in this message, when anything (also in [`DecodedBuffer`]).
+    /// What could not be decoded in this message, when anything (also in the decoded buffer's own list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
