@@ -274,14 +274,22 @@ fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
     };
     let full = audit(snapshot, &ComponentSettings::default(), &GaiConf::default());
     assert!(
-        full.findings.iter().any(|f| f.id == "secondary-address-skipped"),
+        full.findings
+            .iter()
+            .any(|f| f.id == "secondary-address-skipped"),
         "without routes every local src looks missing: {:?}",
         full.findings
     );
     let (partial, left_out) = full.without_unseen_inputs();
     let components: Vec<&str> = partial.picks.iter().map(|p| p.component.as_str()).collect();
-    assert_eq!(components, ["calico", "kube-proxy IPVS (address-dump path)"]);
-    assert!(partial.findings.iter().all(|f| f.id != "secondary-address-skipped"));
+    assert_eq!(
+        components,
+        ["calico", "kube-proxy IPVS (address-dump path)"]
+    );
+    assert!(partial
+        .findings
+        .iter()
+        .all(|f| f.id != "secondary-address-skipped"));
     assert!(partial.local_sources.is_empty());
     assert_eq!(left_out.len(), 2, "{left_out:?}");
     assert!(left_out[0].contains("no local-table route"));
