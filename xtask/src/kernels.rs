@@ -412,9 +412,9 @@ fn table(runs: &[SavedRun]) -> String {
     }
     row("guest suite", &|r| {
         format!(
-            "{}, {} s",
+            "{}, {:.0} s in the guest",
             r.results["suite"].as_str().unwrap_or("?"),
-            r.results["guest_seconds"]
+            r.results["guest_seconds"].as_f64().unwrap_or(f64::NAN)
         )
     });
     let binaries = names_in(runs.iter().map(|r| r.results["binaries"].clone()), "name");
