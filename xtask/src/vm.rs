@@ -764,3 +764,38 @@ fn run_kernel(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn console_gives_results_test_lines_and_kernel() {
+        let log = "@@VM-KERNEL 5.10.0-46-cloud-amd64\r\n@@VM-RUN doctor\r\n\
+                   test a ... ok\r\ntest b ... some output FAILED\r\ntest c ... ignored\r\n\
+                   @@VM-RESULT doctor 101\r\n@@VM-RUN live_seeds\r\ntest d ... ok\r\n\
+                   @@VM-RESULT live_seeds 0\r\n@@VM-DONE\r\n";
+        let report = parse_console(log);
+        assert_eq!(report.release.as_deref(), Some("5.10.0-46-cloud-amd64"));
+        assert_eq!(
+            report.results,
+            [("doctor".to_string(), 101), ("live_seeds".to_string(), 0)]
+        );
+        let outcomes: Vec<&str> = report.cases[0].1.iter().map(|(_, o)| o.as_str()).collect();
+        assert_eq!(outcomes, ["ok", "FAILED", "ignored"]);
+        assert_eq!(report.cases[1].1, [("d".to_string(), "ok".to_string())]);
+        assert!(report.finished);
+    }
+
+    #[test]
+    fn kernels_default_to_the_test_plan() {
+        let plan = VmOptions::kernels(&[], false).unwrap();
+        assert_eq!(plan[0].0.name, "6.1");
+        assert_eq!(plan[0].1, Suite::Full);
+        assert!(plan[1..].iter().all(|(_, s)| *s == Suite::Smoke));
+        let all = VmOptions::kernels(&["all".into(), "6.1".into()], true).unwrap();
+        assert_eq!(all.len(), 3);
+        assert!(all.iter().all(|(_, s)| *s == Suite::Smoke));
+        assert!(VmOptions::kernels(&["4.19".into()], false).is_err());
+    }
+}
