@@ -477,6 +477,9 @@ fn write_conversation(out: &mut impl Write, c: &NetlinkConversation) -> std::io:
 fn write_kernel_handler(out: &mut impl Write, k: &KernelHandlerCall) -> std::io::Result<()> {
     let dump_round = k.function.contains("_dump_");
     let result = match (&k.errno, dump_round) {
+        // Since Linux 6.9 a dump round that filled its buffer says -EMSGSIZE, and the netlink
+        // core turns it into the bytes ("netlink: handle EMSGSIZE errors in the core").
+        (Some(_), true) if k.result == -90 => "buffer full, more rounds follow (EMSGSIZE)".into(),
         (Some(errno), _) => format!("{} ({errno})", k.result),
         (None, true) if k.result == 0 => "dump complete".into(),
         (None, true) => format!("{} bytes of replies", k.result),
@@ -756,6 +759,13 @@ mod tests {
         assert!(render_kernel_handler(&dump).contains("→ 312 bytes of replies"));
         dump.result = 0;
         assert!(render_kernel_handler(&dump).contains("→ dump complete"));
+        // Linux 6.9+: a full round is -EMSGSIZE, not an error.
+        let full = call("inet_dump_ifaddr", -90, Some("EMSGSIZE"));
+        assert!(
+            render_kernel_handler(&full).contains("→ buffer full, more rounds follow (EMSGSIZE)")
+        );
+        let refused = call("inet_rtm_getroute", -90, Some("EMSGSIZE"));
+        assert!(render_kernel_handler(&refused).contains("→ -90 (EMSGSIZE)"));
         let mut unread = call("ip_vs_genl_set_cmd", 0, None);
         unread.request = None;
         unread.handler_netns = None;
