@@ -250,7 +250,8 @@ pub struct KernelHandlerCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler_netns: Option<u32>,
     /// The function's return value: 0 or -errno for a request; for a dump round, the bytes in
-    /// the reply buffer so far (0 = the dump is complete).
+    /// the reply buffer so far (0 = the dump is complete), or -EMSGSIZE on Linux 6.9+ for a
+    /// round that filled its buffer (the netlink core turns it into the bytes).
     pub result: i64,
     /// Errno name when `result` is negative.
     #[serde(default, skip_serializing_if = "Option::is_none")]
