@@ -543,6 +543,14 @@ pub fn actor_label(e: &Event) -> Option<String> {
     }
 }
 
+/// Renders what one event says, without time or process.
+pub fn render_event_body(e: &Event) -> String {
+    let mut line = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = write_event_body(&mut line, e);
+    String::from_utf8_lossy(&line).into_owned()
+}
+
 /// Writes one event as a line (without indentation or newline) into `out`.
 pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
     write!(out, "{}", time_of_day(&e.ts))?;

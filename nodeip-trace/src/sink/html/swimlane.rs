@@ -84,12 +84,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
         event,
         link: None,
     };
-    let body = || {
-        let mut line = Vec::new();
-        // Writing into a Vec cannot fail.
-        let _ = text::write_event_body(&mut line, e);
-        String::from_utf8_lossy(&line).into_owned()
-    };
+    let body = || text::render_event_body(e);
     match &e.body {
         EventBody::Getaddrinfo(c) => {
             let start = if c.start_ns > 0 { c.start_ns } else { e.ts_ns };
