@@ -12,13 +12,25 @@ use nodeip_trace::probe::features::HookPreference;
 use nodeip_trace::probe::loader::TraceConfig;
 use nodeip_trace::sink::{OutputFormat, ReportFormat};
 
+/// What `--version` prints after the name: the crate version, the git commit it was built from
+/// ("unknown" when built outside a git checkout) and the SHA-256 of the embedded eBPF object
+/// (both recorded by build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NODEIP_TRACE_GIT_COMMIT"),
+    ", eBPF object sha256 ",
+    env!("NODEIP_TRACE_EBPF_SHA256"),
+    ")"
+);
+
 /// Which process picked which node IP address, and why.
 ///
 /// Traces getaddrinfo calls (with the order glibc returned), every netlink conversation
 /// (route gets, address and route dumps, IPVS commands) and the kernel's route lookups, and
 /// shows them as a timeline per process. Run as root.
 #[derive(Parser, Debug)]
-#[command(name = "nodeip-trace", version, about, long_about = None)]
+#[command(name = "nodeip-trace", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -3,11 +3,14 @@
 //! kernels under QEMU), `kernel-table` (README's kernel-support table from `vm-test`'s runs),
 //! `bench` (overhead and loss, appended to BENCHMARKS.md), `soak` (hours-long behaviour in
 //! minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets in `fuzz/`,
-//! briefly). Run as `cargo xtask <task>`.
+//! briefly), `dist` (the static release binary and its tarball), `image` (the DaemonSet's
+//! container image). Run as `cargo xtask <task>`.
 mod bench;
 mod browser_tools;
 mod demo;
+mod dist;
 mod fuzz;
+mod image;
 mod kernels;
 mod setup;
 mod soak;
@@ -30,7 +33,8 @@ struct Cli {
 enum Task {
     /// Install what building and testing need (apt packages, rust-src, bpf-linker); idempotent.
     Setup,
-    /// Bootstrap, then run every test (unit, end-to-end as root, clippy, fmt), the fuzz targets
+    /// Bootstrap, build the release artifacts (`dist`, `image`), then run every test (unit,
+    /// end-to-end as root against the static release binary, clippy, fmt), the fuzz targets
     /// briefly (`fuzz`: 30 s each over their corpora), then the VM lane (`vm-test`: the
     /// end-to-end tests again on Debian's stock kernels: all of them on 6.1, the smoke set on
     /// 5.10 and 6.12). CI runs this.
@@ -104,6 +108,17 @@ enum Task {
         #[arg(long = "test", value_name = "NAME")]
         only: Vec<String>,
     },
+    /// Build the static release binary (x86_64-unknown-linux-musl, eBPF object embedded, no
+    /// debug info) and target/dist/nodeip-trace-<version>-x86_64-linux-musl.tar.gz (binary,
+    /// README, NOTICE, docs/events.md, the Wireshark dissector) with its .sha256.
+    Dist,
+    /// Build the container image deploy/daemonset.yaml runs (buildah, FROM scratch: the static
+    /// binary and OCI labels, nothing pulled), tagged as the manifest's `image`.
+    Image {
+        /// Also save the image as an OCI archive here.
+        #[arg(long, value_name = "PATH")]
+        oci_archive: Option<PathBuf>,
+    },
     /// Rewrite README's kernel-support table from the VM lane's saved runs
     /// (target/vm-kernels/<kernel>/doctor.json and results.json).
     KernelTable,
@@ -133,10 +148,18 @@ pub fn cargo() -> Command {
     c
 }
 
+/// The host part of `test`: the release artifacts (the end-to-end tests run the static binary;
+/// the DaemonSet test runs the image, also saved as an OCI archive), then the tests, clippy and
+/// fmt.
 fn test() -> anyhow::Result<()> {
-    let root = workspace_root();
-    run(cargo().args(["build", "--package", "nodeip-trace", "--bins"]))?;
-    let bin = root.join("target/debug/nodeip-trace");
+    let t0 = std::time::Instant::now();
+    let bin = dist::dist()?;
+    let image = image::build_image(&bin)?;
+    image::save_oci_archive(&image, &image::default_oci_archive())?;
+    println!(
+        "xtask test: dist and image built in {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
     run(cargo()
         .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
         .env("NODEIP_TRACE_BIN", &bin))?;
@@ -209,6 +232,8 @@ fn main() -> anyhow::Result<()> {
             only,
         }),
         Task::KernelTable => kernels::write_table(),
+        Task::Dist => dist::dist().map(drop),
+        Task::Image { oci_archive } => image::image(oci_archive.as_deref()),
         Task::Bench { quick } => bench::bench(quick),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),

@@ -147,6 +147,7 @@ pub fn setup() -> anyhow::Result<()> {
     packages.extend(crate::browser_tools::apt_packages());
     did.extend(install_packages(&packages)?);
     did.extend(install_go_toolchains()?);
+    did.extend(crate::image::install_manifest_validator()?);
     did.extend(crate::browser_tools::install()?);
     if !rustup_installed("target", MUSL_TARGET) {
         eprintln!("setup: adding the {MUSL_TARGET} target to the stable toolchain");
