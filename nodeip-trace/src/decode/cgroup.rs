@@ -18,13 +18,14 @@ fn pod_uid(s: &str) -> Option<String> {
 }
 
 /// The container part of one path component: `cri-containerd-ID.scope`, `crio-ID.scope`,
-/// `docker-ID.scope`, or a bare ID (cgroupfs driver).
+/// `docker-ID.scope`, `libpod-ID(.scope)` (podman, both drivers), or a bare ID (cgroupfs driver).
 fn container_of(component: &str) -> Option<(&'static str, String)> {
     let name = component.strip_suffix(".scope").unwrap_or(component);
     for (prefix, runtime) in [
         ("cri-containerd-", "containerd"),
         ("crio-", "cri-o"),
         ("docker-", "docker"),
+        ("libpod-", "podman"),
     ] {
         if let Some(id) = name.strip_prefix(prefix) {
             return is_container_id(id).then(|| (runtime, id.to_string()));
@@ -147,6 +148,27 @@ pub fn names_from_runtime_config(
     )
 }
 
+/// Which runtime wrote an OCI `config.json`, from the annotations only it sets: podman
+/// (`io.container.manager: libpod`, before CRI-O's keys, which podman sets too), CRI-O
+/// (`io.kubernetes.cri-o.*`), containerd's CRI plugin (`io.kubernetes.cri.*`); a Docker
+/// `config.v2.json` has `Config.Labels`.
+pub fn runtime_of_config(json: &serde_json::Value) -> Option<&'static str> {
+    let annotations = json["annotations"].as_object();
+    let has_prefix =
+        |prefix: &str| annotations.is_some_and(|a| a.keys().any(|k| k.starts_with(prefix)));
+    if json["annotations"]["io.container.manager"] == "libpod" {
+        Some("podman")
+    } else if has_prefix("io.kubernetes.cri-o.") {
+        Some("cri-o")
+    } else if has_prefix("io.kubernetes.cri.") {
+        Some("containerd")
+    } else if json["Config"]["Labels"].is_object() {
+        Some("docker")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +229,28 @@ mod tests {
         assert_eq!(c.qos, None);
         let c = container(&format!("/system.slice/docker-{ID}.scope"));
         assert_eq!(c.runtime, "docker");
+        // podman: cgroupfs (`--cgroup-manager cgroupfs`) and systemd drivers.
+        let c = container(&format!("/libpod_parent/libpod-{ID}"));
+        assert_eq!((c.runtime.as_str(), c.id.as_str()), ("podman", ID));
+        let c = container(&format!("/machine.slice/libpod-{ID}.scope"));
+        assert_eq!(c.runtime, "podman");
+    }
+
+    #[test]
+    fn the_runtime_that_wrote_a_config() {
+        let podman = serde_json::json!({"annotations": {
+            "io.container.manager": "libpod", "io.kubernetes.cri-o.TTY": "false"}});
+        assert_eq!(runtime_of_config(&podman), Some("podman"));
+        let crio = serde_json::json!({"annotations": {"io.kubernetes.cri-o.TTY": "false"}});
+        assert_eq!(runtime_of_config(&crio), Some("cri-o"));
+        let cri =
+            serde_json::json!({"annotations": {"io.kubernetes.cri.container-type": "container"}});
+        assert_eq!(runtime_of_config(&cri), Some("containerd"));
+        let docker = serde_json::json!({"Config": {"Labels": {}}});
+        assert_eq!(runtime_of_config(&docker), Some("docker"));
+        // `ctr run` with only pod annotations: the file does not say.
+        let bare = serde_json::json!({"annotations": {"io.kubernetes.pod.name": "web-0"}});
+        assert_eq!(runtime_of_config(&bare), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod loader;
 pub mod netlink_sockets;
 pub mod process_table;
 pub mod resolver_config;
+pub mod runtime_state;
 pub mod tracefs;
 
 /// Errors of the probe layer: each says what failed, on what, and what to do.

@@ -2,8 +2,9 @@
 //! (read when the process is first seen, and again when it execs, so a short-lived process keeps
 //! what was read while it lived), its cgroup from the kernel's cgroup id resolved in the cgroup2
 //! filesystem (valid after the process is gone) or from `/proc/PID/cgroup` on v1-only nodes, and
-//! pod and container names from the container runtime's own files or kubelet's log directories
-//! when they are readable. Nothing here fails: what cannot be read is left out.
+//! the runtime, pod and container names from the container runtime's own files
+//! ([`runtime_state`](crate::probe::runtime_state)) or kubelet's log directories when they are
+//! readable. Nothing here fails: what cannot be read is left out.
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use crate::decode::cgroup::{
 };
 use crate::model::ports::ProcessDirectory;
 use crate::model::process::{Ancestor, ProcessAttribution};
+use crate::probe::runtime_state::find_runtime_config;
 
 /// Ancestors recorded per process at most.
 const MAX_ANCESTORS: usize = 4;
@@ -122,8 +124,14 @@ fn ppid_from_stat(stat: &str) -> Option<u32> {
     after.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Pod and container names known for a container.
-type ContainerNames = (Option<String>, Option<String>, Option<String>);
+/// What the runtime's files say about a container.
+#[derive(Clone, Debug, Default)]
+struct ContainerNames {
+    runtime: Option<&'static str>,
+    pod_namespace: Option<String>,
+    pod_name: Option<String>,
+    name: Option<String>,
+}
 
 /// Live [`ProcessDirectory`]: `/proc`, the cgroup2 hierarchy, the runtimes' state directories.
 pub struct ProcProcessDirectory {
@@ -188,26 +196,27 @@ impl ProcProcessDirectory {
         }
     }
 
-    /// Pod namespace, pod name and container name of container `id` (cached).
+    /// What is known of container `id` (cached): the runtime when its monitor or config
+    /// tells, pod namespace, pod name and container name.
     fn container_names(&mut self, id: &str, pod_uid: Option<&str>) -> ContainerNames {
         if let Some(n) = self.containers.get(id) {
             return n.clone();
         }
-        let files = [
-            format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json"),
-            format!("/run/containers/storage/overlay-containers/{id}/userdata/config.json"),
-            format!("/var/lib/docker/containers/{id}/config.v2.json"),
-        ];
-        let mut names = files
-            .iter()
-            .filter_map(|f| std::fs::read(f).ok())
-            .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .map(|v| names_from_runtime_config(&v))
-            .find(|n| n.0.is_some() || n.1.is_some() || n.2.is_some())
-            .unwrap_or_default();
-        if names.0.is_none() {
+        let mut names = ContainerNames::default();
+        if let Some(config) = find_runtime_config(&self.proc_root, id) {
+            let (ns, pod, container) = names_from_runtime_config(&config.json);
+            names = ContainerNames {
+                runtime: config.runtime,
+                pod_namespace: ns,
+                pod_name: pod,
+                name: container.or(config.monitor_name),
+            };
+        }
+        if names.pod_namespace.is_none() {
             if let Some((ns, name, container)) = pod_uid.and_then(|u| self.pod_by_uid(u)) {
-                names = (Some(ns), Some(name), container);
+                names.pod_namespace = Some(ns);
+                names.pod_name = Some(name);
+                names.name = names.name.or(container);
             }
         }
         if self.containers.len() >= MAX_PROCESSES {
@@ -269,10 +278,13 @@ impl ProcessDirectory for ProcProcessDirectory {
         let cgroup = self.cgroups.path_of(cgroup_id).or(facts.cgroup);
         let mut identity = cgroup.as_deref().map(parse_cgroup_path).unwrap_or_default();
         if let Some(c) = identity.container.as_mut() {
-            let (ns, name, container) = self.container_names(&c.id.clone(), c.pod_uid.as_deref());
-            c.pod_namespace = ns;
-            c.pod_name = name;
-            c.name = container;
+            let names = self.container_names(&c.id.clone(), c.pod_uid.as_deref());
+            if let Some(runtime) = names.runtime {
+                c.runtime = runtime.to_string();
+            }
+            c.pod_namespace = names.pod_namespace;
+            c.pod_name = names.pod_name;
+            c.name = names.name;
         }
         let made = Arc::new(ProcessAttribution {
             exe: facts.exe,
