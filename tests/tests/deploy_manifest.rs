@@ -96,3 +96,23 @@ fn the_daemonset_has_what_the_tracer_needs() {
         }
     }
 }
+
+/// Issue 21: no registry the project does not own. The image is the placeholder
+/// `nodeip-trace:<version>` that `cargo xtask image` tags locally (the README says how to push it
+/// and override it), and `command` is the binary's absolute path in that image (FROM scratch: no
+/// shell, no PATH lookup).
+#[test]
+fn the_image_is_the_local_placeholder_the_image_task_builds() {
+    let docs = manifests();
+    let ds = docs
+        .iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .expect("a DaemonSet");
+    let c = &ds["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        c["image"].as_str(),
+        Some(format!("nodeip-trace:{}", env!("CARGO_PKG_VERSION")).as_str()),
+        "the image names no registry and carries the workspace version"
+    );
+    assert_eq!(c["command"][0], "/usr/local/bin/nodeip-trace");
+}
