@@ -14,13 +14,16 @@ fn manifests() -> Vec<Value> {
 
 use serde::Deserialize;
 
+fn daemonset(docs: &[Value]) -> &Value {
+    docs.iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .expect("a DaemonSet")
+}
+
 #[test]
 fn the_daemonset_has_what_the_tracer_needs() {
     let docs = manifests();
-    let ds = docs
-        .iter()
-        .find(|d| d["kind"] == "DaemonSet")
-        .expect("a DaemonSet");
+    let ds = daemonset(&docs);
     assert_eq!(ds["apiVersion"], "apps/v1");
     let namespace = ds["metadata"]["namespace"].as_str().unwrap();
     assert!(
@@ -104,10 +107,7 @@ fn the_daemonset_has_what_the_tracer_needs() {
 #[test]
 fn the_image_is_the_local_placeholder_the_image_task_builds() {
     let docs = manifests();
-    let ds = docs
-        .iter()
-        .find(|d| d["kind"] == "DaemonSet")
-        .expect("a DaemonSet");
+    let ds = daemonset(&docs);
     let c = &ds["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
         c["image"].as_str(),
