@@ -239,6 +239,11 @@ struct TraceArgs {
     /// `nodeip-trace doctor` shows what auto picks here, and why.
     #[arg(long, value_enum, default_value_t = Hooks::Auto, verbatim_doc_comment)]
     hooks: Hooks,
+    /// Each file output (--output, --pcap, --pcapng) stops taking records at about this many
+    /// MiB: the last record is complete, later ones are counted as lost in the summary, and the
+    /// run's losses and summary still end the file. Stdout is never limited. Default: no limit.
+    #[arg(long, value_name = "MIB")]
+    max_output_mib: Option<u64>,
     /// Ring-buffer size in MiB (a power of two); raise it if `lost` reports a full ring buffer.
     #[arg(long, value_name = "MIB", default_value_t = 16)]
     ring_buffer_mib: u32,
@@ -383,6 +388,9 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         bail!("--pcap and --pcapng cannot both write to stdout");
     }
     let format = (!stdout_pcap).then_some(a.format);
+    if a.max_output_mib == Some(0) {
+        bail!("--max-output-mib must be at least 1");
+    }
     let config = TraceConfig {
         pids: a.pids,
         comm: a.comm,
@@ -412,6 +420,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         filter_description: filters,
         genl_families: genl_families(&a.genl)?,
         process_filter,
+        max_output_bytes: a.max_output_mib.map(|m| m << 20),
     })
 }
 

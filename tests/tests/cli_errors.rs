@@ -76,6 +76,10 @@ fn bad_flag_values_are_clear_errors() {
             vec!["analyze", "--genl-family", "IPVS", "capture.pcap"],
             "expects NAME=ID",
         ),
+        (
+            vec!["trace", "--max-output-mib", "0"],
+            "--max-output-mib must be at least 1",
+        ),
     ] {
         let (code, err) = run(&args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -120,5 +124,48 @@ fn report_errors_say_what_and_keep_what_they_can() {
         "a whole page of what came before"
     );
     assert!(!err.contains("panicked"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 21 (fleet security): `trace` never writes a capture where the traced pods could read it
+/// or plant a symbolic link: kubelet's pod volumes, the runtimes' directories — also through a
+/// link that leads there, and below a mount of the host's root (`/host/var/lib/…`). Refused
+/// before anything is attached, one line naming the path, where it leads and what to do;
+/// nothing is created.
+#[test]
+fn outputs_into_directories_the_pods_control_are_refused() {
+    let dir = std::env::temp_dir().join(format!("nit-pod-paths-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let pods = dir.join("host/var/lib/kubelet/pods/uid/volumes/v");
+    std::fs::create_dir_all(&pods).unwrap();
+    let link = dir.join("innocent");
+    std::os::unix::fs::symlink(&pods, &link).unwrap();
+    let through_link = link.join("capture.pcap").display().to_string();
+    let under_host = pods.join("rec.jsonl").display().to_string();
+    for (flag, path, what) in [
+        ("--pcap", through_link.as_str(), "kubelet's pod volumes"),
+        ("-o", under_host.as_str(), "kubelet's pod volumes"),
+        (
+            "--pcapng",
+            "/run/containerd/x/rootfs/c.pcapng",
+            "containerd's running containers",
+        ),
+        (
+            "--report",
+            "/var/lib/containers/storage/r.html",
+            "podman/CRI-O's container root filesystems",
+        ),
+    ] {
+        let (code, err) = run(&["trace", "--duration", "1", flag, path]);
+        assert_eq!(code, Some(2), "{flag} {path}: {err}");
+        assert!(err.contains(&format!("refusing to write {path}")), "{err}");
+        assert!(err.contains(what), "{err}");
+        assert!(err.contains("write it elsewhere"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(
+        std::fs::read_dir(&pods).unwrap().next().is_none(),
+        "a refused output was created anyway"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod explain;
 pub mod offline;
+pub mod output_paths;
 pub mod report;
 pub mod trace;
 

@@ -3,6 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nodeip_trace_common::counter;
@@ -22,6 +24,7 @@ use crate::probe::loader::{LiveTracer, TraceConfig};
 use crate::probe::netlink_sockets::{scan_all, sockets_of, NetnsCache};
 use crate::probe::{tracefs, ProbeError};
 use crate::sink::json::JsonLinesSink;
+use crate::sink::limit::{CountingWriter, LimitedRecords, SizeLimitedSink};
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
 use crate::source::live::LiveSource;
 
@@ -53,6 +56,9 @@ pub struct TraceOptions {
     pub genl_families: Vec<(u16, String)>,
     /// `--pod`, `--container`, `--cgroup`: only events (and frames) of matching processes.
     pub process_filter: ProcessFilter,
+    /// `--max-output-mib`: the size at which each file output (recording, pcap, pcapng) stops
+    /// taking records; stdout is never limited.
+    pub max_output_bytes: Option<u64>,
 }
 
 /// Creates (or truncates) an output file readable by its owner only (0600): captures and
@@ -227,6 +233,16 @@ pub enum TraceError {
         /// The error.
         source: std::io::Error,
     },
+    /// An output path lies in a directory the traced pods control.
+    #[error("refusing to write {path} (it resolves to {resolved}, in {what}): the pods being traced control that directory; write it elsewhere, e.g. under /var/log")]
+    PodControlledOutput {
+        /// The path as given.
+        path: PathBuf,
+        /// The path as resolved.
+        resolved: PathBuf,
+        /// What the directory is.
+        what: &'static str,
+    },
     /// The output file could not be created.
     #[error("cannot create {path}: {source}")]
     Create {
@@ -319,9 +335,59 @@ struct SinkSlot {
 struct Sinks {
     slots: Vec<SinkSlot>,
     counts: BTreeMap<String, u64>,
+    /// `--max-output-mib` in bytes.
+    max_output_bytes: Option<u64>,
+    /// Records dropped by each size-limited output (name, count).
+    dropped: Vec<(String, Arc<AtomicU64>)>,
 }
 
 impl Sinks {
+    /// A file output's writer: counting its bytes when outputs are size-limited.
+    fn file_writer<W: Write + 'static>(
+        &self,
+        inner: W,
+    ) -> (Box<dyn Write>, Option<Arc<AtomicU64>>) {
+        match self.max_output_bytes {
+            Some(_) => {
+                let written = Arc::new(AtomicU64::new(0));
+                (
+                    Box::new(CountingWriter::new(inner, written.clone())),
+                    Some(written),
+                )
+            }
+            None => (Box::new(inner), None),
+        }
+    }
+
+    /// Adds a file output, size-limited when its writer counted (see [`Sinks::file_writer`]).
+    fn add_file(
+        &mut self,
+        sink: Box<dyn EventSink>,
+        records: LimitedRecords,
+        name: String,
+        written: Option<Arc<AtomicU64>>,
+        recording: Option<PathBuf>,
+    ) {
+        let sink = match (written, self.max_output_bytes) {
+            (Some(written), Some(limit)) => {
+                let limited = SizeLimitedSink::new(sink, records, name.clone(), written, limit);
+                self.dropped.push((name, limited.dropped_counter()));
+                Box::new(limited)
+            }
+            _ => sink,
+        };
+        self.add(sink, recording);
+    }
+
+    /// Records the size-limited outputs dropped, by output.
+    fn dropped_at_limit(&self) -> Vec<(String, u64)> {
+        self.dropped
+            .iter()
+            .map(|(name, n)| (name.clone(), n.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     fn add(&mut self, sink: Box<dyn EventSink>, recording: Option<PathBuf>) {
         self.slots.push(SinkSlot {
             sink,
@@ -506,17 +572,25 @@ fn signal_name(signal: i32) -> String {
     name.into()
 }
 
-/// Opens a pcap (or pcapng) writer on a file, or stdout for `-` (flushed per frame).
+/// A pcap writer, and the count of its bytes when file outputs are size-limited.
+type PcapOutput = (
+    Box<dyn crate::sink::pcap::FrameSink>,
+    Option<Arc<AtomicU64>>,
+);
+
+/// Opens a pcap (or pcapng) writer on a file, or stdout for `-` (flushed per frame, never
+/// size-limited).
 fn pcap_writer(
+    sinks: &Sinks,
     path: &std::path::Path,
     pcapng: bool,
-) -> Result<Box<dyn crate::sink::pcap::FrameSink>, TraceError> {
+) -> Result<PcapOutput, TraceError> {
     use crate::sink::pcap::{NlmonPcapngWriter, NlmonWriter, SectionInfo};
     let to_stdout = path.as_os_str() == "-";
-    let out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout())
+    let (out, written): (Box<dyn Write>, _) = if to_stdout {
+        (Box::new(std::io::stdout()), None)
     } else {
-        Box::new(std::io::BufWriter::new(create_private(path).map_err(
+        sinks.file_writer(std::io::BufWriter::new(create_private(path).map_err(
             |source| TraceError::Create {
                 path: path.to_path_buf(),
                 source,
@@ -529,7 +603,7 @@ fn pcap_writer(
             source,
         })
     };
-    Ok(if pcapng {
+    let writer: Box<dyn crate::sink::pcap::FrameSink> = if pcapng {
         Box::new(
             NlmonPcapngWriter::new(out, &SectionInfo::from_host())
                 .map_err(err)?
@@ -542,7 +616,8 @@ fn pcap_writer(
                 .map_err(err)?
                 .flush_each_frame(to_stdout),
         )
-    })
+    };
+    Ok((writer, written))
 }
 
 /// How often the ring buffer is read: the kernel side submits records without waking the reader
@@ -552,6 +627,18 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Runs a trace.
 pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
+    for path in [&opts.output, &opts.pcap, &opts.pcapng, &opts.report]
+        .into_iter()
+        .flatten()
+    {
+        crate::command::output_paths::check_output_path(path).map_err(|refused| {
+            TraceError::PodControlledOutput {
+                path: path.clone(),
+                resolved: refused.resolved,
+                what: refused.what,
+            }
+        })?;
+    }
     for pid in &opts.config.pids {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return Err(TraceError::NoSuchPid(*pid));
@@ -613,6 +700,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut sinks = Sinks {
         slots: Vec::new(),
         counts: BTreeMap::new(),
+        max_output_bytes: opts.max_output_bytes,
+        dropped: Vec::new(),
     };
     // Buffered, flushed after each batch of records (a line-buffered stdout made one write per
     // event: a third of the tracer's time under load).
@@ -625,12 +714,13 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             path: path.clone(),
             source,
         })?;
-        sinks.add(
-            Box::new(JsonLinesSink::new(
-                std::io::BufWriter::new(file),
-                path.display().to_string(),
-                false,
-            )),
+        let (out, written) = sinks.file_writer(std::io::BufWriter::new(file));
+        let name = path.display().to_string();
+        sinks.add_file(
+            Box::new(JsonLinesSink::new(out, name.clone(), false)),
+            LimitedRecords::Events,
+            name,
+            written,
             Some(path.clone()),
         );
     }
@@ -656,27 +746,32 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         pipeline.netlink_decoder().learn_family(*id, name);
     }
     if let Some(path) = &opts.pcap {
-        sinks.add(
+        let (writer, written) = pcap_writer(&sinks, path, false)?;
+        let name = path.display().to_string();
+        sinks.add_file(
             Box::new(crate::sink::FrameSinkAdapter::new(
-                pcap_writer(path, false)?,
-                path.display().to_string(),
+                writer,
+                name.clone(),
                 families.clone(),
             )),
+            LimitedRecords::Frames,
+            name,
+            written,
             None,
         );
     }
     if let Some(path) = &opts.pcapng {
-        let writer = pcap_writer(path, true)?;
-        sinks.add(
+        let (writer, written) = pcap_writer(&sinks, path, true)?;
+        let name = path.display().to_string();
+        sinks.add_file(
             Box::new(
-                crate::sink::FrameSinkAdapter::new(
-                    writer,
-                    path.display().to_string(),
-                    families.clone(),
-                )
-                .with_section_comments(crate::sink::pcap::SectionComments::for_output(path))
-                .with_closing_comment(Box::new(crate::command::explain::node_audit_summary)),
+                crate::sink::FrameSinkAdapter::new(writer, name.clone(), families.clone())
+                    .with_section_comments(crate::sink::pcap::SectionComments::for_output(path))
+                    .with_closing_comment(Box::new(crate::command::explain::node_audit_summary)),
             ),
+            LimitedRecords::Frames,
+            name,
+            written,
             None,
         );
     }
@@ -862,7 +957,17 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     pipeline.finish(&mut out);
     write_out(&mut sinks, &mut pipeline, &opts.process_filter, &mut out)?;
     let counters = tracer.counters()?;
-    let lost = lost_report(&counters, record_error_count);
+    let mut lost = lost_report(&counters, record_error_count);
+    // Records a size-limited output did not take: the most any one output missed.
+    let dropped = sinks.dropped_at_limit();
+    for (name, n) in &dropped {
+        eprintln!("nodeip-trace: {name}: {n} records not written (--max-output-mib reached)");
+    }
+    if let Some(most) = dropped.iter().map(|(_, n)| *n).max() {
+        lost.counts
+            .insert("output_limit_records_dropped".into(), most);
+        lost.lost += most;
+    }
     let lost_total = lost.lost;
     if !lost.counts.is_empty() {
         sinks.write(&Emitted::Event(Box::new(meta_event(

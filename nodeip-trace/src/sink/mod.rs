@@ -7,6 +7,7 @@
 //! one new file here and one arm in [`OutputFormat`].
 pub mod html;
 pub mod json;
+pub mod limit;
 pub mod pcap;
 pub mod perfetto;
 pub mod text;
