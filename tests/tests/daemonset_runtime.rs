@@ -472,6 +472,11 @@ fn the_daemonset_runs_as_written_under_podman() {
     let inspect = |format: &str| podman(&["inspect", "--format", format, &name]);
     let pid = inspect("{{.State.Pid}}");
     let cgroup = memory_cgroup(&inspect("{{.State.CgroupPath}}"));
+    println!(
+        "memory: tracer RSS {} KiB once attached, peak so far {} KiB",
+        status_kib(&pid, "VmRSS:"),
+        status_kib(&pid, "VmHWM:")
+    );
     if let Some(limit) = run.memory_limit {
         assert_eq!(
             read_u64(&cgroup, &["memory.limit_in_bytes", "memory.max"]),
