@@ -3,6 +3,7 @@
 //! CAP_SYS_ADMIN dropped from the bounding set (as a container runtime does) — and what it says
 //! still works does: `analyze` of a capture and `doctor` as nobody. (Lockdown and missing BTF
 //! cannot be made on a running kernel: their texts are unit tests in `probe::features`.)
+//! Issue 21: what the running tracer keeps once attached.
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
@@ -93,4 +94,82 @@ fn what_the_error_says_still_works_does_work_unprivileged() {
         "{text}"
     );
     assert!(text.contains("verdict      CANNOT trace"), "{text}");
+}
+
+/// A `/proc/PID/status` capability line's value.
+fn status_field(status: &str, field: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+/// Issue 21 (fleet security): once attached, the running tracer keeps only CAP_BPF,
+/// CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (what attaching to a
+/// process that starts later needs: container_libc.rs and runtime_attribution.rs prove that
+/// still works) — effective, permitted and bounding sets alike, nothing inheritable or ambient,
+/// no_new_privs set — while `trace -- COMMAND` still runs the command with the caller's
+/// capabilities.
+#[test]
+fn the_running_tracer_keeps_only_what_late_attach_needs() {
+    require_root();
+    let scratch = ScratchDir::new("dropped-caps");
+    let ready = scratch.file("ready");
+    let mut tracer = Command::new(tool())
+        .args(["trace", "--duration", "10", "--ready-file", &ready])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::path::Path::new(&ready).exists() {
+        assert!(std::time::Instant::now() < deadline, "no ready file");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", tracer.id())).unwrap();
+    // Capabilities are per thread: every thread of the tracer has the reduced set.
+    let threads: Vec<u64> = std::fs::read_dir(format!("/proc/{}/task", tracer.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .map(|s| status_field(&s, "CapEff:"))
+        .collect();
+    let _ = tracer.kill();
+    let out = tracer.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // CAP_DAC_READ_SEARCH (2), CAP_SYS_PTRACE (19), CAP_SYS_ADMIN (21), CAP_PERFMON (38),
+    // CAP_BPF (39).
+    let kept: u64 = 1 << 2 | 1 << 19 | 1 << 21 | 1 << 38 | 1 << 39;
+    for field in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        assert_eq!(
+            status_field(&status, field),
+            kept,
+            "{field} {status}\n{stderr}"
+        );
+    }
+    assert!(threads.iter().all(|t| *t == kept), "{threads:x?}");
+    assert_eq!(status_field(&status, "CapInh:"), 0, "{status}");
+    assert_eq!(status_field(&status, "CapAmb:"), 0, "{status}");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(
+        stderr.contains("capabilities dropped; kept CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH"),
+        "{stderr}"
+    );
+
+    // The command keeps the caller's capabilities.
+    let own = status_field(
+        &std::fs::read_to_string("/proc/self/status").unwrap(),
+        "CapEff:",
+    );
+    let out = Command::new(tool())
+        .args(["trace", "--", "grep", "CapEff:", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("CapEff:"))
+        .unwrap_or_else(|| panic!("{text}{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(status_field(line, "CapEff:"), own, "{line}");
 }

@@ -838,6 +838,16 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         tracer.remove_traced_pid(me)?;
         child = Some(spawned?);
     }
+    // Attached, outputs open, the command started with the caller's privileges: keep only what
+    // attaching to what starts later needs (docs/security.md).
+    match crate::probe::privileges::drop_to_running_set() {
+        Ok(d) => eprintln!(
+            "nodeip-trace: {} capabilities dropped; kept {}",
+            d.dropped,
+            d.kept.join(", ")
+        ),
+        Err(e) => eprintln!("nodeip-trace: {e}"),
+    }
     if let Some(path) = &opts.ready_file {
         let _ = std::fs::write(path, format!("{}\n", std::process::id()));
     }

@@ -14,6 +14,7 @@ pub mod kernel_dump;
 pub mod libc_locator;
 pub mod loader;
 pub mod netlink_sockets;
+pub mod privileges;
 pub mod process_table;
 pub mod resolver_config;
 pub mod runtime_state;
@@ -33,6 +34,14 @@ pub enum ProbeError {
     /// The eBPF object failed to load.
     #[error("loading the eBPF programs failed: {0}; run `nodeip-trace doctor` to see what this kernel allows (root or CAP_BPF+CAP_PERFMON are needed)")]
     Load(#[source] Box<aya::EbpfError>),
+    /// Dropping the capabilities the running tracer does not need failed.
+    #[error("dropping the capabilities not needed after attach failed while {step}: {source}; the trace goes on with all it had")]
+    DropCapabilities {
+        /// The step that failed.
+        step: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A program is missing from the embedded object.
     #[error("eBPF program {0} is missing from the embedded object: rebuild nodeip-trace")]
     MissingProgram(String),
