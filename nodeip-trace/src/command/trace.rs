@@ -342,21 +342,21 @@ struct Sinks {
 }
 
 impl Sinks {
-    /// A file output's writer: counting its bytes when outputs are size-limited.
-    fn file_writer<W: Write + 'static>(
+    /// A file output's buffered writer, and the count of the bytes it has written to the file
+    /// when outputs are size-limited (counted as the buffer is written out: the limit is seen
+    /// within one buffer).
+    fn file_writer(
         &self,
-        inner: W,
-    ) -> (Box<dyn Write>, Option<Arc<AtomicU64>>) {
-        match self.max_output_bytes {
-            Some(_) => {
-                let written = Arc::new(AtomicU64::new(0));
-                (
-                    Box::new(CountingWriter::new(inner, written.clone())),
-                    Some(written),
-                )
-            }
-            None => (Box::new(inner), None),
-        }
+        file: std::fs::File,
+    ) -> (
+        std::io::BufWriter<CountingWriter<std::fs::File>>,
+        Option<Arc<AtomicU64>>,
+    ) {
+        let written = self.max_output_bytes.map(|_| Arc::new(AtomicU64::new(0)));
+        (
+            std::io::BufWriter::new(CountingWriter::new(file, written.clone())),
+            written,
+        )
     }
 
     /// Adds a file output, size-limited when its writer counted (see [`Sinks::file_writer`]).
@@ -590,12 +590,12 @@ fn pcap_writer(
     let (out, written): (Box<dyn Write>, _) = if to_stdout {
         (Box::new(std::io::stdout()), None)
     } else {
-        sinks.file_writer(std::io::BufWriter::new(create_private(path).map_err(
-            |source| TraceError::Create {
-                path: path.to_path_buf(),
-                source,
-            },
-        )?))
+        let file = create_private(path).map_err(|source| TraceError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (out, written) = sinks.file_writer(file);
+        (Box::new(out), written)
     };
     let err = |source: crate::sink::pcap::PcapError| {
         TraceError::Sink(SinkError::Pcap {
@@ -714,7 +714,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             path: path.clone(),
             source,
         })?;
-        let (out, written) = sinks.file_writer(std::io::BufWriter::new(file));
+        let (out, written) = sinks.file_writer(file);
         let name = path.display().to_string();
         sinks.add_file(
             Box::new(JsonLinesSink::new(out, name.clone(), false)),

@@ -1,5 +1,5 @@
 //! `trace --max-output-mib`: a size limit on a file output, so a tracer left running (a
-//! DaemonSet) cannot fill a node's disk. [`CountingWriter`] counts the bytes a sink writes;
+//! DaemonSet) cannot fill a node's disk. [`CountingWriter`] counts the bytes that reach the file;
 //! [`SizeLimitedSink`] wraps the sink and, once the count reaches the limit, stops passing
 //! records on: the record that crossed the limit is complete (records are never cut), later
 //! ones are counted as dropped, and the run's header, losses and summary still pass, so the file
@@ -12,15 +12,16 @@ use crate::model::emitted::Emitted;
 use crate::model::event::EventBody;
 use crate::sink::{EventSink, SinkError};
 
-/// A writer that counts the bytes written through it into a shared counter.
+/// A writer that counts the bytes written through it into a shared counter (or, without one,
+/// only passes them on: one writer type whether outputs are limited or not).
 pub struct CountingWriter<W> {
     inner: W,
-    written: Arc<AtomicU64>,
+    written: Option<Arc<AtomicU64>>,
 }
 
 impl<W: Write> CountingWriter<W> {
-    /// Wraps `inner`, adding every byte written to `written`.
-    pub fn new(inner: W, written: Arc<AtomicU64>) -> Self {
+    /// Wraps `inner`, adding every byte written to `written` when given.
+    pub fn new(inner: W, written: Option<Arc<AtomicU64>>) -> Self {
         Self { inner, written }
     }
 }
@@ -28,7 +29,9 @@ impl<W: Write> CountingWriter<W> {
 impl<W: Write> Write for CountingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.written.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(written) = &self.written {
+            written.fetch_add(n as u64, Ordering::Relaxed);
+        }
         Ok(n)
     }
 
@@ -196,7 +199,7 @@ mod tests {
         }
         let written = Arc::new(AtomicU64::new(0));
         let json = JsonLinesSink::new(
-            CountingWriter::new(Shared(out.clone()), written.clone()),
+            CountingWriter::new(Shared(out.clone()), Some(written.clone())),
             "test.jsonl",
             false,
         );
