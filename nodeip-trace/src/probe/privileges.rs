@@ -53,6 +53,9 @@ pub fn kept_mask() -> u64 {
     KEPT.iter().fold(0, |m, c| m | 1u64 << c.bit)
 }
 
+/// CAP_SETPCAP's number.
+const CAP_SETPCAP: u32 = 8;
+
 /// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets in two 32-bit halves.
 const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
@@ -111,10 +114,13 @@ pub fn drop_to_running_set() -> Result<DroppedCapabilities, ProbeError> {
     let fail = |step: &'static str| {
         move |source: std::io::Error| ProbeError::DropCapabilities { step, source }
     };
-    let (_, permitted) = current_sets().map_err(fail("reading the capability sets (capget)"))?;
+    let (effective, permitted) =
+        current_sets().map_err(fail("reading the capability sets (capget)"))?;
     let keep = kept_mask() & permitted;
-    // The bounding set needs CAP_SETPCAP, which goes last, with the others, in capset.
-    for cap in 0..=last_capability() {
+    // The bounding set needs CAP_SETPCAP (which goes last, with the others, in capset); a
+    // tracer given only file capabilities has none, and no bounding set to narrow either.
+    let can_narrow_bounding = effective & (1u64 << CAP_SETPCAP) != 0;
+    for cap in (0..=last_capability()).filter(|_| can_narrow_bounding) {
         if keep & (1u64 << cap) != 0 {
             continue;
         }

@@ -4,7 +4,7 @@
 //! spans); enrichment happens before sinks, never inside them. [`OutputFormat`] is the one
 //! format switch of every command: [`timeline_sink`] opens the timeline sinks, [`write_report`]
 //! writes one-shot reports. What people see is decided once, in [`view`]; a new output format is
-//! one new file here and one arm in [`OutputFormat`].
+//! one new file here and one arm in [`OutputFormat`]. [`limit`] caps a file output's size.
 pub mod html;
 pub mod json;
 pub mod limit;
