@@ -292,10 +292,12 @@ fn containerd_and_podman_containers_are_attributed_and_their_own_libcs_probed() 
     std::thread::sleep(Duration::from_millis(800));
 
     // The pod: the container running before the trace and one started during it, each with its
-    // own libc copies (other inodes than the host's and each other's).
+    // own libc copies (other inodes than the host's and each other's). The waits leave each
+    // loop several rounds after its libcs are attached (a call made while the tracer is still
+    // attaching at exec is missed; the next is not).
     let trace = BackgroundTrace::start("runtimes-pod", &["--pod", "shop/web-0"]).unwrap();
     containerd.run_in_pod(&late, &late_rootfs, "web-0", "sidecar");
-    std::thread::sleep(Duration::from_millis(2500));
+    std::thread::sleep(Duration::from_millis(4000));
     let (events, stderr) = trace.stop().unwrap();
     let header = &events[0];
     // The early container's shell maps its glibc copy: probed at start. (Its musl is mapped only
@@ -333,7 +335,7 @@ fn containerd_and_podman_containers_are_attributed_and_their_own_libcs_probed() 
 
     // One container by name, and the podman one by its ID's prefix (as `podman ps` shows it).
     let trace = BackgroundTrace::start("runtimes-container", &["--container", "sidecar"]).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(2500));
     let (events, _) = trace.stop().unwrap();
     assert!(
         !calls_in(&events, &late).is_empty(),
@@ -345,7 +347,7 @@ fn containerd_and_podman_containers_are_attributed_and_their_own_libcs_probed() 
     );
     let trace =
         BackgroundTrace::start("runtimes-podman", &["--container", &podman.id[..12]]).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(2500));
     let (events, stderr) = trace.stop().unwrap();
     let calls = calls_in(&events, &podman.id);
     assert!(
