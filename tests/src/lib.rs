@@ -4,6 +4,7 @@
 //! Every namespace a test makes is private: veth pairs have both ends in namespaces the test
 //! created, so no packet can reach the host or anything beyond it.
 pub mod browser;
+pub mod clients;
 pub mod go;
 pub mod golden;
 pub mod layouts;

@@ -10,7 +10,6 @@ use std::process::Command;
 use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
 use nodeip_trace::probe::loader::GO_HOST_FUNCTION;
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
-use nodeip_trace_tests::workspace_root;
 
 const SORT: &str = "net.sortByRFC6724withSrcs";
 
@@ -36,31 +35,17 @@ fn objdump_rets(binary: &Path, function: &str, text_delta: i64) -> BTreeSet<u64>
 
 #[test]
 fn every_toolchain_s_resolver_sort_is_found_with_its_rets() {
-    let dir = workspace_root().join("target/go-binaries");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = workspace_root().join("tests/clients/lookup_ip.go");
     let mut checked = 0;
     for toolchain in require_go_toolchains() {
         for cgo in [false, true] {
             let mut rets_unstripped = None;
             for stripped in [false, true] {
-                let out = dir.join(format!(
-                    "lookup-go{}-{}-{}",
-                    toolchain.version,
-                    if cgo { "cgo" } else { "pure" },
-                    if stripped { "stripped" } else { "full" }
-                ));
-                toolchain
-                    .build(
-                        &source,
-                        &out,
-                        GoBuild {
-                            cgo,
-                            stripped,
-                            ..GoBuild::default()
-                        },
-                    )
-                    .unwrap();
+                let how = GoBuild {
+                    cgo,
+                    stripped,
+                    ..GoBuild::default()
+                };
+                let out = toolchain.client("lookup_ip.go", how).unwrap();
                 let binary = GoBinary::open(&out).unwrap();
                 let version = binary.version.clone().unwrap_or_default();
                 assert!(
@@ -125,23 +110,15 @@ fn a_c_program_is_not_a_go_binary() {
 /// the cgo glue — at the same file offset, which is where `nm` puts the symbol.
 #[test]
 fn a_stripped_static_musl_go_program_s_getaddrinfo_is_found_through_the_cgo_glue() {
-    let dir = workspace_root().join("target/go-binaries");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = workspace_root().join("tests/clients/lookup_ip.go");
     for toolchain in require_go_toolchains() {
         let mut offsets = Vec::new();
         for stripped in [false, true] {
-            let out = dir.join(format!(
-                "lookup-go{}-static-musl-{}",
-                toolchain.version,
-                if stripped { "stripped" } else { "full" }
-            ));
             let how = GoBuild {
                 cgo: true,
                 stripped,
                 static_musl: true,
             };
-            toolchain.build(&source, &out, how).unwrap();
+            let out = toolchain.client("lookup_ip.go", how).unwrap();
             let binary = GoBinary::open(&out).unwrap();
             assert!(!binary.elf.dynamic, "{}", out.display());
             let found = binary

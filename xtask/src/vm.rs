@@ -24,9 +24,14 @@ use crate::kernels::{self, Kernel};
 use crate::{cargo, run, workspace_root};
 
 /// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
-const GUEST_TESTS: [&str; 9] = [
+/// The Go and musl clients of the resolver tests come prebuilt (`PREBUILD_CLIENTS`).
+const GUEST_TESTS: [&str; 13] = [
     "doctor",
     "live_getaddrinfo",
+    "live_go_resolver",
+    "resolver_orders",
+    "attribution",
+    "container_libc",
     "live_netlink",
     "live_seeds",
     "live_ipvs",
@@ -85,13 +90,24 @@ const GUEST_SKIPS: [(&str, &str); 1] = [(
 )];
 
 /// Host programs the tests drive, copied with their libraries.
-const GUEST_PROGRAMS: [&str; 5] = [
+const GUEST_PROGRAMS: [&str; 6] = [
     "/usr/sbin/ip",
     "/usr/bin/getent",
     "/usr/sbin/ipvsadm",
     "/usr/bin/tcpdump",
     "/usr/bin/env",
+    "/usr/bin/unshare",
 ];
+
+/// The tests crate's binary that builds the resolver tests' Go and musl clients on the host
+/// (`nodeip_trace_tests::clients`) and prints their paths: they are shipped at the same paths,
+/// and the guest's tests take them prebuilt (`NODEIP_TEST_CLIENTS_PREBUILT=1`).
+const PREBUILD_CLIENTS: &str = "prebuild_clients";
+
+/// The nodeip-trace binary the guest runs (at the same path as on the host).
+fn guest_tool() -> PathBuf {
+    workspace_root().join("target/debug/nodeip-trace")
+}
 
 /// Modules loaded in the guest, in this order (with their dependencies).
 const GUEST_MODULES: [&str; 6] = ["veth", "dummy", "nlmon", "ip_vs", "ip_vs_rr", "ipip"];
@@ -116,8 +132,8 @@ const ARTIFACTS_END: &str = "@@VM-ARTIFACTS-END";
 /// Where guest tests leave captures (`NODEIP_VM_ARTIFACTS`).
 const GUEST_ARTIFACTS: &str = "/tmp/vm-artifacts";
 
-/// Seconds before the guest counts as hung (a full run takes about 8 minutes under TCG here).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 1500;
+/// Seconds before the guest counts as hung (a full run takes about 20 minutes under TCG here).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 2700;
 
 /// Options of the task.
 pub struct VmOptions {
@@ -173,7 +189,28 @@ fn output(cmd: &mut Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The test executables cargo built for `GUEST_TESTS`, and the crate's helper binaries.
+/// What the guest runs, built on the host.
+struct Built {
+    /// The test executables cargo built for `GUEST_TESTS`, and the crate's helper binaries.
+    tests: Vec<(String, PathBuf)>,
+    /// The resolver tests' prebuilt clients (`PREBUILD_CLIENTS`).
+    clients: Vec<PathBuf>,
+}
+
+/// Builds the tests, the tool and the resolver tests' clients.
+fn build() -> anyhow::Result<Built> {
+    let mut tests = build_tests()?;
+    tests.retain(|(name, _)| name != PREBUILD_CLIENTS);
+    // The binary itself (cargo's JSON also names its unit-test harness).
+    let prebuild = workspace_root().join("target/debug").join(PREBUILD_CLIENTS);
+    let clients = output(&mut Command::new(&prebuild))?
+        .lines()
+        .map(PathBuf::from)
+        .collect();
+    Ok(Built { tests, clients })
+}
+
+/// The test executables cargo built for `GUEST_TESTS`, and the crate's binaries.
 fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
     run(cargo().args(["build", "--package", "nodeip-trace", "--bins"]))?;
     let out = cargo()
@@ -218,13 +255,25 @@ fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
     Ok(found)
 }
 
-/// Copies `file` to the same path under `rootfs`, with the shared libraries `ldd` lists.
+/// The ELF interpreter `file` asks for (`/lib/ld-musl-x86_64.so.1`), which glibc's `ldd` does not
+/// list for a musl program.
+fn interpreter(file: &Path) -> Option<PathBuf> {
+    let headers = output(Command::new("readelf").arg("-l").arg(file)).ok()?;
+    let at = headers.find("Requesting program interpreter: ")?;
+    let rest = &headers[at + "Requesting program interpreter: ".len()..];
+    Some(PathBuf::from(rest.split(']').next()?.trim()))
+}
+
+/// Copies `file` to the same path under `rootfs`, with its ELF interpreter and the shared
+/// libraries `ldd` lists; a symbolic link stays one (to a copy of its target), so the guest's
+/// paths are the host's.
 fn copy_with_libraries(
     rootfs: &Path,
     file: &Path,
     copied: &mut BTreeSet<PathBuf>,
 ) -> anyhow::Result<()> {
     let mut wanted = vec![file.to_path_buf()];
+    wanted.extend(interpreter(file));
     if let Ok(ldd) = output(Command::new("ldd").arg(file)) {
         wanted.extend(
             ldd.split_whitespace()
@@ -232,15 +281,28 @@ fn copy_with_libraries(
                 .map(PathBuf::from),
         );
     }
-    for path in wanted {
+    while let Some(path) = wanted.pop() {
         if !copied.insert(path.clone()) {
             continue;
         }
         let target = rootfs.join(path.strip_prefix("/").unwrap_or(&path));
         std::fs::create_dir_all(target.parent().expect("absolute path has a parent"))?;
-        std::fs::copy(&path, &target).with_context(|| format!("copying {}", path.display()))?;
-        // Debug info is most of a test binary: the guest does not need it.
-        if path.starts_with(workspace_root()) {
+        if let Ok(link) = std::fs::read_link(&path) {
+            let _ = std::fs::remove_file(&target);
+            std::os::unix::fs::symlink(&link, &target)
+                .with_context(|| format!("linking {}", target.display()))?;
+            // The link's own target, as named (not canonical: the guest has no /lib → usr/lib).
+            wanted.push(
+                path.parent()
+                    .expect("absolute path has a parent")
+                    .join(link),
+            );
+            continue;
+        }
+        std::fs::copy(&path, &target)
+            .with_context(|| format!("copying {} (for {})", path.display(), file.display()))?;
+        // Debug info is most of a test binary (and of the debug tool): the guest does not need it.
+        if path.starts_with(workspace_root().join("target/debug")) {
             run(Command::new("strip").arg("--strip-debug").arg(&target))?;
         }
     }
@@ -296,7 +358,7 @@ fn init_script(
          mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev\n\
          mkdir -p /tmp; chmod 1777 /tmp; mount -t tmpfs run /run; mkdir -p /var; ln -sf /run /var/run\n\
          mount -t tracefs tracefs /sys/kernel/tracing; mount -t debugfs debugfs /sys/kernel/debug\n\
-         mount -t bpf bpf /sys/fs/bpf; mount --make-rshared /\n\
+         mount -t bpf bpf /sys/fs/bpf; mount -t cgroup2 cgroup2 /sys/fs/cgroup; mount --make-rshared /\n\
          ip link set lo up\n",
     );
     for m in modules {
@@ -308,6 +370,8 @@ fn init_script(
     }
     let _ = writeln!(s, "echo \"@@VM-KERNEL $(uname -r)\"");
     let _ = writeln!(s, "export NODEIP_TRACE_BIN={}", tool.display());
+    // No Go toolchain or musl-gcc here: the resolver tests take the clients shipped prebuilt.
+    let _ = writeln!(s, "export NODEIP_TEST_CLIENTS_PREBUILT=1");
     // This kernel has what every guest test needs: a "kernel lacks X, skipped" is a failure here.
     let _ = writeln!(s, "export NODEIP_TRACE_REQUIRE_ALL=1");
     let _ = writeln!(
@@ -368,13 +432,15 @@ fn initramfs(
     work: &Path,
     kernel: &Path,
     version: &str,
-    tests: &[(String, PathBuf)],
+    built: &Built,
     selected: &[&str],
 ) -> anyhow::Result<PathBuf> {
+    let tests = &built.tests;
     let rootfs = work.join("rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
     for dir in [
         "bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "run", "root",
+        "var/log",
     ] {
         std::fs::create_dir_all(rootfs.join(dir))?;
     }
@@ -392,7 +458,7 @@ fn initramfs(
         }
     }
     let mut copied = BTreeSet::new();
-    let tool = workspace_root().join("target/debug/nodeip-trace");
+    let tool = guest_tool();
     copy_with_libraries(&rootfs, &tool, &mut copied)?;
     // The selected test binaries and the crate's helper binaries (the other names).
     for (name, exe) in tests {
@@ -402,6 +468,9 @@ fn initramfs(
     }
     for program in GUEST_PROGRAMS {
         copy_with_libraries(&rootfs, Path::new(program), &mut copied)?;
+    }
+    for client in &built.clients {
+        copy_with_libraries(&rootfs, client, &mut copied)?;
     }
     copy_with_libraries(&rootfs, Path::new("/usr/bin/dash"), &mut copied)?;
     std::os::unix::fs::symlink("/usr/bin/dash", rootfs.join("bin/sh"))?;
@@ -576,12 +645,12 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     }
     let cache = root.join("target/vm-cache");
     std::fs::create_dir_all(&cache)?;
-    let tests = build_tests()?;
+    let built = build()?;
     let mut failures = Vec::new();
     let mut times = Vec::new();
     for (kernel, suite) in &options.kernels {
         let kernel_started = Instant::now();
-        let outcome = run_kernel(&cache, *kernel, *suite, &options, &tests);
+        let outcome = run_kernel(&cache, *kernel, *suite, &options, &built);
         let secs = kernel_started.elapsed().as_secs_f64();
         times.push(format!("{} ({}) {secs:.0} s", kernel.name, suite.name()));
         if let Err(e) = outcome {
@@ -608,7 +677,7 @@ fn run_kernel(
     kernel: Kernel,
     suite: Suite,
     options: &VmOptions,
-    tests: &[(String, PathBuf)],
+    built: &Built,
 ) -> anyhow::Result<()> {
     let prepare = Instant::now();
     let package = kernels::package(cache, kernel, options.kernel_package.as_deref())?;
@@ -628,7 +697,7 @@ fn run_kernel(
     }
     let work = cache.join(kernel.name);
     std::fs::create_dir_all(&work)?;
-    let image = initramfs(&work, &tree, &version, tests, &selected)?;
+    let image = initramfs(&work, &tree, &version, built, &selected)?;
     let console = work.join("console.log");
     let accel = if kvm_wanted() {
         "kvm"
