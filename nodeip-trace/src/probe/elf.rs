@@ -4,6 +4,7 @@
 //! `getaddrinfo` linked into static programs). Never panics on bad input: a malformed file is an
 //! [`ElfError`].
 use super::libc_locator::LibcKind;
+use super::mapped_file::MappedFile;
 
 /// Why a file could not be read as an ELF executable.
 #[derive(Debug, thiserror::Error)]
@@ -53,9 +54,41 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     ))
 }
 
+/// Where an image's bytes live: a copy (tests, small inputs) or a mapping of the file (what
+/// the tracer uses for executables on disk: see [`MappedFile`]).
+pub enum ElfBytes {
+    /// Bytes in memory.
+    Owned(Vec<u8>),
+    /// The file, mapped.
+    Mapped(MappedFile),
+}
+
+impl std::ops::Deref for ElfBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            ElfBytes::Owned(bytes) => bytes,
+            ElfBytes::Mapped(file) => file,
+        }
+    }
+}
+
+impl From<Vec<u8>> for ElfBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        ElfBytes::Owned(bytes)
+    }
+}
+
+impl From<MappedFile> for ElfBytes {
+    fn from(file: MappedFile) -> Self {
+        ElfBytes::Mapped(file)
+    }
+}
+
 /// A parsed ELF executable: its bytes, sections and loadable segments.
 pub struct ElfImage {
-    bytes: Vec<u8>,
+    bytes: ElfBytes,
     sections: Vec<ElfSection>,
     segments: Vec<Segment>,
     /// It names a program interpreter (`PT_INTERP`): dynamically linked.
@@ -67,9 +100,10 @@ const PT_LOAD: u32 = 1;
 const PT_INTERP: u32 = 3;
 
 impl ElfImage {
-    /// Parses an executable's bytes.
-    pub fn parse(bytes: Vec<u8>) -> Result<Self, ElfError> {
-        let b = &bytes;
+    /// Parses an executable's bytes (a `Vec<u8>` or a [`MappedFile`]).
+    pub fn parse(bytes: impl Into<ElfBytes>) -> Result<Self, ElfError> {
+        let bytes = bytes.into();
+        let b: &[u8] = &bytes;
         if b.get(..4) != Some(b"\x7fELF") {
             return Err(ElfError::NotElf("no ELF magic"));
         }

@@ -13,6 +13,7 @@ use super::elf::ElfImage;
 use super::go_binary::GoBinary;
 use super::libc_locator::LibcKind;
 use super::loader::{LiveTracer, GO_SORT_FUNCTION};
+use super::mapped_file::MappedFile;
 use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
 };
@@ -102,7 +103,7 @@ impl ExecutableResolverProbes {
         use std::os::fd::AsRawFd;
         let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         let mut outcomes = Vec::new();
-        let elf = std::fs::read(&via)
+        let elf = MappedFile::map(&file)
             .ok()
             .and_then(|bytes| ElfImage::parse(bytes).ok());
         if let Some(elf) = elf {
@@ -290,7 +291,7 @@ pub fn running_executable_resolvers(
             continue;
         };
         let (go, statics) = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
-            let Some(elf) = std::fs::read(&exe)
+            let Some(elf) = MappedFile::open(&exe)
                 .ok()
                 .and_then(|bytes| ElfImage::parse(bytes).ok())
             else {

@@ -81,13 +81,14 @@ pub struct GoBinary {
 }
 
 impl GoBinary {
-    /// Reads and parses the executable at `path`.
+    /// Maps and parses the executable at `path`.
     pub fn open(path: &Path) -> Result<Self, GoBinaryError> {
-        let bytes = std::fs::read(path).map_err(|source| GoBinaryError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(bytes)
+        let file =
+            super::mapped_file::MappedFile::open(path).map_err(|source| GoBinaryError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Self::from_elf(ElfImage::parse(file)?)
     }
 
     /// Parses an executable's bytes.

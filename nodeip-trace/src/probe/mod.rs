@@ -13,6 +13,7 @@ pub mod kernel_btf;
 pub mod kernel_dump;
 pub mod libc_locator;
 pub mod loader;
+pub mod mapped_file;
 pub mod netlink_sockets;
 pub mod privileges;
 pub mod process_table;
