@@ -3,10 +3,11 @@
 //! machine) has its events attributed to that pod UID and container ID — with the pod's
 //! namespace and name from kubelet's /var/log/pods layout, the executable and the parent — and
 //! `--pod`, `--container` and `--cgroup` keep only it. The same command's events from before the
-//! move carry no container.
+//! move carry no container. The lookups run in a network namespace of their own (a veth pair,
+//! both ends inside) so that they succeed on a machine whose only address is loopback.
 use std::path::PathBuf;
 
-use nodeip_trace_tests::{require_root, trace_json};
+use nodeip_trace_tests::{require_root, trace_json, Netns};
 use serde_json::Value;
 
 /// The cgroup2 mount point, from /proc/mounts.
@@ -73,8 +74,27 @@ fn events_carry_pod_and_container_and_filters_keep_only_them() {
     made.0.push(log_dir.clone());
     made.0.push(log_dir.join("resolver"));
 
+    // getent in a network namespace with an IPv4 address: its AI_ADDRCONFIG finds none where
+    // only the loopback has one (the VM guest's own namespace), and its lookups would fail.
+    // `ip netns exec` execs getent (a child of the shell, in the shell's cgroup).
+    let netns = Netns::new("attr");
+    for cmd in [
+        "link add eth0 type veth peer name peer0",
+        "addr add 10.1.0.5/24 dev eth0",
+        "link set eth0 up",
+        "link set peer0 up",
+        "link set lo up",
+    ] {
+        netns.ip(&cmd.split_whitespace().collect::<Vec<_>>());
+    }
+    let getent = format!(
+        "ip netns exec {} getent ahostsv4 localhost >/dev/null",
+        netns.name
+    );
     let script = format!(
-        "getent ahostsv4 localhost >/dev/null; echo $$ > {}/cgroup.procs && getent ahostsv4 localhost >/dev/null",
+        "{getent} || echo \"getent before the move: exit $?\" >&2; \
+         echo $$ > {}/cgroup.procs || {{ echo \"moving into the cgroup failed\" >&2; exit 3; }}; \
+         {getent} || {{ echo \"getent in the cgroup: exit $?\" >&2; exit 4; }}",
         dir.display()
     );
     let command = ["sh", "-c", script.as_str()];
