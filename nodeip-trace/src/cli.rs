@@ -408,6 +408,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         ..TraceConfig::default()
     };
     Ok(trace::TraceOptions {
+        on_running: Some(crate::purge_freed_memory_after_a_delay),
         config,
         format,
         output: a.output,

@@ -59,6 +59,9 @@ pub struct TraceOptions {
     /// `--max-output-mib`: the size at which each file output (recording, pcap, pcapng) stops
     /// taking records; stdout is never limited.
     pub max_output_bytes: Option<u64>,
+    /// Called once start-up is over (probes attached, outputs open), before the first record is
+    /// read: the binary sets its allocator's steady-state policy here.
+    pub on_running: Option<fn()>,
 }
 
 /// Creates (or truncates) an output file readable by its owner only (0600): captures and
@@ -876,6 +879,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut end = TraceEnd::Stopped;
     let mut poll = tokio::time::interval(POLL_INTERVAL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if let Some(running) = opts.on_running {
+        running();
+    }
     let result: Result<(), TraceError> = async {
         loop {
             let child_wait = async {
