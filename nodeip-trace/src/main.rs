@@ -25,11 +25,12 @@ pub(crate) fn purge_freed_memory_at_once() {
     }
 }
 
-/// mimalloc's own purge delay (ms), for `trace` once it runs: purging every freed page at once
-/// made the consumer re-fault the pages it reuses, a fifth of its CPU under a 100,000-pair netlink
-/// burst (1.7 → 1.4 µs an event with `--pcap`, perf: page faults, madvise); the start-up's
-/// transients are already returned by then. mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins.
-const STEADY_PURGE_DELAY_MS: std::ffi::c_long = 10;
+/// mimalloc's purge delay (ms) for `trace` once it runs: freed memory goes back to the system a
+/// second after. Purging every freed page at once made the consumer re-fault (and the kernel
+/// zero, often as 2 MiB huge pages) the pages it reuses: a fifth of its CPU under a 100,000-pair
+/// netlink burst (perf; 1.7 → 1.0-1.2 µs an event with `--pcap`, 3.5 → 3.0 with JSON). The
+/// start-up's transients are returned by then. mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins.
+const STEADY_PURGE_DELAY_MS: std::ffi::c_long = 1000;
 
 /// Switches `trace` to [`STEADY_PURGE_DELAY_MS`] once start-up is over.
 pub(crate) fn purge_freed_memory_after_a_delay() {
