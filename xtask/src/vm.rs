@@ -104,11 +104,6 @@ const GUEST_PROGRAMS: [&str; 6] = [
 /// and the guest's tests take them prebuilt (`NODEIP_TEST_CLIENTS_PREBUILT=1`).
 const PREBUILD_CLIENTS: &str = "prebuild_clients";
 
-/// The nodeip-trace binary the guest runs (at the same path as on the host).
-fn guest_tool() -> PathBuf {
-    workspace_root().join("target/debug/nodeip-trace")
-}
-
 /// Modules loaded in the guest, in this order (with their dependencies).
 const GUEST_MODULES: [&str; 6] = ["veth", "dummy", "nlmon", "ip_vs", "ip_vs_rr", "ipip"];
 
@@ -195,6 +190,9 @@ struct Built {
     tests: Vec<(String, PathBuf)>,
     /// The resolver tests' prebuilt clients (`PREBUILD_CLIENTS`).
     clients: Vec<PathBuf>,
+    /// The nodeip-trace binary the guest runs: the static release binary `cargo xtask dist`
+    /// ships (at the same path as on the host), so the VM lane tests what users run.
+    tool: PathBuf,
 }
 
 /// Builds the tests, the tool and the resolver tests' clients.
@@ -207,12 +205,16 @@ fn build() -> anyhow::Result<Built> {
         .lines()
         .map(PathBuf::from)
         .collect();
-    Ok(Built { tests, clients })
+    let tool = crate::dist::build_static_binary()?;
+    Ok(Built {
+        tests,
+        clients,
+        tool,
+    })
 }
 
 /// The test executables cargo built for `GUEST_TESTS`, and the crate's binaries.
 fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
-    run(cargo().args(["build", "--package", "nodeip-trace", "--bins"]))?;
     let out = cargo()
         .args([
             "test",
@@ -458,7 +460,7 @@ fn initramfs(
         }
     }
     let mut copied = BTreeSet::new();
-    let tool = guest_tool();
+    let tool = built.tool.clone();
     copy_with_libraries(&rootfs, &tool, &mut copied)?;
     // The selected test binaries and the crate's helper binaries (the other names).
     for (name, exe) in tests {
