@@ -300,6 +300,11 @@ impl BackgroundTrace {
         Ok(trace)
     }
 
+    /// What it has written to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
     /// Stops it with SIGINT (as a person would) and returns the recording and its stderr.
     pub fn stop(mut self) -> anyhow::Result<(Vec<Value>, String)> {
         // SAFETY: kill with a pid we own.

@@ -13,7 +13,7 @@ use std::process::Command;
 use nodeip_trace_tests::clients::{event_resolver, reported_c_library};
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::{
-    json_lines, require_root, tool, trace_once_probed, workspace_root, Netns,
+    json_lines, require_root, tool, trace_once_probed, workspace_root, BackgroundTrace, Netns,
 };
 
 /// The research notes' "mixed" and "multi4" layouts, and seed 000's.
@@ -421,31 +421,17 @@ fn go_programs_behave_the_same_under_the_probes() {
     for (version, client) in build("lookup_stress.go", "stress", false) {
         let untraced = in_ns(&ns, &client, &["mixed", "10000"]).output().unwrap();
         assert!(untraced.status.success(), "go{version}: {untraced:?}");
-        let ready = scratch_dir().join(format!("ready-{version}"));
-        let recording = scratch_dir().join(format!("stress-{version}.jsonl"));
-        let errors = scratch_dir().join(format!("stress-{version}.tracer-stderr"));
-        let _ = std::fs::remove_file(&ready);
-        let mut tracer = Command::new(tool())
-            .args(["trace", "--no-route-lookups", "--duration", "300", "-o"])
-            .arg(&recording)
-            .arg("--ready-file")
-            .arg(&ready)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&errors).unwrap())
-            .spawn()
-            .unwrap();
-        // Attaching takes seconds (13 s under QEMU's TCG): wait for it, then for the probes a
-        // first run makes the tracer attach to the file; the judged run is fully probed.
-        wait_for(&format!("go{version}: the tracer ready"), || ready.exists());
+        // Killed if the test fails before it is stopped: no tracer outlives its test.
+        let tracer =
+            BackgroundTrace::start(&format!("stress-{version}"), &["--no-route-lookups"]).unwrap();
+        // A first run makes the tracer attach to the file; the judged run is fully probed.
         let _ = in_ns(&ns, &client, &["mixed", "1"]).output().unwrap();
         let attached = format!("probes attached to {}", client.display());
         wait_for(&format!("go{version}: {attached:?}"), || {
-            std::fs::read_to_string(&errors).is_ok_and(|e| e.contains(&attached))
+            tracer.stderr_so_far().contains(&attached)
         });
         let traced = in_ns(&ns, &client, &["mixed", "10000"]).output().unwrap();
-        unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
-        tracer.wait().unwrap();
-        let trace_stderr = std::fs::read_to_string(&errors).unwrap_or_default();
+        let (events, trace_stderr) = tracer.stop().unwrap();
         assert_eq!(
             traced.stdout,
             untraced.stdout,
@@ -453,7 +439,6 @@ fn go_programs_behave_the_same_under_the_probes() {
             String::from_utf8_lossy(&traced.stderr)
         );
         assert!(traced.status.success(), "go{version}: {traced:?}");
-        let events = json_lines(&std::fs::read(&recording).unwrap());
         let lost = events
             .iter()
             .find(|e| e["kind"] == "summary")

@@ -2,12 +2,18 @@
 //! a running program touches its ELF headers, symbol tables and Go function table, not its code,
 //! so mapping a 100 MiB kubelet costs the pages read (file-backed, reclaimable, gone at unmap)
 //! where `std::fs::read` cost 100 MiB of heap for every new executable seen.
+//!
+//! The mapping is shared, not private: the kernel installs every registered uprobe's breakpoint
+//! (`int3`) into each *private* mapping of the file that may execute — a read-only
+//! `MAP_PRIVATE` one included — so a private mapping shows any other tracer's (or this one's)
+//! probes as `0xCC` where the code has a `RET`. A shared read-only mapping is left alone by
+//! uprobes (`valid_vma` refuses `VM_MAYSHARE`) and shows the page cache: the file's bytes.
 use std::fs::File;
 use std::ops::Deref;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// A whole file mapped read-only and private; unmapped on drop.
+/// A whole file mapped read-only and shared (see the module's note); unmapped on drop.
 pub struct MappedFile {
     /// Start of the mapping (dangling, never read, when `len` is 0).
     ptr: std::ptr::NonNull<u8>,
@@ -37,7 +43,7 @@ impl MappedFile {
                 len: 0,
             });
         }
-        // SAFETY: a fresh private read-only mapping of `len` bytes of an open file; the kernel
+        // SAFETY: a fresh shared read-only mapping of `len` bytes of an open file; the kernel
         // chooses the address. A running executable cannot be written (ETXTBSY); a file that is
         // truncated under us makes reads past its new end fault, as with any mapped-file reader
         // (ripgrep, object readers) — the price of not copying whole executables.
@@ -46,7 +52,7 @@ impl MappedFile {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ,
-                libc::MAP_PRIVATE,
+                libc::MAP_SHARED,
                 file.as_raw_fd(),
                 0,
             )
@@ -99,6 +105,69 @@ mod tests {
         let mapped = MappedFile::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert!(mapped.is_empty());
+    }
+
+    /// A uprobe registered on a file (a perf uprobe event, no BPF needed) puts its `int3` into
+    /// private mappings of the file; the mapped file still reads as the file's bytes — the bug
+    /// that made a tracer find "no RET" in a Go function another tracer had probed.
+    #[test]
+    fn another_tracer_s_uprobe_breakpoints_are_not_read_as_code() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: registering a uprobe needs root");
+            return;
+        }
+        let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
+            .expect("this kernel has the uprobe PMU (CONFIG_UPROBE_EVENTS)");
+        let path = std::env::temp_dir().join(format!("nit-uprobed-{}", std::process::id()));
+        // A page of NOPs with a RET at the probed offset.
+        const AT: usize = 100;
+        let mut code = vec![0x90u8; 4096];
+        code[AT] = 0xC3;
+        std::fs::write(&path, &code).unwrap();
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // perf_event_attr (PERF_ATTR_SIZE_VER5): type, size, config1 = path, config2 = offset.
+        let mut attr = [0u8; 112];
+        attr[0..4].copy_from_slice(&pmu.trim().parse::<u32>().unwrap().to_ne_bytes());
+        attr[4..8].copy_from_slice(&112u32.to_ne_bytes());
+        attr[56..64].copy_from_slice(&(c_path.as_ptr() as u64).to_ne_bytes());
+        attr[64..72].copy_from_slice(&(AT as u64).to_ne_bytes());
+        // SAFETY: a valid perf_event_attr of the size it declares; every process, CPU 0.
+        let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr.as_ptr(), -1, 0, -1, 0) };
+        let error = std::io::Error::last_os_error();
+        assert!(
+            fd >= 0,
+            "perf_event_open of a uprobe on {}: {error}",
+            path.display()
+        );
+        let file = File::open(&path).unwrap();
+        // The breakpoint is there for a private mapping to see (else this test proves nothing)…
+        // SAFETY: a private read-only mapping of one page of an open file, unmapped below.
+        let private = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(private, libc::MAP_FAILED);
+        // SAFETY: AT is inside the page just mapped.
+        let seen_privately = unsafe { *private.cast::<u8>().add(AT) };
+        // SAFETY: unmapping the page mapped above.
+        unsafe { libc::munmap(private, 4096) };
+        // …and not for the mapped file.
+        let mapped = MappedFile::map(&file).unwrap();
+        let seen = mapped[AT];
+        // SAFETY: closing the perf event opened above.
+        unsafe { libc::close(fd as i32) };
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            seen_privately, 0xCC,
+            "the uprobe's int3 in a private mapping"
+        );
+        assert_eq!(seen, 0xC3, "the mapped file shows the file's RET");
     }
 
     #[test]
