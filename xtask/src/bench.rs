@@ -769,6 +769,46 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Now, as `2026-11-25 22:10 UTC`.
+fn utc_minute() -> anyhow::Result<String> {
+    let out = Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d %H:%M UTC")
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `cargo xtask bench --vm`: the netlink storm in a VM lane guest booting `kernel`, untraced,
+/// under nlmon0 + tcpdump and under nodeip-trace (`tests/src/bin/storm_bench.rs`), appended to
+/// BENCHMARKS.md.
+pub fn bench_vm(kernel: crate::kernels::Kernel) -> anyhow::Result<()> {
+    let bench = crate::vm::vm_bench(kernel, crate::vm::DEFAULT_TIMEOUT_SECS)?;
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "\n## {} — `cargo xtask bench --vm --kernel {}`\n",
+        utc_minute()?,
+        kernel.name
+    );
+    let _ = writeln!(
+        report,
+        "Guest: `{}` under QEMU (TCG, 2 vCPUs, 2 GiB) on this machine; its netlink capture: {}; \
+         the guest ran {:.0} s. The tracer is the static release binary (`cargo xtask dist`).\n",
+        bench.package, bench.capture, bench.guest_secs
+    );
+    report.push_str(&bench.table);
+    let _ = writeln!(
+        report,
+        "\nCommand: `cargo xtask bench --vm --kernel {}` (the guest runs `storm_bench --out …`, \
+         tests/src/bin/storm_bench.rs)",
+        kernel.name
+    );
+    print!("{report}");
+    let path = append_report(&report)?;
+    println!("bench: appended to {}", path.display());
+    Ok(())
+}
+
 /// A BENCHMARKS.md section's heading (`## DATE — `cargo xtask TASK``) and its machine line:
 /// CPUs, RAM, kernel, how netlink is captured here, how long the run took.
 pub(crate) fn section_heading(task: &str, tool: &Path, took: Duration) -> anyhow::Result<String> {
@@ -796,15 +836,7 @@ pub(crate) fn section_heading(task: &str, tool: &Path, took: Duration) -> anyhow
         .args(["doctor", "--format", "json"])
         .output()?;
     let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap_or_default();
-    let date = String::from_utf8_lossy(
-        &Command::new("date")
-            .arg("-u")
-            .arg("+%Y-%m-%d %H:%M UTC")
-            .output()?
-            .stdout,
-    )
-    .trim()
-    .to_string();
+    let date = utc_minute()?;
     let mut s = String::new();
     let _ = writeln!(s, "\n## {date} — `cargo xtask {task}`\n");
     let _ = writeln!(

@@ -62,6 +62,19 @@ enum Task {
         /// Smaller sizes, one round each (under 2 minutes).
         #[arg(long)]
         quick: bool,
+        /// Instead, the netlink storm in a VM lane guest (`--kernel`, default 6.1): untraced,
+        /// nlmon0 + tcpdump -w, nodeip-trace --pcap and --format json side by side (about 10
+        /// minutes under TCG).
+        #[arg(long)]
+        vm: bool,
+        /// The guest's kernel with --vm: 5.10, 6.1 or 6.12.
+        #[arg(
+            long = "kernel",
+            value_name = "KERNEL",
+            default_value = "6.1",
+            requires = "vm"
+        )]
+        kernel: String,
     },
     /// Trace the whole node under continuous mixed load (getaddrinfo, netlink loops, ip -batch,
     /// dumps, getent) for a while; check RSS stays flat, no fd leaks, every call is an event or
@@ -234,7 +247,10 @@ fn main() -> anyhow::Result<()> {
         Task::KernelTable => kernels::write_table(),
         Task::Dist => dist::dist().map(drop),
         Task::Image { oci_archive } => image::image(oci_archive.as_deref()),
-        Task::Bench { quick } => bench::bench(quick),
+        Task::Bench {
+            vm: true, kernel, ..
+        } => bench::bench_vm(kernels::by_name(&kernel)?),
+        Task::Bench { quick, .. } => bench::bench(quick),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),
         Task::Bless => run(cargo()

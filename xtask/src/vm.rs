@@ -75,6 +75,24 @@ impl Suite {
     }
 }
 
+/// What a guest runs after `doctor`.
+enum GuestJob<'a> {
+    /// These test binaries.
+    Tests(&'a [&'a str]),
+    /// The storm benchmark (`STORM_BENCH`) and no tests.
+    Bench,
+}
+
+impl GuestJob<'_> {
+    /// Whether the test binary `name` runs.
+    fn runs(&self, name: &str) -> bool {
+        match self {
+            GuestJob::Tests(selected) => selected.contains(&name),
+            GuestJob::Bench => false,
+        }
+    }
+}
+
 /// What `cargo xtask test` (and `vm-test` without `--kernel`) runs: the whole guest suite on
 /// Debian 12's 6.1, the smoke set on the others.
 pub const TEST_PLAN: [(&str, Suite); 3] = [
@@ -103,6 +121,11 @@ const GUEST_PROGRAMS: [&str; 6] = [
 /// (`nodeip_trace_tests::clients`) and prints their paths: they are shipped at the same paths,
 /// and the guest's tests take them prebuilt (`NODEIP_TEST_CLIENTS_PREBUILT=1`).
 const PREBUILD_CLIENTS: &str = "prebuild_clients";
+
+/// The tests crate's binary that measures the netlink storm side by side with nlmon + tcpdump
+/// (`cargo xtask bench --vm`); it writes its table to `BENCH_ARTIFACT` among the artifacts.
+const STORM_BENCH: &str = "storm_bench";
+const BENCH_ARTIFACT: &str = "storm-bench.md";
 
 /// Modules loaded in the guest, in this order (with their dependencies).
 const GUEST_MODULES: [&str; 6] = ["veth", "dummy", "nlmon", "ip_vs", "ip_vs_rr", "ipip"];
@@ -353,7 +376,7 @@ fn init_script(
     modules: &[String],
     tests: &[(String, PathBuf)],
     tool: &Path,
-    selected: &[&str],
+    job: &GuestJob,
 ) -> String {
     let mut s = String::from(
         "#!/bin/sh\nexport PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root RUST_BACKTRACE=1\n\
@@ -405,7 +428,16 @@ fn init_script(
     for (test, why) in GUEST_SKIPS {
         let _ = writeln!(s, "echo \"skipped in the guest: {test}: {why}\"");
     }
-    for (name, exe) in tests.iter().filter(|(n, _)| selected.contains(&n.as_str())) {
+    if let GuestJob::Bench = job {
+        if let Some((_, exe)) = tests.iter().find(|(n, _)| n == STORM_BENCH) {
+            let _ = writeln!(
+                s,
+                "{} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"@@VM-BENCH-EXIT $?\"",
+                exe.display()
+            );
+        }
+    }
+    for (name, exe) in tests.iter().filter(|(n, _)| job.runs(n)) {
         let _ = writeln!(
             s,
             "echo \"@@VM-RUN {name}\"; {} --test-threads=1{skips}; echo \"{RESULT_MARKER} {name} $?\"",
@@ -435,7 +467,7 @@ fn initramfs(
     kernel: &Path,
     version: &str,
     built: &Built,
-    selected: &[&str],
+    job: &GuestJob,
 ) -> anyhow::Result<PathBuf> {
     let tests = &built.tests;
     let rootfs = work.join("rootfs");
@@ -464,7 +496,7 @@ fn initramfs(
     copy_with_libraries(&rootfs, &tool, &mut copied)?;
     // The selected test binaries and the crate's helper binaries (the other names).
     for (name, exe) in tests {
-        if selected.contains(&name.as_str()) || !GUEST_TESTS.contains(&name.as_str()) {
+        if job.runs(name) || !GUEST_TESTS.contains(&name.as_str()) {
             copy_with_libraries(&rootfs, exe, &mut copied)?;
         }
     }
@@ -528,10 +560,7 @@ fn initramfs(
     // aya finds libc through /etc/ld.so.cache.
     run(Command::new("ldconfig").arg("-r").arg(&rootfs))?;
     let init = rootfs.join("init");
-    std::fs::write(
-        &init,
-        init_script(version, &modules, tests, &tool, selected),
-    )?;
+    std::fs::write(&init, init_script(version, &modules, tests, &tool, job))?;
     run(Command::new("chmod").arg("+x").arg(&init))?;
     let image = work.join(format!("initrd-{version}.gz"));
     let pack = format!(
@@ -672,34 +701,32 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Boots one kernel with `suite`'s tests; saves its doctor report and results in
-/// `target/vm-kernels/<kernel>/`.
-fn run_kernel(
+/// A guest run: what it reported and where its console and artifacts are.
+struct Booted {
+    report: GuestReport,
+    /// The kernel package booted.
+    package: String,
+    guest_secs: f64,
+    console: PathBuf,
+    /// Its artifacts, unpacked.
+    artifacts: PathBuf,
+}
+
+/// Packs an initramfs for `kernel` running `job`, boots it and reads back what it reported.
+fn boot(
     cache: &Path,
     kernel: Kernel,
-    suite: Suite,
     options: &VmOptions,
     built: &Built,
-) -> anyhow::Result<()> {
+    job: &GuestJob,
+    label: &str,
+) -> anyhow::Result<Booted> {
     let prepare = Instant::now();
     let package = kernels::package(cache, kernel, options.kernel_package.as_deref())?;
     let (tree, version) = kernels::tree(cache, kernel, &package)?;
-    let selected: Vec<&str> = suite
-        .tests()
-        .iter()
-        .copied()
-        .filter(|t| options.only.is_empty() || options.only.iter().any(|o| o == t))
-        .collect();
-    if selected.is_empty() {
-        bail!(
-            "--test names none of the {} suite's tests {:?}",
-            suite.name(),
-            suite.tests()
-        );
-    }
     let work = cache.join(kernel.name);
     std::fs::create_dir_all(&work)?;
-    let image = initramfs(&work, &tree, &version, built, &selected)?;
+    let image = initramfs(&work, &tree, &version, built, job)?;
     let console = work.join("console.log");
     let accel = if kvm_wanted() {
         "kvm"
@@ -707,12 +734,11 @@ fn run_kernel(
         "tcg,thread=multi"
     };
     eprintln!(
-        "vm-test: booting {package} ({accel}, {} suite), initramfs {} MB, prepared in {:.0} s",
-        suite.name(),
+        "vm-test: booting {package} ({accel}, {label}), initramfs {} MB, prepared in {:.0} s",
         std::fs::metadata(&image)?.len() >> 20,
         prepare.elapsed().as_secs_f64()
     );
-    let boot = Instant::now();
+    let started = Instant::now();
     let status = Command::new("timeout")
         .arg(options.timeout_secs.to_string())
         .args([
@@ -747,7 +773,7 @@ fn run_kernel(
         .context("starting qemu-system-x86_64 (apt install qemu-system-x86)")?;
     let log = std::fs::read_to_string(&console).unwrap_or_default();
     let report = parse_console(&log);
-    let guest_secs = boot.elapsed().as_secs_f64();
+    let guest_secs = started.elapsed().as_secs_f64();
     println!(
         "vm-test: kernel {version}, guest ran {guest_secs:.0} s (qemu {status}); console: {}",
         console.display()
@@ -760,6 +786,108 @@ fn run_kernel(
         ),
         Err(e) => println!("vm-test: {e:#}"),
     }
+    Ok(Booted {
+        report,
+        package,
+        guest_secs,
+        console,
+        artifacts,
+    })
+}
+
+/// What the storm benchmark reported from a guest.
+pub struct GuestBench {
+    /// Its Markdown table.
+    pub table: String,
+    /// The kernel package the guest booted.
+    pub package: String,
+    /// How the guest's tracer captured netlink (doctor's `capture_plan.reason`).
+    pub capture: String,
+    /// How long the guest ran.
+    pub guest_secs: f64,
+}
+
+/// `cargo xtask bench --vm`: boots `kernel` with the storm benchmark instead of the tests.
+pub fn vm_bench(kernel: Kernel, timeout_secs: u64) -> anyhow::Result<GuestBench> {
+    crate::setup::setup()?;
+    crate::setup::install_packages(&VM_PACKAGES)?;
+    let cache = workspace_root().join("target/vm-cache");
+    std::fs::create_dir_all(&cache)?;
+    let built = build()?;
+    let options = VmOptions {
+        kernels: vec![(kernel, Suite::Smoke)],
+        kernel_package: None,
+        timeout_secs,
+        only: Vec::new(),
+    };
+    let booted = boot(
+        &cache,
+        kernel,
+        &options,
+        &built,
+        &GuestJob::Bench,
+        "storm bench",
+    )?;
+    let table =
+        std::fs::read_to_string(booted.artifacts.join(BENCH_ARTIFACT)).with_context(|| {
+            format!(
+                "the guest wrote no {BENCH_ARTIFACT} (finished: {}); see {}",
+                booted.report.finished,
+                booted.console.display()
+            )
+        })?;
+    let doctor: serde_json::Value = std::fs::read(booted.artifacts.join("doctor.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    Ok(GuestBench {
+        table,
+        package: booted.package,
+        capture: doctor["capture_plan"]["reason"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string(),
+        guest_secs: booted.guest_secs,
+    })
+}
+
+/// Boots one kernel with `suite`'s tests; saves its doctor report and results in
+/// `target/vm-kernels/<kernel>/`.
+fn run_kernel(
+    cache: &Path,
+    kernel: Kernel,
+    suite: Suite,
+    options: &VmOptions,
+    built: &Built,
+) -> anyhow::Result<()> {
+    let selected: Vec<&str> = suite
+        .tests()
+        .iter()
+        .copied()
+        .filter(|t| options.only.is_empty() || options.only.iter().any(|o| o == t))
+        .collect();
+    if selected.is_empty() {
+        bail!(
+            "--test names none of the {} suite's tests {:?}",
+            suite.name(),
+            suite.tests()
+        );
+    }
+    let label = format!("{} suite", suite.name());
+    let Booted {
+        report,
+        package,
+        guest_secs,
+        console,
+        artifacts,
+    } = boot(
+        cache,
+        kernel,
+        options,
+        built,
+        &GuestJob::Tests(&selected),
+        &label,
+    )?;
     let mut failed = Vec::new();
     let mut binaries = Vec::new();
     for name in &selected {

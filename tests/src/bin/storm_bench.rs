@@ -1,0 +1,411 @@
+//! `storm_bench`: the netlink storm of BENCHMARKS.md measured side by side in whatever kernel it
+//! runs in — made for the VM lane's guest (`cargo xtask bench --vm`), where nlmon exists.
+//!
+//! ```text
+//! storm_bench [--lines N] [--rounds R] [--out FILE]
+//! ```
+//!
+//! In a scratch namespace (a veth pair with no link to the host, removed at exit) it runs
+//! `ip -n NS -batch FILE` of N `route get 10.9.0.X` lines (default 20,000), R rounds (default
+//! 3), each round in a rotated order of:
+//!
+//! - untraced;
+//! - `nlmon0` (made inside the namespace: a netlink tap sees only its own namespace) with
+//!   `tcpdump -w` on it — what people use instead of this tool;
+//! - `nodeip-trace trace --comm ip --pcap F` (stdout to /dev/null);
+//! - `nodeip-trace trace --comm ip --format json -o F` (stdout to /dev/null).
+//!
+//! For each run: the storm's wall time, the capturer's CPU from just before the storm until it
+//! has caught up (`/proc/PID/stat`), and what it captured and lost. Prints a Markdown table
+//! (and writes it to `--out`). A kernel without nlmon gets that row as "not in this kernel".
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use nodeip_trace_tests::{tool, Netns};
+
+/// One way of running the storm.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Untraced,
+    NlmonTcpdump,
+    TracePcap,
+    TraceJson,
+}
+
+impl Mode {
+    const ALL: [Mode; 4] = [
+        Mode::Untraced,
+        Mode::NlmonTcpdump,
+        Mode::TracePcap,
+        Mode::TraceJson,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::NlmonTcpdump => "nlmon0 + `tcpdump -w` in the namespace",
+            Mode::TracePcap => "`nodeip-trace trace --comm ip --pcap F`",
+            Mode::TraceJson => "`nodeip-trace trace --comm ip --format json -o F`",
+        }
+    }
+}
+
+/// One run's figures.
+struct Run {
+    storm: Duration,
+    /// The capturer's CPU over the storm and its catch-up.
+    cpu: Option<Duration>,
+    /// What it says it captured and lost.
+    captured: String,
+}
+
+/// A capturer running in the background: killed if the benchmark fails first.
+struct Capturer {
+    child: Child,
+    /// Its stderr file.
+    stderr: PathBuf,
+}
+
+impl Capturer {
+    /// Stops it with SIGINT and returns its stderr.
+    fn stop(mut self) -> Result<String> {
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.child.wait()?;
+        Ok(std::fs::read_to_string(&self.stderr).unwrap_or_default())
+    }
+}
+
+impl Drop for Capturer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Bench {
+    ns: Netns,
+    batch: PathBuf,
+    work: PathBuf,
+    lines: usize,
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// User plus system CPU of `pid` so far.
+fn cpu_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Waits until `pid`'s CPU time stops rising (it has caught up); returns it.
+fn settled_cpu(pid: u32) -> Option<Duration> {
+    let mut last = cpu_of(pid)?;
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = cpu_of(pid)?;
+        if now == last {
+            return Some(now);
+        }
+        last = now;
+    }
+}
+
+/// Waits up to `secs` for `done`.
+fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if Instant::now() > deadline {
+            bail!("waited {secs} s for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// The first number before `marker` in `text` ("40004 packets captured" → 40004).
+fn number_before(text: &str, marker: &str) -> Option<u64> {
+    let at = text.find(marker)?;
+    text[..at].split_whitespace().last()?.parse().ok()
+}
+
+impl Bench {
+    fn new(lines: usize) -> Result<Self> {
+        let ns = Netns::new("storm");
+        ns.ip(&[
+            "link", "add", "veth0", "type", "veth", "peer", "name", "veth1",
+        ]);
+        ns.ip(&["link", "set", "veth0", "up"]);
+        ns.ip(&["link", "set", "veth1", "up"]);
+        ns.ip(&["addr", "add", "10.9.0.1/24", "dev", "veth0"]);
+        let work = std::env::temp_dir().join(format!("storm-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&work)?;
+        let batch = work.join("batch");
+        let text: String = (0..lines)
+            .map(|i| format!("route get 10.9.0.{}\n", i % 250 + 2))
+            .collect();
+        std::fs::write(&batch, text)?;
+        Ok(Bench {
+            ns,
+            batch,
+            work,
+            lines,
+        })
+    }
+
+    /// The storm itself.
+    fn storm(&self) -> Result<Duration> {
+        let started = Instant::now();
+        let out = Command::new("ip")
+            .args(["-n", &self.ns.name, "-batch"])
+            .arg(&self.batch)
+            .stdout(Stdio::null())
+            .output()
+            .context("running ip -batch")?;
+        let took = started.elapsed();
+        if !out.status.success() {
+            bail!("ip -batch failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(took)
+    }
+
+    fn nlmon_available(&self) -> bool {
+        let added = Command::new("ip")
+            .args([
+                "-n",
+                &self.ns.name,
+                "link",
+                "add",
+                "nlmon0",
+                "type",
+                "nlmon",
+            ])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if added {
+            self.ns.ip(&["link", "delete", "nlmon0"]);
+        }
+        added
+    }
+
+    fn run(&self, mode: Mode) -> Result<Run> {
+        match mode {
+            Mode::Untraced => Ok(Run {
+                storm: self.storm()?,
+                cpu: None,
+                captured: "—".into(),
+            }),
+            Mode::NlmonTcpdump => self.run_nlmon(),
+            Mode::TracePcap | Mode::TraceJson => self.run_tracer(mode),
+        }
+    }
+
+    /// nlmon0 exists only for this run: a tap that is up copies every netlink message of the
+    /// namespace, whoever reads it, and would tax the other rows.
+    fn run_nlmon(&self) -> Result<Run> {
+        self.ns.ip(&["link", "add", "nlmon0", "type", "nlmon"]);
+        self.ns.ip(&["link", "set", "nlmon0", "up"]);
+        let stderr = self.work.join("tcpdump.err");
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns.name,
+                "tcpdump",
+                "-i",
+                "nlmon0",
+                "-w",
+            ])
+            .arg(self.work.join("nlmon.pcap"))
+            .args(["-U", "-Z", "root"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting tcpdump")?;
+        let capturer = Capturer { child, stderr };
+        let outcome = self.measure(&capturer, |err| err.contains("listening on"));
+        let text = capturer.stop();
+        self.ns.ip(&["link", "delete", "nlmon0"]);
+        let (storm, cpu) = outcome?;
+        let text = text?;
+        let captured = number_before(&text, "packets captured");
+        let dropped = number_before(&text, "packets dropped by kernel");
+        Ok(Run {
+            storm,
+            cpu,
+            captured: format!(
+                "{} frames, {} dropped by kernel",
+                captured.map_or("?".into(), |n| n.to_string()),
+                dropped.map_or("?".into(), |n| n.to_string())
+            ),
+        })
+    }
+
+    fn run_tracer(&self, mode: Mode) -> Result<Run> {
+        let ready = self.work.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let stderr = self.work.join("trace.err");
+        let mut cmd = Command::new(tool());
+        cmd.args(["trace", "--comm", "ip", "--ready-file"])
+            .arg(&ready);
+        match mode {
+            Mode::TracePcap => cmd.arg("--pcap").arg(self.work.join("trace.pcap")),
+            _ => cmd
+                .args(["--format", "json", "-o"])
+                .arg(self.work.join("trace.jsonl")),
+        };
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting nodeip-trace")?;
+        let capturer = Capturer { child, stderr };
+        let (storm, cpu) = self.measure(&capturer, |_| ready.exists())?;
+        let text = capturer.stop()?;
+        // "nodeip-trace: 80004 events, 0 lost; stopped by …"
+        let summary = text
+            .lines()
+            .rev()
+            .find(|l| l.contains(" events, ") && l.contains(" lost"))
+            .unwrap_or("no summary line")
+            .trim_start_matches("nodeip-trace: ");
+        let summary = summary.split(';').next().unwrap_or(summary);
+        Ok(Run {
+            storm,
+            cpu,
+            captured: summary.to_string(),
+        })
+    }
+
+    /// Waits for the capturer to be ready (its stderr passes `ready`), runs the storm, and
+    /// returns its time and the capturer's CPU until it caught up.
+    fn measure(
+        &self,
+        capturer: &Capturer,
+        ready: impl Fn(&str) -> bool,
+    ) -> Result<(Duration, Option<Duration>)> {
+        // Attaching takes seconds under QEMU's TCG.
+        wait_until("the capturer to be ready", 120, || {
+            ready(&std::fs::read_to_string(&capturer.stderr).unwrap_or_default())
+        })?;
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = capturer.child.id();
+        let before = cpu_of(pid);
+        let storm = self.storm()?;
+        let after = settled_cpu(pid);
+        let cpu = before.zip(after).map(|(b, a)| a.saturating_sub(b));
+        Ok((storm, cpu))
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+fn main() -> Result<()> {
+    let mut lines = 20_000usize;
+    let mut rounds = 3usize;
+    let mut out: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--lines" => lines = value()?.parse()?,
+            "--rounds" => rounds = value()?.parse()?,
+            "--out" => out = Some(value()?.into()),
+            "-h" | "--help" => {
+                println!("storm_bench [--lines N] [--rounds R] [--out FILE]  (as root)");
+                return Ok(());
+            }
+            other => bail!("unknown argument {other:?} (try --help)"),
+        }
+    }
+    let bench = Bench::new(lines)?;
+    let nlmon = bench.nlmon_available();
+    let modes: Vec<Mode> = Mode::ALL
+        .into_iter()
+        .filter(|m| nlmon || *m != Mode::NlmonTcpdump)
+        .collect();
+    // One warm-up storm (page cache, ip's first start).
+    bench.storm()?;
+    let mut runs: Vec<(Mode, Run)> = Vec::new();
+    for round in 0..rounds {
+        let mut order = modes.clone();
+        order.rotate_left(round % modes.len());
+        for mode in order {
+            let run = bench.run(mode)?;
+            eprintln!(
+                "storm_bench: round {} {:?}: {} ({})",
+                round + 1,
+                mode,
+                seconds(run.storm),
+                run.captured
+            );
+            runs.push((mode, run));
+        }
+    }
+    let untraced = median(
+        runs.iter()
+            .filter(|(m, _)| *m == Mode::Untraced)
+            .map(|(_, r)| r.storm)
+            .collect(),
+    );
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut table = format!(
+        "Kernel {}; {} `route get` lines by `ip -n NS -batch`, {rounds} rounds (rotated order); \
+         capture CPU: the capturer's user+system CPU from just before the storm until it caught \
+         up.\n\n| run | storm (each round) | median | ratio | capture CPU (each round) | \
+         captured, lost |\n|---|---|---|---|---|---|\n",
+        release.trim(),
+        bench.lines
+    );
+    for mode in Mode::ALL {
+        let of: Vec<&Run> = runs
+            .iter()
+            .filter(|(m, _)| *m == mode)
+            .map(|(_, r)| r)
+            .collect();
+        if of.is_empty() {
+            table.push_str(&format!(
+                "| {} | not in this kernel | | | | |\n",
+                mode.label()
+            ));
+            continue;
+        }
+        let storm = median(of.iter().map(|r| r.storm).collect());
+        let each =
+            |f: &dyn Fn(&Run) -> String| of.iter().map(|r| f(r)).collect::<Vec<_>>().join(", ");
+        table.push_str(&format!(
+            "| {} | {} | {} | {:.2}× | {} | {} |\n",
+            mode.label(),
+            each(&|r| seconds(r.storm)),
+            seconds(storm),
+            storm.as_secs_f64() / untraced.as_secs_f64(),
+            each(&|r| r.cpu.map_or("—".into(), seconds)),
+            of.last().map_or(String::new(), |r| r.captured.clone()),
+        ));
+    }
+    print!("{table}");
+    if let Some(out) = out {
+        std::fs::write(&out, &table).with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
