@@ -206,7 +206,8 @@ struct TraceArgs {
     /// /system.slice/kubelet.service or /kubepods.slice).
     #[arg(long, value_name = "PATH")]
     cgroup: Option<String>,
-    /// Timeline format on stdout.
+    /// Timeline format on stdout (none is rendered when stdout is /dev/null, as GNU grep does:
+    /// `trace --pcap F >/dev/null` spends nothing on a timeline nobody reads).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     format: OutputFormat,
     /// Also write the JSON-lines recording here (replay it later with `nodeip-trace replay`).
@@ -331,6 +332,24 @@ fn genl_families(a: &GenlFamilyArgs) -> anyhow::Result<Vec<(u16, String)>> {
     Ok(out)
 }
 
+/// Whether stdout is `/dev/null`, so a timeline written there would be thrown away.
+fn stdout_is_dev_null() -> bool {
+    is_dev_null(&std::io::stdout())
+}
+
+/// Whether `fd` is open on `/dev/null` (the same character device).
+fn is_dev_null(fd: &impl std::os::fd::AsFd) -> bool {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let (Ok(null), Ok(this)) = (
+        std::fs::metadata("/dev/null"),
+        fd.as_fd().try_clone_to_owned().map(std::fs::File::from),
+    ) else {
+        return false;
+    };
+    this.metadata()
+        .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == null.rdev())
+}
+
 fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     if !a.ring_buffer_mib.is_power_of_two() || a.ring_buffer_mib > 1024 {
         bail!(
@@ -387,7 +406,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
     if stdout_pcap && a.pcap.is_some() && a.pcapng.is_some() && a.pcap == a.pcapng {
         bail!("--pcap and --pcapng cannot both write to stdout");
     }
-    let format = (!stdout_pcap).then_some(a.format);
+    let format = (!stdout_pcap && !stdout_is_dev_null()).then_some(a.format);
     if a.max_output_mib == Some(0) {
         bail!("--max-output-mib must be at least 1");
     }
@@ -502,6 +521,15 @@ mod tests {
         genl_families(&GenlFamilyArgs {
             genl_families: specs.iter().map(|s| s.to_string()).collect(),
         })
+    }
+
+    #[test]
+    fn dev_null_is_told_from_files_and_other_devices() {
+        assert!(is_dev_null(&std::fs::File::open("/dev/null").unwrap()));
+        assert!(!is_dev_null(&std::fs::File::open("/dev/zero").unwrap()));
+        assert!(!is_dev_null(
+            &std::fs::File::open("/proc/self/exe").unwrap()
+        ));
     }
 
     #[test]
