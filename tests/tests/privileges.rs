@@ -7,7 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
-use nodeip_trace_tests::{require_root, tool, workspace_root, ScratchDir};
+use nodeip_trace_tests::{require_root, run_ok, tool, workspace_root, ScratchDir};
 
 /// `setpriv ARGS… nodeip-trace TOOL_ARGS…`.
 fn as_restricted(setpriv: &[&str], tool_args: &[&str]) -> Output {
@@ -172,4 +172,49 @@ fn the_running_tracer_keeps_only_what_late_attach_needs() {
         .find(|l| l.starts_with("CapEff:"))
         .unwrap_or_else(|| panic!("{text}{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(status_field(line, "CapEff:"), own, "{line}");
+}
+
+/// `sudo trace --pcapng ~/x.pcapng`: the directory is another user's, which root may write only
+/// with CAP_DAC_OVERRIDE, dropped once attached. The diagnoses and summary still reach the
+/// section header at the end (rewritten in place, as no copy can be made beside the file), the
+/// trace exits 0 and leaves nothing else in the directory.
+#[test]
+fn a_pcapng_in_another_user_s_directory_still_gets_its_comments() {
+    require_root();
+    let scratch = ScratchDir::new("pcapng-owner");
+    let dir = scratch.path.join("home-of-nobody");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // SAFETY: chown of a directory this test made, to nobody (65534).
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::chown(c_dir.as_ptr(), 65534, 65534) }, 0);
+    let capture = dir.join("incident.pcapng");
+    let out = Command::new(tool())
+        .args(["trace", "--duration", "2", "--pcapng"])
+        .arg(&capture)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("outputs that failed"), "{stderr}");
+    let bytes = std::fs::read(&capture).unwrap();
+    let has = |text: &str| bytes.windows(text.len()).any(|w| w == text.as_bytes());
+    assert!(
+        has("trace summary:"),
+        "no summary comment in the section header"
+    );
+    assert!(has("at the end of the trace"), "no diagnoses comment");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("incident.pcapng")]);
+    // Still a capture our reader (and Wireshark's) takes.
+    run_ok(
+        Command::new(tool())
+            .args(["analyze", "--format", "json"])
+            .arg(&capture),
+    );
 }

@@ -656,7 +656,9 @@ impl SectionComments {
 /// temporary file next to it (`.NAME.nodeip-trace-PID`, created 0600, given the file's mode),
 /// which then replaces it by a rename; the copy streams (`std::io::copy`: the kernel copies
 /// file to file), so memory stays constant whatever the size. Until the rename the capture is
-/// untouched: a failure, or a kill, leaves it complete without the comments.
+/// untouched: a failure, or a kill, leaves it complete without the comments. Where no file may
+/// be made beside it (a directory the tracer, having dropped its capabilities, may not write),
+/// the file is rewritten in place instead.
 pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), PcapError> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let fail = |step: &'static str| {
@@ -742,14 +744,24 @@ pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), Pcap
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let temp = path.with_file_name(format!(".{name}.nodeip-trace-{}", std::process::id()));
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp);
+    let mut out = match created {
+        Ok(out) => out,
+        // A directory this process may no longer write (the tracer dropped CAP_DAC_OVERRIDE
+        // after opening its outputs: `sudo trace --pcapng ~/x.pcapng`), while the file is its own.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            return rewrite_in_place(path, total, &shb).map_err(fail(
+                "rewriting it in place (no copy can be made beside it)",
+            ));
+        }
+        Err(e) => return Err(fail("creating the copy beside it")(e)),
+    };
     let mut copy = || -> Result<(), PcapError> {
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)
-            .map_err(fail("creating the copy beside it"))?;
         out.write_all(&shb).map_err(fail("writing the copy"))?;
         io::copy(&mut original, &mut out).map_err(fail("writing the copy"))?;
         out.set_permissions(std::fs::Permissions::from_mode(mode))
@@ -762,6 +774,37 @@ pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), Pcap
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+/// Replaces the first `old_len` bytes of the file at `path` (its section header) by `header`,
+/// which is no shorter, in place: everything after it moves on by the difference, copied from
+/// the end backwards 1 MiB at a time, then the new header is written at the start. Used where
+/// no copy can be made beside the file; unlike the copy, a kill during the move leaves the file
+/// damaged.
+fn rewrite_in_place(path: &Path, old_len: usize, header: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let Some(delta) = header.len().checked_sub(old_len) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the new section header is shorter than the old one",
+        ));
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let (old_len, delta) = (old_len as u64, delta as u64);
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut end = file.metadata()?.len();
+    while end > old_len {
+        let start = end.saturating_sub(chunk.len() as u64).max(old_len);
+        let piece = &mut chunk[..(end - start) as usize];
+        file.read_exact_at(piece, start)?;
+        file.write_all_at(piece, start + delta)?;
+        end = start;
+    }
+    file.write_all_at(header, 0)?;
+    file.sync_all()
 }
 
 /// The error of a file whose first block is not a pcapng section header.

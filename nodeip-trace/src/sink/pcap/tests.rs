@@ -570,6 +570,25 @@ fn section_comments_are_added_to_a_finished_capture_and_nothing_else_changes() {
     }
 }
 
+/// The in-place rewrite (no file may be made beside the capture) moves everything after the
+/// old header, across several of its 1 MiB steps, and puts the new header first.
+#[test]
+fn a_section_header_rewritten_in_place_keeps_every_byte_after_it() {
+    let body: Vec<u8> = (0..(5u32 << 19) + 7)
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    let mut bytes = b"OLD-HEADER:0".to_vec();
+    bytes.extend_from_slice(&body);
+    let file = ScratchFile::new("in-place", &bytes);
+    let header = b"NEW, LONGER HEADER: 28 bytes";
+    rewrite_in_place(&file.0, 12, header).unwrap();
+    let after = std::fs::read(&file.0).unwrap();
+    assert_eq!(&after[..header.len()], header);
+    assert!(after[header.len()..] == body[..], "the body moved intact");
+    let error = rewrite_in_place(&file.0, 28, b"short").unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+}
+
 #[test]
 fn a_file_that_is_not_pcapng_is_left_alone() {
     let file = ScratchFile::new("not-pcapng", b"not a capture at all, but long enough");
