@@ -987,6 +987,24 @@ mod tests {
     }
 
     #[test]
+    fn a_bench_guest_runs_the_storm_bench_and_no_test() {
+        let tests = [
+            ("doctor".to_string(), PathBuf::from("/t/doctor-1")),
+            (STORM_BENCH.to_string(), PathBuf::from("/t/storm_bench")),
+        ];
+        let tool = Path::new("/t/nodeip-trace");
+        let bench = init_script("6.1.0", &[], &tests, tool, &GuestJob::Bench);
+        assert!(bench.contains(&format!(
+            "/t/storm_bench --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}"
+        )));
+        assert!(!bench.contains("/t/doctor-1"), "{bench}");
+        let selected = ["doctor"];
+        let run = init_script("6.1.0", &[], &tests, tool, &GuestJob::Tests(&selected));
+        assert!(run.contains("/t/doctor-1 --test-threads=1"), "{run}");
+        assert!(!run.contains("storm_bench"), "{run}");
+    }
+
+    #[test]
     fn kernels_default_to_the_test_plan() {
         let plan = VmOptions::kernels(&[], false).unwrap();
         assert_eq!(plan[0].0.name, "6.1");
