@@ -3,12 +3,11 @@
 //! Minimum kernel: 4.17 for uprobes via perf_event_open, 5.8 for ring buffers.
 use aya_ebpf::{
     helpers::{
-        bpf_get_attach_cookie, bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
+        bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
         bpf_probe_read_user_str_bytes,
     },
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
-    EbpfContext, Global,
 };
 use nodeip_trace_common::{
     counter, gai_flags, EventHeader, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS,
@@ -60,14 +59,23 @@ pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// Whether the kernel has `bpf_get_attach_cookie` (5.15; the loader probes). Constant to the
-/// verifier: at 0 the call is dead code it does not check, so the program loads on 5.10.
-#[unsafe(no_mangle)]
-static ATTACH_COOKIE: Global<u32> = Global::new(0);
-
-/// `getaddrinfo` return: copy the arguments and the result list, in order, to the ring buffer.
+/// `getaddrinfo` return in glibc: see [`gai_return`].
 #[uretprobe]
-pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
+pub fn getaddrinfo_return_glibc(ctx: RetProbeContext) -> u32 {
+    gai_return(&ctx, nodeip_trace_common::resolver::GLIBC)
+}
+
+/// `getaddrinfo` return in musl (shared or linked into a static executable): see [`gai_return`].
+#[uretprobe]
+pub fn getaddrinfo_return_musl(ctx: RetProbeContext) -> u32 {
+    gai_return(&ctx, nodeip_trace_common::resolver::MUSL)
+}
+
+/// `getaddrinfo` return: copy the arguments and the result list, in order, to the ring buffer,
+/// naming the C library (`resolver`) whose getaddrinfo this program is attached to — one program
+/// per library rather than an attach cookie, which kernels before 5.15 lack.
+#[inline(always)]
+fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
     let Some(inflight) = (unsafe { GAI_INFLIGHT.get(pid_tgid) }).copied() else {
         return 0;
@@ -84,13 +92,7 @@ pub fn getaddrinfo_return(ctx: RetProbeContext) -> u32 {
         (*rec).start_ns = inflight.start_ns;
         (*rec).ret = ctx.ret::<i64>() as i32;
         (*rec).count = 0;
-        // The loader sets the cookie to the libc kind of the file this uprobe is attached to
-        // (kernels without attach cookies, before 5.15: unknown).
-        (*rec).resolver = if ATTACH_COOKIE.load() != 0 {
-            bpf_get_attach_cookie(ctx.as_ptr()) as u32
-        } else {
-            nodeip_trace_common::resolver::UNKNOWN
-        };
+        (*rec).resolver = resolver;
         // A Go program's `net` marked this thread on its way into libc (cgo).
         if GO_CGO_THREADS.get(&pid_tgid).is_some() {
             (*rec).resolver |= nodeip_trace_common::resolver::VIA_GO_CGO;

@@ -113,26 +113,6 @@ pub fn prebuild() -> Result<Vec<PathBuf>> {
     Ok(made)
 }
 
-/// The `resolver` a getaddrinfo event of a call into the C library `libc` (`glibc`, `musl`)
-/// carries, in a trace whose header event is `header`: `libc`, or `unknown` where the header's
-/// `kernel_limits` says the kernel has no `bpf_get_attach_cookie` (before 5.15: the records do
-/// not say which C library made the call, and the explanation replays glibc's sort).
-pub fn reported_c_library<'a>(header: &serde_json::Value, libc: &'a str) -> &'a str {
-    let no_cookies = header["kernel_limits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|l| {
-            l.as_str()
-                .is_some_and(|l| l.contains("bpf_get_attach_cookie"))
-        });
-    if no_cookies {
-        "unknown"
-    } else {
-        libc
-    }
-}
-
 /// An event's `resolver`, as JSON leaves it (absent: glibc).
 pub fn event_resolver(event: &serde_json::Value) -> &str {
     event["resolver"].as_str().unwrap_or("glibc")

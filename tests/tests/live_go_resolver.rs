@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nodeip_trace_tests::clients::{event_resolver, reported_c_library};
+use nodeip_trace_tests::clients::event_resolver;
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::{
     json_lines, require_root, tool, trace_once_probed, workspace_root, BackgroundTrace, Netns,
@@ -380,8 +380,6 @@ fn cgo_lookups_name_go_and_the_c_library_that_sorted() {
             );
             let run = RecordedRun::of(&ns, &client, "cgo", &names);
             let (stdout, stderr, events) = (&run.stdout, &run.stderr, &run.events);
-            // Kernels before 5.15 cannot say which C library sorted (the header says so).
-            let reported = reported_c_library(&events[0], libc);
             for name in names {
                 let printed: Vec<&str> = stdout
                     .lines()
@@ -398,17 +396,14 @@ fn cgo_lookups_name_go_and_the_c_library_that_sorted() {
                         panic!("{label}: no getaddrinfo event for {name}: {stderr}")
                     });
                 assert_eq!(event["caller"], "go-cgo", "{label} {name}: {event}");
-                assert_eq!(event_resolver(event), reported, "{label} {name}: {event}");
+                // Every kernel: one return program per C library names it (no attach cookie).
+                assert_eq!(event_resolver(event), libc, "{label} {name}: {event}");
                 assert_eq!(addresses(event), printed, "{label} {name}: {event}");
-                // Without the C library's name the why is glibc's replay: judged only with it.
-                if reported != "unknown" {
-                    assert_eq!(event["why"]["matches"], true, "{label} {name}: {event}");
-                }
+                assert_eq!(event["why"]["matches"], true, "{label} {name}: {event}");
             }
-            // And as a person reads it (an unknown C library is named as glibc).
+            // And as a person reads it.
             let text = run.text();
-            let shown = if reported == "unknown" { "glibc" } else { libc };
-            let want = format!("go→cgo→{shown} getaddrinfo(\"node-a\"");
+            let want = format!("go→cgo→{libc} getaddrinfo(\"node-a\"");
             assert!(text.contains(&want), "{label}: no {want:?} in\n{text}");
         }
     }

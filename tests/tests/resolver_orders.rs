@@ -27,7 +27,7 @@ use std::process::Command;
 
 use anyhow::{bail, Result};
 use nodeip_trace::explain::resolver::{go, musl};
-use nodeip_trace_tests::clients::{event_resolver, reported_c_library};
+use nodeip_trace_tests::clients::event_resolver;
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 use nodeip_trace_tests::layouts::{
     destination_pool, make_layout, route_source_with, run, Netns, Rng,
@@ -215,10 +215,8 @@ fn check_live(scene: &Scene, client: &Client, names: &[&str], failures: &mut Vec
     // The client's stdout goes to stderr when stdout carries JSON.
     let printed = parse_lines(&stderr);
     let events = nodeip_trace_tests::json_lines(&out.stdout);
-    // Kernels before 5.15 cannot say which C library made a call (the header says so).
-    let reported = events
-        .first()
-        .map_or("musl", |h| reported_c_library(h, "musl"));
+    // Every kernel: one return program per C library names it (no attach cookie).
+    let reported = "musl";
     let mut checked = 0;
     for e in events.iter().filter(|e| e["kind"] == "getaddrinfo") {
         let node = e["node"].as_str().unwrap_or_default();
@@ -244,8 +242,7 @@ fn check_live(scene: &Scene, client: &Client, names: &[&str], failures: &mut Vec
                 "live {label} {node}: event {addresses:?}, client {got:?}"
             ));
         }
-        // Without the C library's name the why is glibc's replay: judged only with it.
-        if let Some(why) = e.get("why").filter(|_| reported != "unknown") {
+        if let Some(why) = e.get("why") {
             if why["matches"] != true {
                 failures.push(format!(
                     "live {label} {node}: the live why predicts otherwise: {why}"

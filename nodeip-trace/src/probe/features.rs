@@ -158,7 +158,8 @@ pub struct KernelFeatures {
     /// `bpf_task_pt_regs` with `bpf_get_current_task_btf` (kernel >= 5.15): the route-lookup
     /// programs tell a netlink request's lookups by the sender's syscall registers.
     pub task_pt_regs: bool,
-    /// `bpf_get_attach_cookie` (kernel >= 5.15): getaddrinfo records say which libc made them.
+    /// `bpf_get_attach_cookie` (kernel >= 5.15). Shown by doctor; nothing depends on it any more
+    /// (getaddrinfo has one return program per C library).
     pub attach_cookie: bool,
     /// fexit programs read a return value without knowing the argument count
     /// (`bpf_get_func_ret`, kernel >= 5.17): the socket-layer capture's `skb_recv_datagram`
@@ -255,18 +256,12 @@ pub fn degradations(btf: bool, uprobes: bool) -> Vec<String> {
 }
 
 /// What the kernel's missing BPF helpers cost (a trace still runs), one line each: `task_pt_regs`
-/// (5.15), `attach_cookie` (5.15), `fexit_return` (`bpf_get_func_ret`, 5.17).
-pub fn helper_degradations(
-    task_pt_regs: bool,
-    attach_cookie: bool,
-    fexit_return: bool,
-) -> Vec<String> {
+/// (5.15), `fexit_return` (`bpf_get_func_ret`, 5.17). (`bpf_get_attach_cookie`, 5.15, costs
+/// nothing: getaddrinfo has one return program per C library.)
+pub fn helper_degradations(task_pt_regs: bool, fexit_return: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if !task_pt_regs {
         notes.push("no bpf_task_pt_regs (kernel < 5.15): route lookups made while the kernel answers a netlink request (route get) are kept only inside a traced getaddrinfo or connect; the route-get handler probe still records the answer".to_string());
-    }
-    if !attach_cookie {
-        notes.push("no bpf_get_attach_cookie (kernel < 5.15): getaddrinfo records do not say which C library made the call (shown as glibc)".to_string());
     }
     if !fexit_return {
         notes.push("no bpf_get_func_ret (kernel < 5.17): the socket-layer netlink capture cannot use fentry/fexit (skb_recv_datagram's return value), kprobes capture at the socket layer instead".to_string());
@@ -829,11 +824,7 @@ impl KernelFeatures {
     pub fn degradations(&self) -> Vec<String> {
         let mut notes = degradations(self.btf, self.uprobes);
         if self.privileged {
-            notes.extend(helper_degradations(
-                self.task_pt_regs,
-                self.attach_cookie,
-                self.fexit_return,
-            ));
+            notes.extend(helper_degradations(self.task_pt_regs, self.fexit_return));
         }
         notes
     }
@@ -1235,8 +1226,8 @@ mod tests {
         // The handlers' fexits read the return value after their known arguments.
         let handlers = plan_handlers(&functions(), HookPreference::Auto, before_5_17);
         assert_eq!(handlers[0].mode, Some(KernelHookMode::Fentry));
-        assert_eq!(helper_degradations(false, false, false).len(), 3);
-        assert!(helper_degradations(true, true, true).is_empty());
+        assert_eq!(helper_degradations(false, false).len(), 2);
+        assert!(helper_degradations(true, true).is_empty());
     }
 
     #[test]

@@ -264,7 +264,6 @@ impl LiveTracer {
             .override_global("BATCH_WAKEUPS", &1u32, true)
             // Helpers older kernels lack (5.10): the programs skip their calls at 0.
             .override_global("TASK_PT_REGS", &u32::from(features.task_pt_regs), true)
-            .override_global("ATTACH_COOKIE", &u32::from(features.attach_cookie), true)
             .map_max_entries("EVENTS", config.ring_buffer_bytes)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(Box::new(e)))?;
@@ -440,19 +439,19 @@ impl LiveTracer {
         kind: LibcKind,
         offset: Option<u64>,
     ) -> Result<(), ProbeError> {
-        let cookie = match kind {
-            LibcKind::Glibc => nodeip_trace_common::resolver::GLIBC,
-            LibcKind::Musl => nodeip_trace_common::resolver::MUSL,
+        // One return program per C library (the record names it), not an attach cookie:
+        // kernels before 5.15 have none.
+        let return_program = match kind {
+            LibcKind::Glibc => "getaddrinfo_return_glibc",
+            LibcKind::Musl => "getaddrinfo_return_musl",
         };
         let mut result = Ok(());
         for (program, mode) in [
-            ("getaddrinfo_return", HookMode::Uretprobe),
+            (return_program, HookMode::Uretprobe),
             ("getaddrinfo_entry", HookMode::Uprobe),
         ] {
             let target = format!("getaddrinfo@{}", shown.display());
-            let status = self
-                .attach_uprobe(program, (path, &target), offset, Some(u64::from(cookie)))
-                .or_else(|_| self.attach_uprobe(program, (path, &target), offset, None));
+            let status = self.attach_uprobe(program, (path, &target), offset);
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode,
@@ -548,7 +547,7 @@ impl LiveTracer {
         function: &str,
     ) -> Result<(), ProbeError> {
         let target = format!("{function}@{}+{offset:#x}", shown.display());
-        let status = self.attach_uprobe(program, (path, &target), Some(offset), None);
+        let status = self.attach_uprobe(program, (path, &target), Some(offset));
         self.hooks.push(AttachedHook {
             program: program.into(),
             mode: HookMode::Uprobe,
@@ -881,7 +880,6 @@ impl LiveTracer {
         program: &str,
         (file, target): (&Path, &str),
         offset: Option<u64>,
-        cookie: Option<u64>,
     ) -> Result<(), ProbeError> {
         let err = attach_error(program, target);
         let prog: &mut UProbe = Self::program(&mut self.ebpf, program, target)?;
@@ -893,7 +891,7 @@ impl LiveTracer {
                 Some(at) => aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(at),
                 None => "getaddrinfo".into(),
             },
-            cookie,
+            cookie: None,
         };
         prog.attach(point, file, UProbeScope::AllProcesses)
             .map_err(err)?;
