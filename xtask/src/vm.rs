@@ -264,8 +264,9 @@ fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
             continue;
         };
         let kinds = msg["target"]["kind"].to_string();
-        if (kinds.contains("\"test\"") && GUEST_TESTS.contains(&name)) || kinds.contains("\"bin\"")
-        {
+        // A binary's own executable, not its unit-test harness (cargo names both).
+        let program = kinds.contains("\"bin\"") && msg["profile"]["test"] == false;
+        if (kinds.contains("\"test\"") && GUEST_TESTS.contains(&name)) || program {
             found.push((name.to_string(), PathBuf::from(exe)));
         }
     }

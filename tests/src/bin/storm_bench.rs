@@ -13,7 +13,9 @@
 //! - `nlmon0` (made inside the namespace: a netlink tap sees only its own namespace) with
 //!   `tcpdump -w` on it — what people use instead of this tool;
 //! - `nodeip-trace trace --comm ip --pcap F` (stdout to /dev/null);
-//! - `nodeip-trace trace --comm ip --format json -o F` (stdout to /dev/null).
+//! - `nodeip-trace trace --comm ip --format json -o F` (stdout to /dev/null);
+//! - `nodeip-trace trace --comm no-such-comm --pcap F`: every record filtered in the kernel, so
+//!   what the hooks alone cost (the storm's ratio decomposed).
 //!
 //! For each run: the storm's wall time, the capturer's CPU from just before the storm until it
 //! has caught up (`/proc/PID/stat`), and what it captured and lost. Prints a Markdown table
@@ -32,14 +34,16 @@ enum Mode {
     NlmonTcpdump,
     TracePcap,
     TraceJson,
+    TraceFiltered,
 }
 
 impl Mode {
-    const ALL: [Mode; 4] = [
+    const ALL: [Mode; 5] = [
         Mode::Untraced,
         Mode::NlmonTcpdump,
         Mode::TracePcap,
         Mode::TraceJson,
+        Mode::TraceFiltered,
     ];
 
     fn label(self) -> &'static str {
@@ -48,6 +52,10 @@ impl Mode {
             Mode::NlmonTcpdump => "nlmon0 + `tcpdump -w` in the namespace",
             Mode::TracePcap => "`nodeip-trace trace --comm ip --pcap F`",
             Mode::TraceJson => "`nodeip-trace trace --comm ip --format json -o F`",
+            Mode::TraceFiltered => {
+                "`nodeip-trace trace --comm no-such-comm --pcap F`: every record filtered in \
+                 the kernel (the hooks alone)"
+            }
         }
     }
 }
@@ -209,7 +217,7 @@ impl Bench {
                 captured: "—".into(),
             }),
             Mode::NlmonTcpdump => self.run_nlmon(),
-            Mode::TracePcap | Mode::TraceJson => self.run_tracer(mode),
+            Mode::TracePcap | Mode::TraceJson | Mode::TraceFiltered => self.run_tracer(mode),
         }
     }
 
@@ -259,10 +267,18 @@ impl Bench {
         let _ = std::fs::remove_file(&ready);
         let stderr = self.work.join("trace.err");
         let mut cmd = Command::new(tool());
-        cmd.args(["trace", "--comm", "ip", "--ready-file"])
+        // The filtered row's comm matches nothing: the kernel drops every record.
+        let comm = if mode == Mode::TraceFiltered {
+            "no-such-comm"
+        } else {
+            "ip"
+        };
+        cmd.args(["trace", "--comm", comm, "--ready-file"])
             .arg(&ready);
         match mode {
-            Mode::TracePcap => cmd.arg("--pcap").arg(self.work.join("trace.pcap")),
+            Mode::TracePcap | Mode::TraceFiltered => {
+                cmd.arg("--pcap").arg(self.work.join("trace.pcap"))
+            }
             _ => cmd
                 .args(["--format", "json", "-o"])
                 .arg(self.work.join("trace.jsonl")),
