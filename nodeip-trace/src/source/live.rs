@@ -33,8 +33,6 @@ pub struct RecordQueue {
     /// Record bytes held.
     bytes: usize,
     max_bytes: usize,
-    /// The most bytes held at once (for measurements).
-    peak_bytes: usize,
 }
 
 /// Records stored back to back, `ends[i]` the end of record `i` in `data`, `next` the first one
@@ -62,7 +60,6 @@ impl RecordQueue {
             spare: Vec::new(),
             bytes: 0,
             max_bytes,
-            peak_bytes: 0,
         }
     }
 
@@ -90,7 +87,6 @@ impl RecordQueue {
         segment.data.extend_from_slice(record);
         segment.ends.push(segment.data.len());
         self.bytes += record.len();
-        self.peak_bytes = self.peak_bytes.max(self.bytes);
     }
 
     /// Hands the oldest record to `take`, then forgets it; false when the queue is empty.
@@ -119,11 +115,6 @@ impl RecordQueue {
     /// Record bytes held now.
     pub fn bytes(&self) -> usize {
         self.bytes
-    }
-
-    /// The most record bytes held at once so far.
-    pub fn peak_bytes(&self) -> usize {
-        self.peak_bytes
     }
 }
 
@@ -223,7 +214,7 @@ mod tests {
         assert!(queue.has_room());
         queue.push(b"123");
         assert!(!queue.has_room());
-        assert_eq!(queue.peak_bytes(), 11);
+        assert_eq!(queue.bytes(), 11);
         assert_eq!(drain_all(&mut queue).len(), 2);
         assert!(queue.has_room());
     }
