@@ -118,7 +118,7 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     if same {
         return Err(ReportError::SameFile(output));
     }
-    let file = super::trace::create_private(&output).map_err(|source| ReportError::Create {
+    let file = crate::sink::create_private(&output).map_err(|source| ReportError::Create {
         path: output.clone(),
         source,
     })?;

@@ -64,21 +64,6 @@ pub struct TraceOptions {
     pub on_running: Option<fn()>,
 }
 
-/// Creates (or truncates) an output file readable by its owner only (0600): captures and
-/// recordings hold other processes' addresses and requests, and travel to laptops.
-pub(crate) fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    // An existing file keeps its mode on open: narrow it too.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    Ok(file)
-}
-
 /// Whether `item` passes the attribution filter (events not made by a process always do).
 fn kept(pipeline: &mut Pipeline, filter: &ProcessFilter, item: &Emitted) -> bool {
     if filter.is_empty() {
@@ -593,7 +578,7 @@ fn pcap_writer(
     let (out, written): (Box<dyn Write>, _) = if to_stdout {
         (Box::new(std::io::stdout()), None)
     } else {
-        let file = create_private(path).map_err(|source| TraceError::Create {
+        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
             path: path.to_path_buf(),
             source,
         })?;
@@ -713,7 +698,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         sinks.add(timeline_sink(format, out, "stdout", false), None);
     }
     if let Some(path) = &opts.output {
-        let file = create_private(path).map_err(|source| TraceError::Create {
+        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
             path: path.clone(),
             source,
         })?;
@@ -728,7 +713,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         );
     }
     if let Some(path) = &opts.report {
-        let file = create_private(path).map_err(|source| TraceError::Create {
+        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
             path: path.clone(),
             source,
         })?;

@@ -116,6 +116,21 @@ impl SinkError {
     }
 }
 
+/// Creates (or truncates) an output file readable by its owner only (0600): captures and
+/// recordings hold other processes' addresses and requests, and travel to laptops.
+pub fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // An existing file keeps its mode on open: narrow it too.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
 /// A consumer of the pipeline's output. The stream's structure arrives as calls: frames, events,
 /// and each resolver call as `begin_span` (its event), what happened inside it, `end_span`.
 /// Every method but [`EventSink::write`]'s dispatch defaults to doing nothing, so a sink

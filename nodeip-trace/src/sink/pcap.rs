@@ -660,7 +660,7 @@ impl SectionComments {
 /// be made beside it (a directory the tracer, having dropped its capabilities, may not write),
 /// the file is rewritten in place instead.
 pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), PcapError> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let fail = |step: &'static str| {
         move |source: io::Error| PcapError::SectionRewrite {
             path: path.to_path_buf(),
@@ -744,13 +744,7 @@ pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), Pcap
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let temp = path.with_file_name(format!(".{name}.nodeip-trace-{}", std::process::id()));
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp);
-    let mut out = match created {
+    let mut out = match super::create_private(&temp) {
         Ok(out) => out,
         // A directory this process may no longer write (the tracer dropped CAP_DAC_OVERRIDE
         // after opening its outputs: `sudo trace --pcapng ~/x.pcapng`), while the file is its own.
