@@ -318,6 +318,22 @@ fn abba<T>(
     })
 }
 
+/// [`abba`] under a tracer whose every record is dropped in the kernel (`--comm
+/// no-such-comm`): what the hooks alone cost, beside a storm's traced ratio.
+fn hooks_alone(
+    rounds: usize,
+    run: impl FnMut() -> anyhow::Result<Duration>,
+    tool: &Path,
+    dir: &Path,
+) -> anyhow::Result<Overhead> {
+    abba(
+        rounds,
+        run,
+        || Tracer::start(tool, dir, &["--comm", "no-such-comm"]),
+        |t| t.stop().map(drop),
+    )
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -361,6 +377,19 @@ struct Row {
     ratio: Option<f64>,
     target: String,
     met: Option<bool>,
+}
+
+impl Row {
+    /// A row that decomposes another's ratio (no target of its own).
+    fn decomposition(what: String, measured: String, ratio: f64) -> Self {
+        Row {
+            what,
+            measured,
+            ratio: Some(ratio),
+            target: "(decomposes the storm's ratio)".into(),
+            met: None,
+        }
+    }
 }
 
 /// A pcap of at least `mb` MB: the iproute2 nlmon fixture's frames, repeated.
@@ -472,27 +501,19 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
 
     // 1b. The same storm with every record filtered out in the kernel: what the probes cost
     // without the records and the consumer (the gap's decomposition).
-    let filtered_args = ["--comm", "no-such-comm"];
-    let filtered = abba(
-        sizes.rounds,
-        &run_batch,
-        || Tracer::start(&tool, &dir, &filtered_args),
-        |t| t.stop().map(|_| ()),
-    )?;
-    rows.push(Row {
-        what: format!(
+    let filtered = hooks_alone(sizes.rounds, &run_batch, &tool, &dir)?;
+    rows.push(Row::decomposition(
+        format!(
             "netlink storm, every record filtered in the kernel (--comm no-such-comm): probes without records or consumer, {} route gets",
             sizes.route_gets
         ),
-        measured: format!(
+        format!(
             "untraced {:.3} s, traced {:.3} s",
             filtered.untraced.as_secs_f64(),
             filtered.traced.as_secs_f64()
         ),
-        ratio: Some(filtered.ratio),
-        target: "(decomposes the storm's ratio)".into(),
-        met: None,
-    });
+        filtered.ratio,
+    ));
 
     // 2 and 3. Non-netlink sendmsg and getaddrinfo storms (targets: issue 20's), each beside
     // the same storm with every record filtered in the kernel: what the hooks alone cost.
@@ -533,25 +554,23 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             target: format!("≤ {target:.2}×"),
             met: Some(ratio <= target),
         });
-        let floor = abba(
+        let floor = hooks_alone(
             sizes.rounds,
             || load(&gen, &ns.name, mode, count),
-            || Tracer::start(&tool, &dir, &filtered_args),
-            |t| t.stop().map(|_| ()),
+            &tool,
+            &dir,
         )?;
-        rows.push(Row {
-            what: format!(
+        rows.push(Row::decomposition(
+            format!(
                 "{label}, every record filtered in the kernel (--comm no-such-comm): the hooks alone, {count} calls"
             ),
-            measured: format!(
+            format!(
                 "untraced {:.0} ns/call, traced {:.0} ns/call",
                 floor.untraced.as_nanos() as f64 / count as f64,
                 floor.traced.as_nanos() as f64 / count as f64
             ),
-            ratio: Some(floor.ratio),
-            target: "(decomposes the storm's ratio)".into(),
-            met: None,
-        });
+            floor.ratio,
+        ));
         commands.push(format!(
             "ip netns exec NS target/release/load_gen {mode} {count} (loop time), untraced and under nodeip-trace trace --format json > FILE (and with --comm no-such-comm)"
         ));
