@@ -433,7 +433,7 @@ fn init_script(
         if let Some((_, exe)) = tests.iter().find(|(n, _)| n == STORM_BENCH) {
             let _ = writeln!(
                 s,
-                "{} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"@@VM-BENCH-EXIT $?\"",
+                "{} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"storm_bench exited $?\"",
                 exe.display()
             );
         }
@@ -663,21 +663,10 @@ fn kvm_wanted() -> bool {
 /// Runs the VM lane on each kernel of `options`, one after the other; fails when any failed.
 pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     let started = Instant::now();
-    crate::setup::setup()?;
-    crate::setup::install_packages(&VM_PACKAGES)?;
-    let root = workspace_root();
-    if let Some(m) = GUEST_MOUNTS.iter().find(|m| root.starts_with(m)) {
-        bail!(
-            "the workspace {} is under {m}, which the guest mounts over at boot; clone it elsewhere",
-            root.display()
-        );
-    }
     if options.kernel_package.is_some() && options.kernels.len() != 1 {
         bail!("--kernel-package needs exactly one --kernel");
     }
-    let cache = root.join("target/vm-cache");
-    std::fs::create_dir_all(&cache)?;
-    let built = build()?;
+    let (cache, built) = prepare()?;
     let mut failures = Vec::new();
     let mut times = Vec::new();
     for (kernel, suite) in &options.kernels {
@@ -702,6 +691,23 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What every guest run needs first: the host packages, a workspace the guest can mirror, the
+/// kernel cache directory and the built tool, tests and clients.
+fn prepare() -> anyhow::Result<(PathBuf, Built)> {
+    crate::setup::setup()?;
+    crate::setup::install_packages(&VM_PACKAGES)?;
+    let root = workspace_root();
+    if let Some(m) = GUEST_MOUNTS.iter().find(|m| root.starts_with(m)) {
+        bail!(
+            "the workspace {} is under {m}, which the guest mounts over at boot; clone it elsewhere",
+            root.display()
+        );
+    }
+    let cache = root.join("target/vm-cache");
+    std::fs::create_dir_all(&cache)?;
+    Ok((cache, build()?))
+}
+
 /// A guest run: what it reported and where its console and artifacts are.
 struct Booted {
     report: GuestReport,
@@ -713,17 +719,28 @@ struct Booted {
     artifacts: PathBuf,
 }
 
-/// Packs an initramfs for `kernel` running `job`, boots it and reads back what it reported.
+/// How to boot a guest: which kernel, optionally which of its packages, for how long at most.
+struct Boot<'a> {
+    kernel: Kernel,
+    kernel_package: Option<&'a str>,
+    timeout_secs: u64,
+}
+
+/// Packs an initramfs for the kernel running `job`, boots it and reads back what it reported.
 fn boot(
     cache: &Path,
-    kernel: Kernel,
-    options: &VmOptions,
+    how: &Boot,
     built: &Built,
     job: &GuestJob,
     label: &str,
 ) -> anyhow::Result<Booted> {
+    let Boot {
+        kernel,
+        kernel_package,
+        timeout_secs,
+    } = *how;
     let prepare = Instant::now();
-    let package = kernels::package(cache, kernel, options.kernel_package.as_deref())?;
+    let package = kernels::package(cache, kernel, kernel_package)?;
     let (tree, version) = kernels::tree(cache, kernel, &package)?;
     let work = cache.join(kernel.name);
     std::fs::create_dir_all(&work)?;
@@ -741,7 +758,7 @@ fn boot(
     );
     let started = Instant::now();
     let status = Command::new("timeout")
-        .arg(options.timeout_secs.to_string())
+        .arg(timeout_secs.to_string())
         .args([
             "qemu-system-x86_64",
             "-accel",
@@ -810,25 +827,13 @@ pub struct GuestBench {
 
 /// `cargo xtask bench --vm`: boots `kernel` with the storm benchmark instead of the tests.
 pub fn vm_bench(kernel: Kernel, timeout_secs: u64) -> anyhow::Result<GuestBench> {
-    crate::setup::setup()?;
-    crate::setup::install_packages(&VM_PACKAGES)?;
-    let cache = workspace_root().join("target/vm-cache");
-    std::fs::create_dir_all(&cache)?;
-    let built = build()?;
-    let options = VmOptions {
-        kernels: vec![(kernel, Suite::Smoke)],
+    let (cache, built) = prepare()?;
+    let how = Boot {
+        kernel,
         kernel_package: None,
         timeout_secs,
-        only: Vec::new(),
     };
-    let booted = boot(
-        &cache,
-        kernel,
-        &options,
-        &built,
-        &GuestJob::Bench,
-        "storm bench",
-    )?;
+    let booted = boot(&cache, &how, &built, &GuestJob::Bench, "storm bench")?;
     let table =
         std::fs::read_to_string(booted.artifacts.join(BENCH_ARTIFACT)).with_context(|| {
             format!(
@@ -883,8 +888,11 @@ fn run_kernel(
         artifacts,
     } = boot(
         cache,
-        kernel,
-        options,
+        &Boot {
+            kernel,
+            kernel_package: options.kernel_package.as_deref(),
+            timeout_secs: options.timeout_secs,
+        },
         built,
         &GuestJob::Tests(&selected),
         &label,
