@@ -2,7 +2,7 @@
 # The live consumer under a netlink burst, two tracer binaries side by side (BENCHMARKS.md,
 # 2026-11-25 "consumer split from the ring").
 #
-#   contrib/bench/consumer-burst.sh BEFORE_BIN AFTER_BIN [ROUNDS] [PAIRS]
+#   [MODES='json pcap text'] contrib/bench/consumer-burst.sh BEFORE_BIN AFTER_BIN [ROUNDS] [PAIRS]
 #
 # As root. Makes namespace nbench-$$ (a veth pair with no link to the host, removed at exit),
 # a batch file of PAIRS (default 100000) `route get 10.9.0.N` lines, and for each round runs
@@ -70,7 +70,7 @@ one_run() { # LABEL BIN MODE
 
 for round in $(seq "$ROUNDS"); do
     echo "untraced storm_ms=$(storm_ms)"
-    for mode in json pcap text; do
+    for mode in ${MODES:-json pcap text}; do
         one_run before "$BEFORE" $mode
         one_run after "$AFTER" $mode
     done

@@ -329,10 +329,19 @@ struct Sinks {
     dropped: Vec<(String, Arc<AtomicU64>)>,
 }
 
+/// Bytes a file output collects before each write(2): with 8 KiB, a 100,000-pair burst's
+/// 280 MB of JSON took 35,000 writes, and ext4 spent a sixth of the consumer's CPU in them.
+const FILE_BUFFER_BYTES: usize = 256 << 10;
+
+/// The buffer of a size-limited file output: the limit is seen once a buffer is written out,
+/// so it may be passed by this much.
+const LIMITED_FILE_BUFFER_BYTES: usize = 8 << 10;
+
 impl Sinks {
     /// A file output's buffered writer, and the count of the bytes it has written to the file
     /// when outputs are size-limited (counted as the buffer is written out: the limit is seen
-    /// within one buffer).
+    /// within one buffer, so a limited output keeps `BufWriter`'s 8 KiB; others get
+    /// [`FILE_BUFFER_BYTES`]).
     fn file_writer(
         &self,
         file: std::fs::File,
@@ -342,7 +351,14 @@ impl Sinks {
     ) {
         let written = self.max_output_bytes.map(|_| Arc::new(AtomicU64::new(0)));
         (
-            std::io::BufWriter::new(CountingWriter::new(file, written.clone())),
+            std::io::BufWriter::with_capacity(
+                if written.is_some() {
+                    LIMITED_FILE_BUFFER_BYTES
+                } else {
+                    FILE_BUFFER_BYTES
+                },
+                CountingWriter::new(file, written.clone()),
+            ),
             written,
         )
     }

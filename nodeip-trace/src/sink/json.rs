@@ -4,11 +4,15 @@ use std::io::Write;
 use super::{EventSink, SinkError};
 use crate::model::event::Event;
 
+pub mod compact;
+
 /// Writes events as JSON lines.
 pub struct JsonLinesSink<W: Write> {
     out: W,
     name: String,
     flush_each: bool,
+    /// The line being made (kept: its capacity is reused).
+    line: Vec<u8>,
 }
 
 impl<W: Write> JsonLinesSink<W> {
@@ -19,6 +23,7 @@ impl<W: Write> JsonLinesSink<W> {
             out,
             name: name.into(),
             flush_each,
+            line: Vec::new(),
         }
     }
 
@@ -28,8 +33,10 @@ impl<W: Write> JsonLinesSink<W> {
             what: self.name.clone(),
             source,
         };
-        serde_json::to_writer(&mut self.out, event)?;
-        self.out.write_all(b"\n").map_err(io)?;
+        self.line.clear();
+        compact::append_json(event, &mut self.line)?;
+        self.line.push(b'\n');
+        self.out.write_all(&self.line).map_err(io)?;
         if self.flush_each {
             self.out.flush().map_err(|source| SinkError::Io {
                 what: self.name.clone(),
