@@ -48,26 +48,113 @@ static ESCAPE: [u8; 256] = {
     table
 };
 
-/// Whether any byte of `bytes` needs an escape. Written without an early exit so that it
-/// compiles to a vector loop: the byte-at-a-time table walk was 13% of the consumer's CPU.
-#[inline]
-fn needs_escape(bytes: &[u8]) -> bool {
-    bytes.iter().fold(false, |any, &b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    })
+/// `byte` in every byte of a word.
+const fn every_byte(byte: u8) -> u64 {
+    u64::from_ne_bytes([byte; 8])
 }
 
-/// Appends `text` as a JSON string, quotes included.
+/// Whether any byte of the word `x` needs an escape: below 0x20, `"` or `\\` (the classic
+/// "has a byte less than n" and "has a zero byte" word tests, exact as yes/no answers).
 #[inline]
+fn word_needs_escape(x: u64) -> bool {
+    let below = |x: u64, n: u8| x.wrapping_sub(every_byte(n)) & !x;
+    let control = below(x, 0x20);
+    let quote = below(x ^ every_byte(b'"'), 1);
+    let backslash = below(x ^ every_byte(b'\\'), 1);
+    (control | quote | backslash) & every_byte(0x80) != 0
+}
+
+/// The 8 bytes of `bytes` at `at` as a word.
+#[inline]
+fn word_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The 4 bytes of `bytes` at `at` as a word, its other half bytes that need no escape.
+#[inline]
+fn half_word_at(bytes: &[u8], at: usize) -> u64 {
+    let half = u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let mut word = [b'a'; 8];
+    word[..4].copy_from_slice(&half.to_ne_bytes());
+    u64::from_ne_bytes(word)
+}
+
+/// Whether any byte of `bytes` needs an escape, a word at a time (the last word overlapping
+/// the one before it): keys and values are mostly short, and a byte-at-a-time walk of them was
+/// 13-16% of the consumer's CPU.
+#[inline]
+fn needs_escape(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    if n >= 8 {
+        let mut at = 0;
+        while at + 8 <= n {
+            if word_needs_escape(word_at(bytes, at)) {
+                return true;
+            }
+            at += 8;
+        }
+        return at < n && word_needs_escape(word_at(bytes, n - 8));
+    }
+    if n >= 4 {
+        return word_needs_escape(half_word_at(bytes, 0))
+            || word_needs_escape(half_word_at(bytes, n - 4));
+    }
+    bytes.iter().any(|&b| ESCAPE[b as usize] != 0)
+}
+
+/// Appends `text` as a JSON string, quotes included. Inlined: its call was a fixed cost of
+/// every key and string (a sixth of the consumer's CPU in the profile, mostly entry and exit).
+#[inline(always)]
 fn append_str(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
-    out.reserve(bytes.len() + 2);
-    out.push(b'"');
-    if !needs_escape(bytes) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
+    if needs_escape(bytes) {
+        append_escaped(out, bytes);
+    } else {
+        append_quoted(out, bytes);
     }
+}
+
+/// Appends `"bytes"`. Up to 16 bytes are copied as two overlapping words, not by a call to
+/// `memcpy` (most keys and values are that short).
+#[inline(always)]
+fn append_quoted(out: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len();
+    out.reserve(n + 2);
+    let len = out.len();
+    // SAFETY: `n + 2` bytes of capacity were reserved past `len`; every write below lands in
+    // `[len, len + n + 2)` and reads inside `bytes` (which cannot overlap `out`: one is borrowed
+    // shared, the other exclusively), and all of that range is written before `set_len`.
+    unsafe {
+        let quote = out.as_mut_ptr().add(len);
+        let body = quote.add(1);
+        let from = bytes.as_ptr();
+        *quote = b'"';
+        match n {
+            0..=3 => {
+                for i in 0..n {
+                    *body.add(i) = *from.add(i);
+                }
+            }
+            4..=7 => {
+                std::ptr::copy_nonoverlapping(from, body, 4);
+                std::ptr::copy_nonoverlapping(from.add(n - 4), body.add(n - 4), 4);
+            }
+            8..=16 => {
+                std::ptr::copy_nonoverlapping(from, body, 8);
+                std::ptr::copy_nonoverlapping(from.add(n - 8), body.add(n - 8), 8);
+            }
+            _ => std::ptr::copy_nonoverlapping(from, body, n),
+        }
+        *body.add(n) = b'"';
+        out.set_len(len + n + 2);
+    }
+}
+
+/// Appends `"bytes"` with the escapes serde_json writes (out of line: rare).
+#[cold]
+#[inline(never)]
+fn append_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
     let mut start = 0;
     for (i, &byte) in bytes.iter().enumerate() {
         let escape = ESCAPE[byte as usize];
@@ -543,7 +630,7 @@ mod tests {
 
     use serde::Serialize;
 
-    use super::append_json;
+    use super::{append_json, needs_escape, ESCAPE};
 
     /// Our bytes and serde_json's for `value`.
     fn both<T: Serialize + ?Sized>(value: &T) -> (String, String) {
@@ -682,6 +769,32 @@ mod tests {
             same!(text, BTreeMap::from([(text.clone(), 0u8)]));
         }
         same!("\u{0}\u{1f}\"\\/é\u{7f}", "ünïcødé – 🙂");
+    }
+
+    #[test]
+    fn the_word_at_a_time_test_finds_every_byte_to_escape_at_every_place() {
+        for len in 0..20 {
+            for at in 0..len {
+                for byte in 0..=255u8 {
+                    let mut bytes = vec![b'k'; len];
+                    bytes[at] = byte;
+                    let expected = ESCAPE[byte as usize] != 0;
+                    assert_eq!(needs_escape(&bytes), expected, "{byte:#x} at {at} of {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strings_of_every_length_are_copied_whole() {
+        for len in 0..40 {
+            let text: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let mut out = b"x".to_vec();
+            super::append_str(&mut out, &text);
+            assert_eq!(out, format!("x\"{text}\"").into_bytes(), "length {len}");
+        }
     }
 
     #[test]
