@@ -246,7 +246,7 @@ struct TraceArgs {
     #[arg(long, value_name = "MIB")]
     max_output_mib: Option<u64>,
     /// Ring-buffer size in MiB (a power of two); raise it if `lost` reports a full ring buffer.
-    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    #[arg(long, value_name = "MIB", default_value_t = nodeip_trace::probe::loader::DEFAULT_RING_BUFFER_MIB)]
     ring_buffer_mib: u32,
     /// Also write an nlmon-compatible pcap (link type 253) for Wireshark; `-` streams to stdout
     /// (`nodeip-trace trace --pcap - | wireshark -k -i -`).

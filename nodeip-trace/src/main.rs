@@ -25,7 +25,7 @@ fn set_purge_delay(ms: std::ffi::c_long) {
 
 /// For `trace`, which stays on a node: freed memory goes back to the system at once, so the
 /// start-up's transient allocations do not stay resident (peak RSS at start 88 → 46 MiB with
-/// the 16 MiB ring buffer). Offline commands keep mimalloc's delay: re-faulting purged pages
+/// the 16 MiB ring buffer of then). Offline commands keep mimalloc's delay: re-faulting purged pages
 /// cost `analyze` a third of its speed.
 pub(crate) fn purge_freed_memory_at_once() {
     set_purge_delay(0);

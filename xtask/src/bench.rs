@@ -622,16 +622,16 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     );
 
     // 4. Burst and loss: request/reply pairs as fast as possible, per ring-buffer size.
-    // 16 MiB is the default; the larger sizes find where a burst this long fits, 1 MiB shows
+    // 8 MiB is the default; the larger sizes find where a burst this long fits, 1 MiB shows
     // the loss counted exactly.
-    for mib in [16u32, 64, 256, 1] {
+    for mib in [8u32, 64, 256, 1] {
         let mib_arg = mib.to_string();
         let mut args = trace_all.to_vec();
         args.extend(["--comm", "load_gen", "--ring-buffer-mib", mib_arg.as_str()]);
         let t = Tracer::start(&tool, &dir, &args)?;
         let took = load(&gen, &ns.name, "netlink", sizes.burst_requests)?;
         let (usage, stderr) = t.stop()?;
-        if mib == 16 {
+        if mib == 8 {
             tracer_rss = tracer_rss.max(usage.max_rss_kib);
             tracer_pss = tracer_pss.max(usage.pss_kib);
         }
@@ -666,7 +666,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         });
     }
     commands.push(format!(
-        "ip netns exec NS target/release/load_gen netlink {} under nodeip-trace trace --format json --comm load_gen --ring-buffer-mib 16|64|256|1 > FILE",
+        "ip netns exec NS target/release/load_gen netlink {} under nodeip-trace trace --format json --comm load_gen --ring-buffer-mib 8|64|256|1 > FILE",
         sizes.burst_requests
     ));
 
@@ -786,9 +786,9 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         met: Some(startup <= Duration::from_secs(1)),
     });
     rows.push(Row {
-        what: "footprint: tracer peak under the storms and the 16 MiB burst (default ring buffer)".into(),
+        what: "footprint: tracer peak under the storms and the 8 MiB burst (default ring buffer)".into(),
         measured: format!(
-            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's 16 MiB twice: userspace maps its data area twice for wrap-around reads)",
+            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's 8 MiB twice: userspace maps its data area twice for wrap-around reads)",
             tracer_rss >> 10,
             tracer_pss >> 10
         ),
