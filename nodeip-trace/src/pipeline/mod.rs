@@ -17,7 +17,7 @@ use crate::decode::record::{c_string, KernelRecord};
 use crate::decode::route_lookup::RouteLookupDecoder;
 use crate::explain::diagnose::Diagnoser;
 use crate::explain::resolver::explain_span;
-use crate::model::clock::WallClock;
+use crate::model::clock::{Rfc3339Cache, WallClock};
 use crate::model::emitted::Emitted;
 use crate::model::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
@@ -40,6 +40,8 @@ struct NamespaceNames {
 /// Turns kernel records (live) or frames (offline) into timeline events.
 pub struct Pipeline {
     clock: WallClock,
+    /// Renders each event's `ts`, reusing the date and second of the previous one.
+    stamps: Rfc3339Cache,
     chunks: ChunkAssembler,
     netlink: NetlinkDecoder,
     routes: RouteLookupDecoder,
@@ -67,6 +69,7 @@ impl Pipeline {
     pub fn new(clock: WallClock, routes: RouteLookupDecoder) -> Self {
         Self {
             clock,
+            stamps: Rfc3339Cache::default(),
             chunks: ChunkAssembler::default(),
             netlink: NetlinkDecoder::new(),
             routes,
@@ -213,7 +216,7 @@ impl Pipeline {
         };
         Event {
             process,
-            ts: self.clock.rfc3339(ts_ns),
+            ts: self.stamps.render(self.clock.wall_ns(ts_ns)),
             ts_ns,
             pid: task.pid,
             tid: task.tid,
