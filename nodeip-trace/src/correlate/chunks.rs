@@ -3,18 +3,18 @@
 //! The kernel side splits a syscall's bytes into chunks and ends each call with a zero-length
 //! `LAST` chunk carrying the totals. Chunks of one call share `(pid_tgid, call_start_ns)`; calls on
 //! different threads interleave freely.
-use std::collections::HashMap;
 
 use nodeip_trace_common::{chunk_flags, syscall, NetlinkChunkHeader};
 
 use crate::decode::record::c_string;
 use crate::model::clock::WallClock;
 use crate::model::frame::{Direction, NetlinkFrame, Task};
+use crate::model::id_hash::IdMap;
 
 /// Reassembles chunks into frames.
 #[derive(Default)]
 pub struct ChunkAssembler {
-    open: HashMap<(u64, u64), NetlinkFrame>,
+    open: IdMap<(u64, u64), NetlinkFrame>,
 }
 
 /// Direction of a syscall number from `nodeip_trace_common::syscall`.

@@ -7,11 +7,12 @@
 //! answered is summarised as facts a person looks for (addresses with primary/secondary, routes
 //! with table/type/dev/src, links, generic netlink family ids), capped so a million-route dump
 //! stays one small event. Requests never answered are returned by [`ConversationTracker::drain`].
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::model::event::{ConversationError, ConversationOutcome, NetlinkConversation};
 use crate::model::facts::ConversationFacts;
 use crate::model::frame::{Direction, Task};
+use crate::model::id_hash::IdMap;
 use crate::model::netlink::{MessageBody, Name, NetlinkMessage};
 
 /// Conversations kept open at once; beyond this the oldest is closed as unanswered, so a process
@@ -108,7 +109,7 @@ pub struct BufferRef<'a> {
 /// Pairs requests and replies; see the module documentation.
 #[derive(Debug, Default)]
 pub struct ConversationTracker {
-    open: HashMap<ConversationKey, VecDeque<OpenConversation>>,
+    open: IdMap<ConversationKey, VecDeque<OpenConversation>>,
     open_count: usize,
     next_order: u64,
 }

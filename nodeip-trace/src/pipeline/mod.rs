@@ -4,7 +4,7 @@
 //! the interface names of the process's network namespace (`decode`), paired and held in
 //! resolver spans (`correlate`), each returned call is explained from its span and every event
 //! is shown to the diagnoser (`explain`). What comes out ([`Emitted`]) goes to the sinks.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::correlate::chunks::ChunkAssembler;
 use crate::correlate::conversations::{BufferRef, CompletedConversation, ConversationTracker};
@@ -24,6 +24,7 @@ use crate::model::event::{
 };
 use crate::model::frame::{Direction, NetlinkFrame, Task};
 use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverSpan, SortInputs};
+use crate::model::id_hash::IdMap;
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
 
@@ -33,8 +34,8 @@ const MAX_REMEMBERED_PIDS: usize = 16384;
 /// Interface name tables per network namespace, and which namespace each process is in.
 #[derive(Default)]
 struct NamespaceNames {
-    netns_by_pid: HashMap<u32, u64>,
-    names_by_netns: HashMap<u64, BTreeMap<u32, String>>,
+    netns_by_pid: IdMap<u32, u64>,
+    names_by_netns: IdMap<u64, BTreeMap<u32, String>>,
 }
 
 /// Turns kernel records (live) or frames (offline) into timeline events.
@@ -53,7 +54,7 @@ pub struct Pipeline {
     diagnoser: Diagnoser,
     processes: Option<Box<dyn ProcessDirectory>>,
     /// The cgroup id each process's records carried last.
-    cgroup_by_pid: HashMap<u32, u64>,
+    cgroup_by_pid: IdMap<u32, u64>,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -80,7 +81,7 @@ impl Pipeline {
             resolver_config: None,
             diagnoser: Diagnoser::new(),
             processes: None,
-            cgroup_by_pid: HashMap::new(),
+            cgroup_by_pid: IdMap::default(),
         }
     }
 
@@ -208,7 +209,9 @@ impl Pipeline {
         self.processes.as_mut()?.attribute(pid, cgroup_id)
     }
 
-    fn event(&mut self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
+    /// The event of `task` at `ts_ns`; the task is taken, so its comm moves into the event
+    /// instead of being copied.
+    fn event(&mut self, ts_ns: u64, task: Task, body: EventBody) -> Event {
         let process = if task.pid == 0 {
             None
         } else {
@@ -220,7 +223,7 @@ impl Pipeline {
             ts_ns,
             pid: task.pid,
             tid: task.tid,
-            comm: task.comm.clone(),
+            comm: task.comm,
             body,
         }
     }
@@ -284,7 +287,7 @@ impl Pipeline {
                 let (call, held) = (span.call, span.inside);
                 let ev = Emitted::SpanBegin(Box::new(self.event(
                     r.header.ts_ns,
-                    &task,
+                    task,
                     EventBody::Getaddrinfo(Box::new(call)),
                 )));
                 let mut diagnoses = Vec::new();
@@ -325,12 +328,12 @@ impl Pipeline {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let ev = self.event(
                     r.header.ts_ns,
-                    &task,
+                    task,
                     EventBody::Extack(ExtackMessage {
                         message: c_string(&r.msg),
                     }),
                 );
-                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+                self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
             }
             // A process that execs may have joined another namespace (`ip netns exec`).
             KernelRecord::Exec(r) => {
@@ -353,10 +356,10 @@ impl Pipeline {
                 });
                 let ev = self.event(
                     r.header.ts_ns,
-                    &task,
+                    task,
                     EventBody::KernelHandler(Box::new(call)),
                 );
-                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+                self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
             }
             // Go's own resolver: the sort's record carries its inputs and its result; the why is
             // explained from them (no span: the goroutine may have run on several threads).
@@ -393,10 +396,10 @@ impl Pipeline {
         span.call.why = explain_span(&span).map(Box::new);
         let ev = self.event(
             header.ts_ns,
-            &task,
+            task,
             EventBody::Getaddrinfo(Box::new(span.call)),
         );
-        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
     }
 
     /// A route lookup, on its thread's timeline.
@@ -407,12 +410,8 @@ impl Pipeline {
         out: &mut Vec<Emitted>,
     ) {
         let task = task_of(header.pid_tgid, &header.comm);
-        let ev = self.event(
-            header.ts_ns,
-            &task,
-            EventBody::RouteLookup(Box::new(lookup)),
-        );
-        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        let ev = self.event(header.ts_ns, task, EventBody::RouteLookup(Box::new(lookup)));
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
     }
 
     /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
@@ -445,8 +444,8 @@ impl Pipeline {
             decode_errors: decoded.errors.iter().map(|e| e.to_string()).collect(),
             paired: pairing.paired,
         });
-        let ev = self.event(frame.ts_ns, &task, body);
         let tid = task.tid;
+        let ev = self.event(frame.ts_ns, task, body);
         self.emit(tid, Emitted::Frame(frame), out);
         self.emit(tid, Emitted::Event(Box::new(ev)), out);
         for done in pairing.completed {
@@ -469,15 +468,12 @@ impl Pipeline {
                 _ => Some(conversation.error.as_ref().map_or(0, |e| e.code)),
             },
         });
-        let ev = self.event(
-            ts_ns,
-            &task,
-            EventBody::Conversation(Box::new(conversation)),
-        );
-        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
-        if let Some(ipvs) = ipvs {
-            let ev = self.event(ts_ns, &task, EventBody::Ipvs(Box::new(ipvs)));
-            self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        let ipvs_task = ipvs.is_some().then(|| task.clone());
+        let ev = self.event(ts_ns, task, EventBody::Conversation(Box::new(conversation)));
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
+        if let (Some(ipvs), Some(task)) = (ipvs, ipvs_task) {
+            let ev = self.event(ts_ns, task, EventBody::Ipvs(Box::new(ipvs)));
+            self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
         }
     }
 
