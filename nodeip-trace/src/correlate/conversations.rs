@@ -8,6 +8,7 @@
 //! with table/type/dev/src, links, generic netlink family ids), capped so a million-route dump
 //! stays one small event. Requests never answered are returned by [`ConversationTracker::drain`].
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use crate::model::event::{ConversationError, ConversationOutcome, NetlinkConversation};
 use crate::model::facts::ConversationFacts;
@@ -102,8 +103,9 @@ pub struct BufferRef<'a> {
     pub ts_ns: u64,
     /// Bytes the syscall moved.
     pub bytes: u32,
-    /// The decoded messages.
-    pub messages: &'a [NetlinkMessage],
+    /// The decoded messages (shared with the buffer's event: a request's conversation keeps
+    /// the same message).
+    pub messages: &'a [Arc<NetlinkMessage>],
 }
 
 /// Pairs requests and replies; see the module documentation.
@@ -186,7 +188,7 @@ impl ConversationTracker {
                         portid,
                         seq: m.header.seq,
                         dump: has_flag(m, "DUMP"),
-                        request: m.clone(),
+                        request: Arc::clone(m),
                         replies: 0,
                         reply_types: BTreeMap::new(),
                         reply_buffers: 0,

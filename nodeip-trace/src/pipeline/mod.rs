@@ -5,6 +5,7 @@
 //! resolver spans (`correlate`), each returned call is explained from its span and every event
 //! is shown to the diagnoser (`explain`). What comes out ([`Emitted`]) goes to the sinks.
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::correlate::chunks::ChunkAssembler;
 use crate::correlate::conversations::{BufferRef, CompletedConversation, ConversationTracker};
@@ -25,6 +26,7 @@ use crate::model::event::{
 use crate::model::frame::{Direction, NetlinkFrame, Task};
 use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverSpan, SortInputs};
 use crate::model::id_hash::IdMap;
+use crate::model::netlink::NetlinkMessage;
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
 
@@ -204,7 +206,7 @@ impl Pipeline {
     }
 
     /// Who `pid` is, when a process directory is set (live tracing).
-    pub fn attribution_of(&mut self, pid: u32) -> Option<std::sync::Arc<ProcessAttribution>> {
+    pub fn attribution_of(&mut self, pid: u32) -> Option<Arc<ProcessAttribution>> {
         let cgroup_id = self.cgroup_by_pid.get(&pid).copied().unwrap_or(0);
         self.processes.as_mut()?.attribute(pid, cgroup_id)
     }
@@ -424,13 +426,15 @@ impl Pipeline {
         let task = frame.task.clone().unwrap_or_default();
         let direction = frame.direction.unwrap_or(Direction::Send);
         let bytes = frame.total_len.max(frame.bytes.len() as u32);
+        let messages: Vec<Arc<NetlinkMessage>> =
+            decoded.messages.into_iter().map(Arc::new).collect();
         let pairing = self.conversations.on_buffer(BufferRef {
             task: &task,
             direction,
             protocol: frame.protocol,
             ts_ns: frame.ts_ns,
             bytes,
-            messages: &decoded.messages,
+            messages: &messages,
         });
         let body = EventBody::Netlink(NetlinkEvent {
             direction,
@@ -440,7 +444,7 @@ impl Pipeline {
             bytes,
             captured: frame.bytes.len() as u32,
             truncated: frame.truncated(),
-            messages: decoded.messages,
+            messages,
             decode_errors: decoded.errors.iter().map(|e| e.to_string()).collect(),
             paired: pairing.paired,
         });
