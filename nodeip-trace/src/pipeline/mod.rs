@@ -310,7 +310,7 @@ impl Pipeline {
                     }
                     known.insert(pid, u64::from(h.header.netns));
                 }
-                if let Some(frame) = self.chunks.push(&h, &payload, &self.clock) {
+                if let Some(frame) = self.chunks.push(&h, payload, &self.clock) {
                     self.on_frame(frame, out);
                 }
             }
