@@ -83,7 +83,8 @@ impl EventSink for AnswerCollector {
         if let Emitted::Event(e) = item {
             if let EventBody::Netlink(n) = &e.body {
                 if n.direction == Direction::Recv {
-                    self.messages.extend(n.messages.iter().cloned());
+                    self.messages
+                        .extend(n.messages.iter().map(|m| NetlinkMessage::clone(m)));
                 }
             }
         }

@@ -3,18 +3,18 @@
 //! The kernel side splits a syscall's bytes into chunks and ends each call with a zero-length
 //! `LAST` chunk carrying the totals. Chunks of one call share `(pid_tgid, call_start_ns)`; calls on
 //! different threads interleave freely.
-use std::collections::HashMap;
 
 use nodeip_trace_common::{chunk_flags, syscall, NetlinkChunkHeader};
 
 use crate::decode::record::c_string;
 use crate::model::clock::WallClock;
 use crate::model::frame::{Direction, NetlinkFrame, Task};
+use crate::model::id_hash::IdMap;
 
 /// Reassembles chunks into frames.
 #[derive(Default)]
 pub struct ChunkAssembler {
-    open: HashMap<(u64, u64), NetlinkFrame>,
+    open: IdMap<(u64, u64), NetlinkFrame>,
 }
 
 /// Direction of a syscall number from `nodeip_trace_common::syscall`.
@@ -44,11 +44,12 @@ impl ChunkAssembler {
         }
     }
 
-    /// Adds a chunk; returns the frame when this was its call's last chunk.
+    /// Adds a chunk; returns the frame when this was its call's last chunk. The payload is
+    /// taken: a call's first chunk becomes the frame's bytes without a copy.
     pub fn push(
         &mut self,
         h: &NetlinkChunkHeader,
-        payload: &[u8],
+        payload: Vec<u8>,
         clock: &WallClock,
     ) -> Option<NetlinkFrame> {
         let key = (h.header.pid_tgid, h.call_start_ns);
@@ -69,7 +70,11 @@ impl ChunkAssembler {
             && h.offset as usize == frame.bytes.len()
             && h.flags & chunk_flags::READ_FAILED == 0
         {
-            frame.bytes.extend_from_slice(payload);
+            if frame.bytes.is_empty() {
+                frame.bytes = payload;
+            } else {
+                frame.bytes.extend_from_slice(&payload);
+            }
         }
         if last {
             let mut frame = match whole {
@@ -128,10 +133,10 @@ mod tests {
     fn joins_chunks_and_reports_totals() {
         let mut a = ChunkAssembler::default();
         let clock = WallClock::identity();
-        assert!(a.push(&chunk(0, 3, 0, 0), &[1, 2, 3], &clock).is_none());
-        assert!(a.push(&chunk(3, 2, 0, 0), &[4, 5], &clock).is_none());
+        assert!(a.push(&chunk(0, 3, 0, 0), vec![1, 2, 3], &clock).is_none());
+        assert!(a.push(&chunk(3, 2, 0, 0), vec![4, 5], &clock).is_none());
         let f = a
-            .push(&chunk(5, 0, chunk_flags::LAST, 5), &[], &clock)
+            .push(&chunk(5, 0, chunk_flags::LAST, 5), vec![], &clock)
             .unwrap();
         assert_eq!(f.bytes, vec![1, 2, 3, 4, 5]);
         assert_eq!(f.direction, Some(Direction::Recv));
@@ -143,12 +148,12 @@ mod tests {
     fn a_lost_chunk_truncates_instead_of_splicing() {
         let mut a = ChunkAssembler::default();
         let clock = WallClock::identity();
-        a.push(&chunk(0, 3, 0, 0), &[1, 2, 3], &clock);
-        a.push(&chunk(6, 2, 0, 0), &[7, 8], &clock);
+        a.push(&chunk(0, 3, 0, 0), vec![1, 2, 3], &clock);
+        a.push(&chunk(6, 2, 0, 0), vec![7, 8], &clock);
         let f = a
             .push(
                 &chunk(8, 0, chunk_flags::LAST | chunk_flags::CUT, 8),
-                &[],
+                vec![],
                 &clock,
             )
             .unwrap();
@@ -162,14 +167,14 @@ mod tests {
         let clock = WallClock::identity();
         // One chunk: the whole call, no entry kept.
         let f = a
-            .push(&chunk(0, 4, chunk_flags::LAST, 4), &[1, 2, 3, 4], &clock)
+            .push(&chunk(0, 4, chunk_flags::LAST, 4), vec![1, 2, 3, 4], &clock)
             .unwrap();
         assert_eq!((f.bytes.len(), f.total_len, f.truncated()), (4, 4, false));
         assert!(a.drain().is_empty());
         // The last of several.
-        assert!(a.push(&chunk(0, 2, 0, 0), &[1, 2], &clock).is_none());
+        assert!(a.push(&chunk(0, 2, 0, 0), vec![1, 2], &clock).is_none());
         let f = a
-            .push(&chunk(2, 2, chunk_flags::LAST, 4), &[3, 4], &clock)
+            .push(&chunk(2, 2, chunk_flags::LAST, 4), vec![3, 4], &clock)
             .unwrap();
         assert_eq!(f.bytes, vec![1, 2, 3, 4]);
         // Unreadable and cut: the totals stay, the bytes do not.
@@ -181,7 +186,7 @@ mod tests {
                     chunk_flags::LAST | chunk_flags::READ_FAILED | chunk_flags::CUT,
                     9,
                 ),
-                &[],
+                vec![],
                 &clock,
             )
             .unwrap();
@@ -191,7 +196,7 @@ mod tests {
     #[test]
     fn unfinished_calls_are_drained_as_truncated() {
         let mut a = ChunkAssembler::default();
-        a.push(&chunk(0, 2, 0, 0), &[1, 2], &WallClock::identity());
+        a.push(&chunk(0, 2, 0, 0), vec![1, 2], &WallClock::identity());
         let frames = a.drain();
         assert_eq!(frames.len(), 1);
         assert!(frames[0].truncated());

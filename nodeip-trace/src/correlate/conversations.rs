@@ -7,11 +7,13 @@
 //! answered is summarised as facts a person looks for (addresses with primary/secondary, routes
 //! with table/type/dev/src, links, generic netlink family ids), capped so a million-route dump
 //! stays one small event. Requests never answered are returned by [`ConversationTracker::drain`].
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use crate::model::event::{ConversationError, ConversationOutcome, NetlinkConversation};
 use crate::model::facts::ConversationFacts;
 use crate::model::frame::{Direction, Task};
+use crate::model::id_hash::IdMap;
 use crate::model::netlink::{MessageBody, Name, NetlinkMessage};
 
 /// Conversations kept open at once; beyond this the oldest is closed as unanswered, so a process
@@ -101,14 +103,15 @@ pub struct BufferRef<'a> {
     pub ts_ns: u64,
     /// Bytes the syscall moved.
     pub bytes: u32,
-    /// The decoded messages.
-    pub messages: &'a [NetlinkMessage],
+    /// The decoded messages (shared with the buffer's event: a request's conversation keeps
+    /// the same message).
+    pub messages: &'a [Arc<NetlinkMessage>],
 }
 
 /// Pairs requests and replies; see the module documentation.
 #[derive(Debug, Default)]
 pub struct ConversationTracker {
-    open: HashMap<ConversationKey, VecDeque<OpenConversation>>,
+    open: IdMap<ConversationKey, VecDeque<OpenConversation>>,
     open_count: usize,
     next_order: u64,
 }
@@ -185,7 +188,7 @@ impl ConversationTracker {
                         portid,
                         seq: m.header.seq,
                         dump: has_flag(m, "DUMP"),
-                        request: m.clone(),
+                        request: Arc::clone(m),
                         replies: 0,
                         reply_types: BTreeMap::new(),
                         reply_buffers: 0,

@@ -2,10 +2,10 @@
 //! netlink dumps, route lookups, the resolver's UDP `connect`/`getsockname` calls) is held, so the
 //! call can be emitted first, explained with exactly what happened inside it, and followed by
 //! those events. Also remembers each process's `/etc/gai.conf` as its resolver read it.
-use std::collections::HashMap;
 
 use crate::model::emitted::Emitted;
 use crate::model::getaddrinfo::{GaiConfSeen, GaiSocketOp, GetaddrinfoCall, ResolverSpan};
+use crate::model::id_hash::IdMap;
 use crate::model::ports::GaiConfText;
 
 /// The bound on events held for one open call; beyond it they are released ungrouped.
@@ -25,9 +25,9 @@ struct OpenSpan {
 /// Open resolver calls by thread, and the gai.conf bytes each process's resolver read.
 #[derive(Debug, Default)]
 pub struct SpanTracker {
-    open: HashMap<u32, OpenSpan>,
+    open: IdMap<u32, OpenSpan>,
     /// `/etc/gai.conf` as each process's glibc read it, and whether it read to the end.
-    gai_conf_read: HashMap<u32, (Vec<u8>, bool)>,
+    gai_conf_read: IdMap<u32, (Vec<u8>, bool)>,
 }
 
 impl SpanTracker {

@@ -7,6 +7,7 @@ use nodeip_trace_common::{gai_flags, gai_socket_call, GaiSocketRecord, Getaddrin
 use crate::decode::record::c_string;
 use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall};
 use crate::model::getaddrinfo::{GaiSocketOp, ResolverCaller, ResolverKind};
+use crate::model::ip_text::ip_text;
 
 /// `AF_*` name of an address family number.
 pub fn family_name(family: i32) -> String {
@@ -94,7 +95,7 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         } else {
             Ipv4Addr::new(entry.addr[0], entry.addr[1], entry.addr[2], entry.addr[3]).into()
         };
-        let address = ip.to_string();
+        let address = ip_text(ip);
         if !addresses.contains(&address) {
             addresses.push(address.clone());
         }

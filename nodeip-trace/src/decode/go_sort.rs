@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use nodeip_trace_common::{go_flags, GoAddrList, GoHostRecord, GoSortRecord};
 
 use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall, ResolverKind, SortInputs};
+use crate::model::ip_text::ip_text;
 
 /// The address at `i` of `list` (`None`: no address there, or an invalid one).
 fn address(list: &GoAddrList, i: usize) -> Option<IpAddr> {
@@ -93,11 +94,11 @@ fn go_call(
     (start_ns, end_ns): (u64, u64),
     resolver: ResolverKind,
 ) -> GetaddrinfoCall {
-    let addresses: Vec<String> = returned.iter().map(|a| a.to_string()).collect();
+    let addresses: Vec<String> = returned.iter().map(|a| ip_text(*a)).collect();
     let results = returned
         .iter()
         .map(|a| AddrinfoResult {
-            address: a.to_string(),
+            address: ip_text(*a),
             family: if a.is_ipv4() { "AF_INET" } else { "AF_INET6" }.into(),
             socktype: "ANY".into(),
             protocol: 0,

@@ -10,6 +10,7 @@ use crate::decode::tracepoint_format::{
     TracepointLayout, FIB6_TABLE_LOOKUP_6X, FIB_TABLE_LOOKUP_6X,
 };
 use crate::model::event::RouteLookup;
+use crate::model::ip_text::ipv4_text;
 
 /// The layouts of both fib tracepoints, from tracefs or the 6.x fallback.
 #[derive(Clone, Debug)]
@@ -55,12 +56,12 @@ impl RouteLookupDecoder {
         let gw = ip4("gw4");
         RouteLookup {
             family: "inet".into(),
-            dst: ip4("dst").to_string(),
-            src: ip4("src").to_string(),
+            dst: ipv4_text(ip4("dst")),
+            src: ipv4_text(ip4("src")),
             table: table_name(l.int(raw, 8, "tb_id", false).unwrap_or(0) as u32),
             route_type: None,
             oif: l.bytes(raw, 8, "name").map(c_string).unwrap_or_default(),
-            gateway: (!gw.is_unspecified()).then(|| gw.to_string()),
+            gateway: (!gw.is_unspecified()).then(|| ipv4_text(gw)),
             err: l.int(raw, 8, "err", true).unwrap_or(0) as i32,
         }
     }
@@ -111,11 +112,11 @@ pub fn decode_record(r: &RouteLookupRecord) -> RouteLookup {
         if v6 {
             Ipv6Addr::from(*b).to_string()
         } else {
-            v4(b).to_string()
+            ipv4_text(v4(b))
         }
     };
     let gateway = match r.gw_family {
-        2 if v4(&r.gw) != Ipv4Addr::UNSPECIFIED => Some(v4(&r.gw).to_string()),
+        2 if v4(&r.gw) != Ipv4Addr::UNSPECIFIED => Some(ipv4_text(v4(&r.gw))),
         10 if Ipv6Addr::from(r.gw) != Ipv6Addr::UNSPECIFIED => {
             Some(Ipv6Addr::from(r.gw).to_string())
         }

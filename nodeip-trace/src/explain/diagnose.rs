@@ -341,12 +341,17 @@ impl Diagnoser {
 
     /// Addresses a request asks the kernel to use: an address being added, a route's `src`.
     fn requested_addresses(&mut self, e: &Event, c: &NetlinkConversation) -> Vec<Event> {
-        let mut facts = ConversationFacts::default();
-        facts.add(&c.request);
+        // Only the requests matched below need their facts: building them for every
+        // conversation (each `ip route get`) was 0.8% of the live consumer's CPU per event.
+        let facts = || {
+            let mut facts = ConversationFacts::default();
+            facts.add(&c.request);
+            facts
+        };
         let mut found = Vec::new();
         match (&c.request.body, c.request.header.type_name.as_ref()) {
             (MessageBody::Address(_), "RTM_NEWADDR") => {
-                for a in &facts.addresses {
+                for a in &facts().addresses {
                     let Some(addr) = address_of(&a.address) else {
                         continue;
                     };
@@ -356,7 +361,7 @@ impl Diagnoser {
                 }
             }
             (MessageBody::Route(_), "RTM_NEWROUTE") => {
-                for r in &facts.routes {
+                for r in &facts().routes {
                     if let Some(src) = r.src.as_deref().and_then(address_of) {
                         found.extend(self.network_address(e, src, "a route's src"));
                         found.extend(self.unassigned(e, src, "a route's src"));

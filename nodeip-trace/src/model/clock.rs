@@ -54,27 +54,74 @@ impl WallClock {
 
 /// RFC 3339 UTC rendering of nanoseconds since the epoch.
 pub fn rfc3339_from_epoch_ns(epoch_ns: i128) -> String {
-    // 64-bit division when the time fits (years 1678 to 2262): i128 division is a library call.
-    let (secs, nanos) = match i64::try_from(epoch_ns) {
-        Ok(ns) => (
-            ns.div_euclid(1_000_000_000),
-            ns.rem_euclid(1_000_000_000) as u32,
-        ),
-        Err(_) => (
-            epoch_ns.div_euclid(1_000_000_000) as i64,
-            epoch_ns.rem_euclid(1_000_000_000) as u32,
-        ),
-    };
+    Rfc3339Cache::default().render(epoch_ns)
+}
+
+/// RFC 3339 rendering that keeps the `YYYY-MM-DDTHH:MM:SS.` of the last whole second, so a burst
+/// of events within one second computes only its nanoseconds (the calendar arithmetic and 19
+/// digits were 2.7% of the live consumer's CPU per event, one rendering per event).
+#[derive(Clone, Debug, Default)]
+pub struct Rfc3339Cache {
+    /// The whole second since the epoch `prefix` renders, once one has been rendered.
+    second: Option<i64>,
+    /// `YYYY-MM-DDTHH:MM:SS.` of `second`.
+    prefix: [u8; 20],
+}
+
+impl Rfc3339Cache {
+    /// The rendering of `epoch_ns`, e.g. `2026-11-21T10:00:00.123456789Z`: the same text as
+    /// [`rfc3339_from_epoch_ns`].
+    pub fn render(&mut self, epoch_ns: i128) -> String {
+        // 64-bit division when the time fits (years 1678 to 2262): i128 division is a library
+        // call.
+        let (secs, nanos) = match i64::try_from(epoch_ns) {
+            Ok(ns) => (
+                ns.div_euclid(1_000_000_000),
+                ns.rem_euclid(1_000_000_000) as u32,
+            ),
+            Err(_) => (
+                epoch_ns.div_euclid(1_000_000_000) as i64,
+                epoch_ns.rem_euclid(1_000_000_000) as u32,
+            ),
+        };
+        if self.second != Some(secs) {
+            match second_prefix(secs) {
+                Ok(prefix) => {
+                    self.prefix = prefix;
+                    self.second = Some(secs);
+                }
+                Err(text) => return format!("{text}{nanos:09}Z"),
+            }
+        }
+        // Every event carries one: digits by hand, `format!` was 7% of `analyze`.
+        let mut out = [0u8; 30];
+        out[..20].copy_from_slice(&self.prefix);
+        put_digits(&mut out[20..29], nanos);
+        out[29] = b'Z';
+        // ASCII only: checked in one pass (`from_utf8_lossy` walked it in chunks, 0.7% per
+        // event), one copy.
+        std::str::from_utf8(&out)
+            .map(str::to_owned)
+            .unwrap_or_default()
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` of whole second `secs` since the epoch; a year outside 0..=9999 comes
+/// back as text, `{:04}` as `format!` pads it (the prefix is then not fixed-width).
+fn second_prefix(secs: i64) -> Result<[u8; 20], String> {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
     let (hour, minute, second) = (sod / 3600, (sod % 3600) / 60, sod % 60);
     let year = match u32::try_from(y) {
         Ok(year) if year < 10_000 => year,
-        _ => return format!("{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:{second:02}.{nanos:09}Z"),
+        _ => {
+            return Err(format!(
+                "{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:{second:02}."
+            ))
+        }
     };
-    // Every event carries one: digits by hand, `format!` was 7% of `analyze`.
-    let mut out = [0u8; 30];
+    let mut out = [0u8; 20];
     put_digits(&mut out[0..4], year);
     out[4] = b'-';
     put_digits(&mut out[5..7], m);
@@ -87,10 +134,7 @@ pub fn rfc3339_from_epoch_ns(epoch_ns: i128) -> String {
     out[16] = b':';
     put_digits(&mut out[17..19], second as u32);
     out[19] = b'.';
-    put_digits(&mut out[20..29], nanos);
-    out[29] = b'Z';
-    // ASCII only: one copy, no per-character push.
-    String::from_utf8_lossy(&out).into_owned()
+    Ok(out)
 }
 
 /// Writes the low decimal digits of `value` into `out`, zero-padded to its length.
@@ -141,6 +185,29 @@ mod tests {
             "-001-01-01T00:00:00.000000000Z"
         );
         assert_eq!(rfc3339_from_epoch_ns(-1), "1969-12-31T23:59:59.999999999Z");
+    }
+
+    #[test]
+    fn cache_renders_like_a_fresh_rendering_across_seconds_and_days() {
+        let mut cache = Rfc3339Cache::default();
+        for ns in [
+            1_795_267_625_500_000_000i128,
+            1_795_267_625_999_999_999,
+            1_795_267_626_000_000_001,
+            1_795_267_625_000_000_000,
+            1_795_305_599_999_999_999,
+            1_795_305_600_000_000_000,
+            253_402_300_800_000_000_007,
+            253_402_300_800_000_000_008,
+            -1,
+            0,
+        ] {
+            assert_eq!(cache.render(ns), rfc3339_from_epoch_ns(ns), "{ns}");
+        }
+        assert_eq!(
+            cache.render(253_402_300_800_000_000_008),
+            "10000-01-01T00:00:00.000000008Z"
+        );
     }
 
     #[test]

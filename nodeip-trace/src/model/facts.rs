@@ -3,6 +3,7 @@
 //! objects — capped, so a million-route dump stays one small event.
 use serde::{Deserialize, Serialize};
 
+use super::ip_text::push_decimal;
 use super::netlink::{IpvsCommand, MessageBody, Name, NetlinkMessage};
 
 /// Facts kept per conversation; beyond this they are only counted (`omitted`).
@@ -29,6 +30,16 @@ pub struct ConversationFacts {
     /// Facts beyond the cap, counted only.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted: u32,
+}
+
+/// `dst/len`, as `format!("{dst}/{len}")` writes it, in one allocation (each reply route's fact
+/// has one; the formatter was 1% of the live consumer's CPU per event).
+fn prefix_text(dst: &str, len: u8) -> String {
+    let mut out = String::with_capacity(dst.len() + 4);
+    out.push_str(dst);
+    out.push('/');
+    push_decimal(&mut out, len.into());
+    out
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -130,7 +141,7 @@ impl ConversationFacts {
                         dst: r
                             .dst
                             .as_ref()
-                            .map(|d| format!("{d}/{}", r.dst_len))
+                            .map(|d| prefix_text(d, r.dst_len))
                             .unwrap_or_else(|| "default".into()),
                         dev: r.oif_name.clone().or_else(|| r.oif.map(|i| i.to_string())),
                         src: r.prefsrc.clone(),

@@ -183,6 +183,7 @@ impl ResolverSpan {
                 _ => None,
             })
             .flatten()
+            .map(|m| &**m)
     }
 
     /// Events (not frames) held inside the call.

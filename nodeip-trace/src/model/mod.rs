@@ -3,7 +3,8 @@
 //! the decoded netlink message ([`netlink`]), who made an event ([`process`]), the getaddrinfo
 //! call and its `why` ([`getaddrinfo`]), the facts a conversation's replies carry ([`facts`]),
 //! the nlmon framing a capture is read and written in ([`nlmon`]), the ports live tracing plugs
-//! into ([`ports`]), and kernel time → wall clock ([`clock`]).
+//! into ([`ports`]), kernel time → wall clock ([`clock`]), addresses as text ([`ip_text`]),
+//! and maps keyed by kernel ids ([`id_hash`]).
 //!
 //! Types only, and the pure functions that belong to them: no I/O, no decoding of bytes
 //! (except the 16-byte nlmon header), no policy.
@@ -13,6 +14,8 @@ pub mod event;
 pub mod facts;
 pub mod frame;
 pub mod getaddrinfo;
+pub mod id_hash;
+pub mod ip_text;
 pub mod netlink;
 pub mod nlmon;
 pub mod ports;

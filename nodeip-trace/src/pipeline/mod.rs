@@ -4,7 +4,8 @@
 //! the interface names of the process's network namespace (`decode`), paired and held in
 //! resolver spans (`correlate`), each returned call is explained from its span and every event
 //! is shown to the diagnoser (`explain`). What comes out ([`Emitted`]) goes to the sinks.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::correlate::chunks::ChunkAssembler;
 use crate::correlate::conversations::{BufferRef, CompletedConversation, ConversationTracker};
@@ -17,13 +18,15 @@ use crate::decode::record::{c_string, KernelRecord};
 use crate::decode::route_lookup::RouteLookupDecoder;
 use crate::explain::diagnose::Diagnoser;
 use crate::explain::resolver::explain_span;
-use crate::model::clock::WallClock;
+use crate::model::clock::{Rfc3339Cache, WallClock};
 use crate::model::emitted::Emitted;
 use crate::model::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
 };
 use crate::model::frame::{Direction, NetlinkFrame, Task};
 use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverSpan, SortInputs};
+use crate::model::id_hash::IdMap;
+use crate::model::netlink::NetlinkMessage;
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
 
@@ -33,13 +36,15 @@ const MAX_REMEMBERED_PIDS: usize = 16384;
 /// Interface name tables per network namespace, and which namespace each process is in.
 #[derive(Default)]
 struct NamespaceNames {
-    netns_by_pid: HashMap<u32, u64>,
-    names_by_netns: HashMap<u64, BTreeMap<u32, String>>,
+    netns_by_pid: IdMap<u32, u64>,
+    names_by_netns: IdMap<u64, BTreeMap<u32, String>>,
 }
 
 /// Turns kernel records (live) or frames (offline) into timeline events.
 pub struct Pipeline {
     clock: WallClock,
+    /// Renders each event's `ts`, reusing the date and second of the previous one.
+    stamps: Rfc3339Cache,
     chunks: ChunkAssembler,
     netlink: NetlinkDecoder,
     routes: RouteLookupDecoder,
@@ -51,7 +56,7 @@ pub struct Pipeline {
     diagnoser: Diagnoser,
     processes: Option<Box<dyn ProcessDirectory>>,
     /// The cgroup id each process's records carried last.
-    cgroup_by_pid: HashMap<u32, u64>,
+    cgroup_by_pid: IdMap<u32, u64>,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -67,6 +72,7 @@ impl Pipeline {
     pub fn new(clock: WallClock, routes: RouteLookupDecoder) -> Self {
         Self {
             clock,
+            stamps: Rfc3339Cache::default(),
             chunks: ChunkAssembler::default(),
             netlink: NetlinkDecoder::new(),
             routes,
@@ -77,7 +83,7 @@ impl Pipeline {
             resolver_config: None,
             diagnoser: Diagnoser::new(),
             processes: None,
-            cgroup_by_pid: HashMap::new(),
+            cgroup_by_pid: IdMap::default(),
         }
     }
 
@@ -200,12 +206,14 @@ impl Pipeline {
     }
 
     /// Who `pid` is, when a process directory is set (live tracing).
-    pub fn attribution_of(&mut self, pid: u32) -> Option<std::sync::Arc<ProcessAttribution>> {
+    pub fn attribution_of(&mut self, pid: u32) -> Option<Arc<ProcessAttribution>> {
         let cgroup_id = self.cgroup_by_pid.get(&pid).copied().unwrap_or(0);
         self.processes.as_mut()?.attribute(pid, cgroup_id)
     }
 
-    fn event(&mut self, ts_ns: u64, task: &Task, body: EventBody) -> Event {
+    /// The event of `task` at `ts_ns`; the task is taken, so its comm moves into the event
+    /// instead of being copied.
+    fn event(&mut self, ts_ns: u64, task: Task, body: EventBody) -> Event {
         let process = if task.pid == 0 {
             None
         } else {
@@ -213,11 +221,11 @@ impl Pipeline {
         };
         Event {
             process,
-            ts: self.clock.rfc3339(ts_ns),
+            ts: self.stamps.render(self.clock.wall_ns(ts_ns)),
             ts_ns,
             pid: task.pid,
             tid: task.tid,
-            comm: task.comm.clone(),
+            comm: task.comm,
             body,
         }
     }
@@ -281,7 +289,7 @@ impl Pipeline {
                 let (call, held) = (span.call, span.inside);
                 let ev = Emitted::SpanBegin(Box::new(self.event(
                     r.header.ts_ns,
-                    &task,
+                    task,
                     EventBody::Getaddrinfo(Box::new(call)),
                 )));
                 let mut diagnoses = Vec::new();
@@ -302,7 +310,7 @@ impl Pipeline {
                     }
                     known.insert(pid, u64::from(h.header.netns));
                 }
-                if let Some(frame) = self.chunks.push(&h, &payload, &self.clock) {
+                if let Some(frame) = self.chunks.push(&h, payload, &self.clock) {
                     self.on_frame(frame, out);
                 }
             }
@@ -322,12 +330,12 @@ impl Pipeline {
                 let task = task_of(r.header.pid_tgid, &r.header.comm);
                 let ev = self.event(
                     r.header.ts_ns,
-                    &task,
+                    task,
                     EventBody::Extack(ExtackMessage {
                         message: c_string(&r.msg),
                     }),
                 );
-                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+                self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
             }
             // A process that execs may have joined another namespace (`ip netns exec`).
             KernelRecord::Exec(r) => {
@@ -350,10 +358,10 @@ impl Pipeline {
                 });
                 let ev = self.event(
                     r.header.ts_ns,
-                    &task,
+                    task,
                     EventBody::KernelHandler(Box::new(call)),
                 );
-                self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+                self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
             }
             // Go's own resolver: the sort's record carries its inputs and its result; the why is
             // explained from them (no span: the goroutine may have run on several threads).
@@ -390,10 +398,10 @@ impl Pipeline {
         span.call.why = explain_span(&span).map(Box::new);
         let ev = self.event(
             header.ts_ns,
-            &task,
+            task,
             EventBody::Getaddrinfo(Box::new(span.call)),
         );
-        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
     }
 
     /// A route lookup, on its thread's timeline.
@@ -404,12 +412,8 @@ impl Pipeline {
         out: &mut Vec<Emitted>,
     ) {
         let task = task_of(header.pid_tgid, &header.comm);
-        let ev = self.event(
-            header.ts_ns,
-            &task,
-            EventBody::RouteLookup(Box::new(lookup)),
-        );
-        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        let ev = self.event(header.ts_ns, task, EventBody::RouteLookup(Box::new(lookup)));
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
     }
 
     /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
@@ -422,13 +426,15 @@ impl Pipeline {
         let task = frame.task.clone().unwrap_or_default();
         let direction = frame.direction.unwrap_or(Direction::Send);
         let bytes = frame.total_len.max(frame.bytes.len() as u32);
+        let messages: Vec<Arc<NetlinkMessage>> =
+            decoded.messages.into_iter().map(Arc::new).collect();
         let pairing = self.conversations.on_buffer(BufferRef {
             task: &task,
             direction,
             protocol: frame.protocol,
             ts_ns: frame.ts_ns,
             bytes,
-            messages: &decoded.messages,
+            messages: &messages,
         });
         let body = EventBody::Netlink(NetlinkEvent {
             direction,
@@ -438,12 +444,12 @@ impl Pipeline {
             bytes,
             captured: frame.bytes.len() as u32,
             truncated: frame.truncated(),
-            messages: decoded.messages,
+            messages,
             decode_errors: decoded.errors.iter().map(|e| e.to_string()).collect(),
             paired: pairing.paired,
         });
-        let ev = self.event(frame.ts_ns, &task, body);
         let tid = task.tid;
+        let ev = self.event(frame.ts_ns, task, body);
         self.emit(tid, Emitted::Frame(frame), out);
         self.emit(tid, Emitted::Event(Box::new(ev)), out);
         for done in pairing.completed {
@@ -466,15 +472,12 @@ impl Pipeline {
                 _ => Some(conversation.error.as_ref().map_or(0, |e| e.code)),
             },
         });
-        let ev = self.event(
-            ts_ns,
-            &task,
-            EventBody::Conversation(Box::new(conversation)),
-        );
-        self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
-        if let Some(ipvs) = ipvs {
-            let ev = self.event(ts_ns, &task, EventBody::Ipvs(Box::new(ipvs)));
-            self.emit(task.tid, Emitted::Event(Box::new(ev)), out);
+        let ipvs_task = ipvs.is_some().then(|| task.clone());
+        let ev = self.event(ts_ns, task, EventBody::Conversation(Box::new(conversation)));
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
+        if let (Some(ipvs), Some(task)) = (ipvs, ipvs_task) {
+            let ev = self.event(ts_ns, task, EventBody::Ipvs(Box::new(ipvs)));
+            self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
         }
     }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::decode::cgroup::{
     cgroup_path_from_proc, names_from_runtime_config, parse_cgroup_path, pod_from_log_dir,
 };
+use crate::model::id_hash::IdMap;
 use crate::model::ports::ProcessDirectory;
 use crate::model::process::{Ancestor, ProcessAttribution};
 use crate::probe::runtime_state::find_runtime_config;
@@ -137,12 +138,12 @@ struct ContainerNames {
 pub struct ProcProcessDirectory {
     proc_root: PathBuf,
     cgroups: CgroupIds,
-    facts: HashMap<u32, ProcessFacts>,
+    facts: IdMap<u32, ProcessFacts>,
     containers: HashMap<String, ContainerNames>,
     pods: HashMap<String, (String, String, Option<String>)>,
     pods_scanned: Option<Instant>,
     /// Attributions made, by (pid, cgroup id): every event of a process shares one.
-    made: HashMap<(u32, u64), Arc<ProcessAttribution>>,
+    made: IdMap<(u32, u64), Arc<ProcessAttribution>>,
 }
 
 impl Default for ProcProcessDirectory {
@@ -150,11 +151,11 @@ impl Default for ProcProcessDirectory {
         Self {
             proc_root: PathBuf::from("/proc"),
             cgroups: CgroupIds::running(),
-            facts: HashMap::new(),
+            facts: IdMap::default(),
             containers: HashMap::new(),
             pods: HashMap::new(),
             pods_scanned: None,
-            made: HashMap::new(),
+            made: IdMap::default(),
         }
     }
 }

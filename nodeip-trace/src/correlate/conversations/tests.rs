@@ -99,13 +99,14 @@ fn feed(
     ts_ns: u64,
     messages: &[NetlinkMessage],
 ) -> BufferPairing {
+    let messages: Vec<Arc<NetlinkMessage>> = messages.iter().cloned().map(Arc::new).collect();
     tracker.on_buffer(BufferRef {
         task: &task(pid),
         direction,
         protocol: 0,
         ts_ns,
         bytes: 100,
-        messages,
+        messages: &messages,
     })
 }
 

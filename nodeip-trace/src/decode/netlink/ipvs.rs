@@ -7,6 +7,7 @@ use std::net::Ipv4Addr;
 use super::attributes::{bit_names, collect_attributes, ip_from_bytes, read_u32, Attribute};
 
 use super::{address_family_name, DecodeError};
+use crate::model::ip_text::ipv4_text;
 use crate::model::netlink::{
     IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService, MessageBody, Name, NetlinkMessage,
 };
@@ -214,7 +215,7 @@ fn decode_service(nest: Attribute, errors: &mut Vec<DecodeError>) -> IpvsService
         _ => attribute
             .value
             .get(..4)
-            .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string()),
+            .map(|b| ipv4_text(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
     });
     service
 }

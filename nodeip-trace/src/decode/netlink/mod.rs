@@ -23,6 +23,7 @@ pub use genl::GENL_ID_CTRL;
 pub use ipvs::ipvs_command;
 pub use rtnetlink::{route_type_name, table_name};
 
+use crate::decode::record::c_string;
 use crate::model::netlink::{
     DoneBody, ErrorBody, Hex, MessageBody, MessageHeader, Name, NetlinkMessage, RawBody,
     RedactedBody,
@@ -126,7 +127,7 @@ pub fn link_names(buffer: &[u8]) -> Vec<(u32, String)> {
                 .map_while(Result::ok)
                 .find(|a| a.kind == IFLA_IFNAME);
             if let (Some(name), true) = (name, index != 0) {
-                names.push((index, attributes::c_string(name.value)));
+                names.push((index, c_string(name.value)));
             }
         }
         at += attributes::align4(len);

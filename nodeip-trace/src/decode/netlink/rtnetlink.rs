@@ -17,6 +17,7 @@ use netlink_packet_route::{
 
 use super::attributes::{bit_names, bit_names_in, link_layer_address, walk_attributes};
 use super::{address_family_name, DecodeError, NetlinkDecoder};
+use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::{
     AddressBody, Hex, LinkBody, MessageBody, Name, NeighbourBody, RawAttribute, RawBody, RouteBody,
@@ -452,8 +453,8 @@ fn rule_action_name(action: u8) -> Name {
 
 fn route_address(address: &RouteAddress) -> String {
     match address {
-        RouteAddress::Inet(ip) => ip.to_string(),
-        RouteAddress::Inet6(ip) => ip.to_string(),
+        RouteAddress::Inet(ip) => ip_text(*ip),
+        RouteAddress::Inet6(ip) => ip_text(*ip),
         RouteAddress::Mpls(label) => format!("mpls {}", label.label),
         RouteAddress::Other(bytes) => hex(bytes),
         _ => format!("{address:?}"),
@@ -512,29 +513,29 @@ fn set_tunnel_endpoints(body: &mut LinkBody, data: InfoData) {
     };
     match data {
         InfoData::IpTunnel(items) => items.into_iter().for_each(|item| match item {
-            InfoIpTunnel::Local(ip) => set(Some(ip.to_string()), None),
-            InfoIpTunnel::Remote(ip) => set(None, Some(ip.to_string())),
+            InfoIpTunnel::Local(ip) => set(Some(ip_text(ip)), None),
+            InfoIpTunnel::Remote(ip) => set(None, Some(ip_text(ip))),
             _ => {}
         }),
         InfoData::GreTun(items) | InfoData::GreTap(items) | InfoData::ErSpan(items) => {
             items.into_iter().for_each(|item| match item {
-                InfoGre::Local(ip) => set(Some(ip.to_string()), None),
-                InfoGre::Remote(ip) => set(None, Some(ip.to_string())),
+                InfoGre::Local(ip) => set(Some(ip_text(ip)), None),
+                InfoGre::Remote(ip) => set(None, Some(ip_text(ip))),
                 _ => {}
             })
         }
         InfoData::GreTun6(items) | InfoData::GreTap6(items) | InfoData::Ip6ErSpan(items) => {
             items.into_iter().for_each(|item| match item {
-                InfoGre6::Local(ip) => set(Some(ip.to_string()), None),
-                InfoGre6::Remote(ip) => set(None, Some(ip.to_string())),
+                InfoGre6::Local(ip) => set(Some(ip_text(ip)), None),
+                InfoGre6::Remote(ip) => set(None, Some(ip_text(ip))),
                 _ => {}
             })
         }
         InfoData::Vxlan(items) => items.into_iter().for_each(|item| match item {
-            InfoVxlan::Local(ip) => set(Some(ip.to_string()), None),
-            InfoVxlan::Local6(ip) => set(Some(ip.to_string()), None),
-            InfoVxlan::Group(ip) => set(None, Some(ip.to_string())),
-            InfoVxlan::Group6(ip) => set(None, Some(ip.to_string())),
+            InfoVxlan::Local(ip) => set(Some(ip_text(ip)), None),
+            InfoVxlan::Local6(ip) => set(Some(ip_text(ip)), None),
+            InfoVxlan::Group(ip) => set(None, Some(ip_text(ip))),
+            InfoVxlan::Group6(ip) => set(None, Some(ip_text(ip))),
             _ => {}
         }),
         _ => {}
@@ -559,11 +560,11 @@ fn address_body(
     };
     for attribute in message.attributes {
         match attribute {
-            AddressAttribute::Address(ip) => body.address = Some(ip.to_string()),
-            AddressAttribute::Local(ip) => body.local = Some(ip.to_string()),
+            AddressAttribute::Address(ip) => body.address = Some(ip_text(ip)),
+            AddressAttribute::Local(ip) => body.local = Some(ip_text(ip)),
             AddressAttribute::Label(label) => body.label = Some(label),
-            AddressAttribute::Broadcast(ip) => body.broadcast = Some(ip.to_string()),
-            AddressAttribute::Anycast(ip) => body.anycast = Some(ip.to_string()),
+            AddressAttribute::Broadcast(ip) => body.broadcast = Some(ip_text(ip)),
+            AddressAttribute::Anycast(ip) => body.anycast = Some(ip_text(ip)),
             // IFA_FLAGS is the full 32-bit set; the header holds only its low byte.
             AddressAttribute::Flags(all) => flags = all.bits(),
             _ => {}
@@ -648,8 +649,8 @@ fn neighbour_body(
         match attribute {
             NeighbourAttribute::Destination(address) => {
                 body.dst = Some(match address {
-                    NeighbourAddress::Inet(ip) => ip.to_string(),
-                    NeighbourAddress::Inet6(ip) => ip.to_string(),
+                    NeighbourAddress::Inet(ip) => ip_text(ip),
+                    NeighbourAddress::Inet6(ip) => ip_text(ip),
                     NeighbourAddress::Other(bytes) => hex(&bytes),
                     _ => format!("{address:?}"),
                 })
@@ -676,8 +677,8 @@ fn rule_body(message: RuleMessage, other: Vec<RawAttribute>) -> RuleBody {
     };
     for attribute in message.attributes {
         match attribute {
-            RuleAttribute::Destination(ip) => body.dst = Some(ip.to_string()),
-            RuleAttribute::Source(ip) => body.src = Some(ip.to_string()),
+            RuleAttribute::Destination(ip) => body.dst = Some(ip_text(ip)),
+            RuleAttribute::Source(ip) => body.src = Some(ip_text(ip)),
             RuleAttribute::Iifname(name) => body.iifname = Some(name),
             RuleAttribute::Oifname(name) => body.oifname = Some(name),
             RuleAttribute::Priority(priority) => body.priority = Some(priority),

@@ -19,6 +19,7 @@ use super::{connected_candidates, unmapped, ResolverSort};
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
 use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::ip_text::ip_text;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// One row of glibc's `in6ai` list (`__check_pf`'s RTM_GETADDR dump).
@@ -214,7 +215,7 @@ pub fn explain_call(
             agrees: d.agrees,
         })
         .collect();
-    let strings = |v: &[IpAddr]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let strings = |v: &[IpAddr]| v.iter().map(|a| ip_text(*a)).collect::<Vec<_>>();
     Some(GetaddrinfoWhy {
         resolver_order: strings(&resolver.iter().map(|(d, _)| *d).collect::<Vec<_>>()),
         matches,

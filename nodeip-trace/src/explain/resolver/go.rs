@@ -25,6 +25,7 @@ use std::net::IpAddr;
 
 use super::ResolverSort;
 use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::ip_text::ip_text;
 
 /// One address as Go's sort sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,7 +233,7 @@ pub fn explain(candidates: &[GoCandidate], returned: &[IpAddr]) -> GetaddrinfoWh
             })
         })
         .collect();
-    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(|a| a.to_string()).collect();
+    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(ip_text).collect();
     GetaddrinfoWhy {
         resolver_order: strings(&mut candidates.iter().map(|c| c.dest)),
         matches: predicted == returned,

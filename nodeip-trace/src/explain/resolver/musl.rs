@@ -24,6 +24,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use super::{connected_candidates, ResolverSort};
 use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::ip_text::ip_text;
 
 /// `MAXADDRS` in musl's `lookup.h`: the index term is `48 - i`.
 const MAX_ADDRS: u32 = 48;
@@ -342,7 +343,7 @@ pub fn explain(candidates: &[MuslCandidate], returned: &[IpAddr]) -> Getaddrinfo
             Some(pair(&candidates[ia], ia, &candidates[ib], ib))
         })
         .collect();
-    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(|a| a.to_string()).collect();
+    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(ip_text).collect();
     GetaddrinfoWhy {
         resolver_order: strings(&mut candidates.iter().map(|c| c.dest)),
         matches: predicted == returned,

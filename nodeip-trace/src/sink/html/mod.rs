@@ -129,7 +129,7 @@ impl<W: Write> HtmlReportSink<W> {
                 });
                 for m in wanted {
                     if self.answers.len() < MAX_ANSWERS {
-                        self.answers.push(m.clone());
+                        self.answers.push(NetlinkMessage::clone(m));
                     }
                 }
             }

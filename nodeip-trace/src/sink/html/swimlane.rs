@@ -115,7 +115,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
             let label = n
                 .messages
                 .first()
-                .map(text::message_summary)
+                .map(|m| text::message_summary(m))
                 .unwrap_or_else(|| format!("{} bytes", n.bytes));
             let mark = match n.direction {
                 Direction::Send => Mark::Request(label),
