@@ -131,6 +131,9 @@ pub fn soak(minutes: f64) -> anyhow::Result<()> {
     std::fs::write(&batch, lines)?;
     let pcap = dir.join("soak.pcap");
     let ready = dir.join("ready");
+    // The attach wait is counted from the tracer's start, not the soak's: a release build
+    // before it took 2.4 minutes and ran out the 120 s.
+    let spawned = Instant::now();
     let mut tracer = Command::new(&tool)
         .args(["trace", "--format", "json", "--pcap"])
         .arg(&pcap)
@@ -150,7 +153,7 @@ pub fn soak(minutes: f64) -> anyhow::Result<()> {
         s
     });
     while !ready.exists() {
-        if started.elapsed() > Duration::from_secs(120) {
+        if spawned.elapsed() > Duration::from_secs(120) {
             bail!("nodeip-trace did not attach within 120 s");
         }
         std::thread::sleep(Duration::from_millis(20));
