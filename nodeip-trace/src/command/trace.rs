@@ -630,6 +630,9 @@ fn pcap_writer(
 /// seen here (a 100,000-pair `route get` burst).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
+/// How often what is known of exited processes is forgotten.
+const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
+
 /// Records decoded, correlated and written out per batch; between batches the ring is emptied
 /// into the queue. The events of a batch are all held until it is written out: 4,096 held
 /// ≈ 5 MiB of them under a JSON burst.
@@ -883,6 +886,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut out = Vec::new();
     let mut rescanned: HashMap<u32, Instant> = HashMap::new();
     let mut netns_cache = NetnsCache::default();
+    let mut forgotten = Instant::now();
     let mut end = TraceEnd::Stopped;
     let mut poll = tokio::time::interval(POLL_INTERVAL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -957,6 +961,10 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 }
             }
             sinks.flush()?;
+            if forgotten.elapsed() >= FORGET_EXITED_PERIOD {
+                pipeline.forget_exited_processes();
+                forgotten = Instant::now();
+            }
             for e in record_errors.drain(..) {
                 record_error_count += 1;
                 if record_error_count == 1 {

@@ -44,4 +44,8 @@ pub trait ProcessDirectory {
     /// `pid` (child of `ppid` named `parent_comm`; 0 and empty when unknown) exec'd `filename`:
     /// what was known about it is read again.
     fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str);
+    /// Forgets the processes that have exited and were not asked about since the last call
+    /// (called every few seconds: their late records are decoded by then), so that a node's
+    /// short-lived processes do not pile up until a bound.
+    fn forget_exited(&mut self) {}
 }

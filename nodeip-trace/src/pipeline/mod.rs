@@ -200,6 +200,14 @@ impl Pipeline {
         &mut self.netlink
     }
 
+    /// Forgets what is known of processes that have exited (see
+    /// [`ProcessDirectory::forget_exited`]).
+    pub fn forget_exited_processes(&mut self) {
+        if let Some(processes) = self.processes.as_mut() {
+            processes.forget_exited();
+        }
+    }
+
     /// The clock in use.
     pub fn clock(&self) -> WallClock {
         self.clock
