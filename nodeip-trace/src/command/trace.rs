@@ -156,10 +156,10 @@ impl LibcWatcher {
             match attached {
                 Ok(()) => {
                     self.attached.insert((dev, ino));
-                    eprintln!(
+                    crate::sink::note(format_args!(
                         "nodeip-trace: getaddrinfo uprobes attached to a new libc, {} (pid {pid})",
                         path.display()
-                    );
+                    ));
                 }
                 Err(e) => {
                     let failures = self.failures.entry((dev, ino)).or_default();
@@ -167,10 +167,10 @@ impl LibcWatcher {
                     if *failures >= 3 {
                         // Three processes' worth of tries: say so once and stop trying.
                         self.attached.insert((dev, ino));
-                        eprintln!(
+                        crate::sink::note(format_args!(
                             "nodeip-trace: cannot attach to the libc {} (pid {pid}): {e}; getaddrinfo calls through it are not traced",
                             path.display()
-                        );
+                        ));
                     }
                 }
             }
@@ -409,7 +409,9 @@ impl Sinks {
         for slot in self.slots.iter_mut().filter(|s| s.failed.is_none()) {
             if let Err(e) = op(slot.sink.as_mut()) {
                 if !e.is_broken_pipe() {
-                    eprintln!("nodeip-trace: {e}; that output is closed, the trace goes on");
+                    crate::sink::note(format_args!(
+                        "nodeip-trace: {e}; that output is closed, the trace goes on"
+                    ));
                 }
                 slot.failed = Some(e.to_string());
                 if let Some(path) = &slot.recording {
@@ -968,7 +970,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             for e in record_errors.drain(..) {
                 record_error_count += 1;
                 if record_error_count == 1 {
-                    eprintln!("nodeip-trace: {e}");
+                    crate::sink::note(format_args!("nodeip-trace: {e}"));
                 }
             }
             if stop {
