@@ -36,10 +36,10 @@ use nodeip_trace_common::{
     NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
-/// All records go through this ring buffer; userspace sets its size before load (8 MiB unless
+/// All records go through this ring buffer; userspace sets its size before load (4 MiB unless
 /// `--ring-buffer-mib`).
 #[map]
-static EVENTS: RingBuf = RingBuf::with_byte_size(8 * 1024 * 1024, 0);
+static EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
 
 /// Wake-up batching: 1 (userspace sets it) submits records without waking the reader, which
 /// polls every few milliseconds instead; 0: the kernel's default (a wake-up whenever the reader

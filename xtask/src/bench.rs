@@ -409,6 +409,10 @@ fn big_pcap(path: &Path, mb: u64) -> anyhow::Result<u64> {
     Ok(written)
 }
 
+/// `nodeip-trace trace`'s default `--ring-buffer-mib` (`probe::loader::DEFAULT_RING_BUFFER_MIB`;
+/// xtask does not link the tool): the burst row the footprint is taken from.
+const DEFAULT_RING_MIB: u32 = 4;
+
 /// Builds the tool and `load_gen` for release; their paths.
 pub(crate) fn build_release() -> anyhow::Result<(PathBuf, PathBuf)> {
     run(cargo().args(["build", "--release", "-p", "nodeip-trace", "--bins"]))?;
@@ -622,16 +626,16 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     );
 
     // 4. Burst and loss: request/reply pairs as fast as possible, per ring-buffer size.
-    // 8 MiB is the default; the larger sizes find where a burst this long fits, 1 MiB shows
+    // The default first; the larger sizes find where a burst this long fits, 1 MiB shows
     // the loss counted exactly.
-    for mib in [8u32, 64, 256, 1] {
+    for mib in [DEFAULT_RING_MIB, 64, 256, 1] {
         let mib_arg = mib.to_string();
         let mut args = trace_all.to_vec();
         args.extend(["--comm", "load_gen", "--ring-buffer-mib", mib_arg.as_str()]);
         let t = Tracer::start(&tool, &dir, &args)?;
         let took = load(&gen, &ns.name, "netlink", sizes.burst_requests)?;
         let (usage, stderr) = t.stop()?;
-        if mib == 8 {
+        if mib == DEFAULT_RING_MIB {
             tracer_rss = tracer_rss.max(usage.max_rss_kib);
             tracer_pss = tracer_pss.max(usage.pss_kib);
         }
@@ -666,7 +670,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         });
     }
     commands.push(format!(
-        "ip netns exec NS target/release/load_gen netlink {} under nodeip-trace trace --format json --comm load_gen --ring-buffer-mib 8|64|256|1 > FILE",
+        "ip netns exec NS target/release/load_gen netlink {} under nodeip-trace trace --format json --comm load_gen --ring-buffer-mib {DEFAULT_RING_MIB}|64|256|1 > FILE",
         sizes.burst_requests
     ));
 
@@ -786,9 +790,9 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         met: Some(startup <= Duration::from_secs(1)),
     });
     rows.push(Row {
-        what: "footprint: tracer peak under the storms and the 8 MiB burst (default ring buffer)".into(),
+        what: format!("footprint: tracer peak under the storms and the {DEFAULT_RING_MIB} MiB burst (default ring buffer)"),
         measured: format!(
-            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's 8 MiB twice: userspace maps its data area twice for wrap-around reads)",
+            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's {DEFAULT_RING_MIB} MiB twice: userspace maps its data area twice for wrap-around reads)",
             tracer_rss >> 10,
             tracer_pss >> 10
         ),

@@ -965,6 +965,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             sinks.flush()?;
             if forgotten.elapsed() >= FORGET_EXITED_PERIOD {
                 pipeline.forget_exited_processes();
+                // A rescan older than its 1 s pause decides nothing any more.
+                rescanned.retain(|_, at| at.elapsed() <= Duration::from_secs(1));
                 forgotten = Instant::now();
             }
             for e in record_errors.drain(..) {
@@ -1020,12 +1022,14 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let total: u64 = summary.events.values().sum();
     let _ = writeln!(
         std::io::stderr(),
-        "nodeip-trace: {total} events, {lost_total} lost{}; stopped by {stopped_by}{}",
+        "nodeip-trace: {total} events, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}",
         if lost.counts.is_empty() {
             String::new()
         } else {
             format!(" ({:?})", lost.counts)
         },
+        source.queue_peak_bytes() as f64 / (1 << 20) as f64,
+        crate::source::live::QUEUE_MAX_BYTES >> 20,
         if failures.is_empty() {
             String::new()
         } else {

@@ -154,6 +154,22 @@ impl Diagnoser {
         found
     }
 
+    /// Forgets the local-table routes read by `pids` (processes that have exited) where they
+    /// created no IPVS service: such a process cannot create one any more, so no end-of-trace
+    /// diagnosis needs them (a process's views otherwise stay until the end, and a node's
+    /// `ip route show` runs are a new process each).
+    pub fn forget_processes(&mut self, pids: &[u32]) {
+        for pid in pids {
+            if self
+                .processes
+                .get(pid)
+                .is_some_and(|view| view.services.is_empty())
+            {
+                self.processes.remove(pid);
+            }
+        }
+    }
+
     /// The diagnoses that need the whole trace; call once at the end.
     pub fn finish(&mut self) -> Vec<Event> {
         let mut found = Vec::new();

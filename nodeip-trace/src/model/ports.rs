@@ -46,6 +46,9 @@ pub trait ProcessDirectory {
     fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str);
     /// Forgets the processes that have exited and were not asked about since the last call
     /// (called every few seconds: their late records are decoded by then), so that a node's
-    /// short-lived processes do not pile up until a bound.
-    fn forget_exited(&mut self) {}
+    /// short-lived processes do not pile up until a bound; returns their pids (so the other
+    /// per-process state can go too).
+    fn forget_exited(&mut self) -> Vec<u32> {
+        Vec::new()
+    }
 }

@@ -201,11 +201,18 @@ impl Pipeline {
     }
 
     /// Forgets what is known of processes that have exited (see
-    /// [`ProcessDirectory::forget_exited`]).
+    /// [`ProcessDirectory::forget_exited`]): their attribution, namespace, cgroup, and what the
+    /// diagnoser kept of them that no diagnosis can use any more.
     pub fn forget_exited_processes(&mut self) {
-        if let Some(processes) = self.processes.as_mut() {
-            processes.forget_exited();
+        let Some(processes) = self.processes.as_mut() else {
+            return;
+        };
+        let gone = processes.forget_exited();
+        for pid in &gone {
+            self.namespaces.netns_by_pid.remove(pid);
+            self.cgroup_by_pid.remove(pid);
         }
+        self.diagnoser.forget_processes(&gone);
     }
 
     /// The clock in use.

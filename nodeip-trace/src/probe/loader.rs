@@ -99,10 +99,12 @@ pub struct TraceConfig {
 
 /// The ring buffer's default size in MiB. The consumer empties the ring into its own queue at
 /// least every poll (10 ms) and between batches of 1,024 records, so the ring only has to hold
-/// what arrives in that time: under a 100,000-pair `route get` burst (≈ 1.2 million records a
-/// second here) 4 and 8 MiB both lost nothing. RSS counts the ring twice (its data is mapped
-/// twice for wrap-around reads): 16 MiB was 32 MiB of the tracer's RSS.
-pub const DEFAULT_RING_BUFFER_MIB: u32 = 8;
+/// what arrives in that time, plus what waits once the queue is full: under a 100,000-pair
+/// `ip -batch` `route get` burst 4 and 8 MiB both lost nothing in every output. RSS counts the
+/// ring twice (its data is mapped twice for wrap-around reads): 8 MiB was 16 MiB of the
+/// tracer's RSS, and a ring and queue of 8 + 48 MiB reached 74–82 MiB under `load_gen`'s
+/// faster burst (see `source::live::QUEUE_MAX_BYTES` for the budget).
+pub const DEFAULT_RING_BUFFER_MIB: u32 = 4;
 
 impl Default for TraceConfig {
     fn default() -> Self {

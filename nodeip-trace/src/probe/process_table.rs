@@ -335,12 +335,20 @@ impl ProcessDirectory for ProcProcessDirectory {
     /// Without this, a node's short-lived processes stayed until the 16,384-process bound:
     /// ≈ 1 KiB each, the soak's RSS grew 8 MiB in 10 minutes (a round a second of new `ip`,
     /// `getent` and `load_gen` processes).
-    fn forget_exited(&mut self) {
+    fn forget_exited(&mut self) -> Vec<u32> {
         let asked = std::mem::take(&mut self.asked);
         let root = &self.proc_root;
         let kept = |pid: u32| asked.contains_key(&pid) || root.join(pid.to_string()).exists();
-        self.facts.retain(|pid, _| kept(*pid));
+        let mut forgotten = Vec::new();
+        self.facts.retain(|pid, _| {
+            let keep = kept(*pid);
+            if !keep {
+                forgotten.push(*pid);
+            }
+            keep
+        });
         self.made.retain(|(pid, _), _| kept(*pid));
+        forgotten
     }
 }
 
@@ -405,7 +413,7 @@ mod tests {
         table.forget_exited();
         assert!(table.facts.contains_key(&100) && table.facts.contains_key(&200));
         // Nothing asked since: the exited one goes, the running one stays.
-        table.forget_exited();
+        assert_eq!(table.forget_exited(), vec![200]);
         assert!(table.facts.contains_key(&100));
         assert!(!table.facts.contains_key(&200));
         std::fs::remove_dir_all(&root).unwrap();

@@ -14,10 +14,13 @@ use tokio::io::unix::AsyncFd;
 
 use crate::decode::record::{parse_record, KernelRecord, RecordError};
 
-/// Bytes of raw records the queue holds at most: a 100,000-pair `route get` burst left up to
-/// 33 MiB queued behind `--format json --output F` (18 MiB with `--pcap F`, 5 MiB with text) on
-/// a busy 2-core machine.
-pub const QUEUE_MAX_BYTES: usize = 48 << 20;
+/// Bytes of raw records the queue holds at most: the tracer's memory bound under a burst.
+/// Budget (RSS, measured): ≈ 15 MiB of code and start-up state, the default 4 MiB ring counted
+/// twice (8), this queue (24) and 10–13 MiB of records being decoded and written: ≈ 60 MiB,
+/// under the 64 MiB target (28 MiB reached 63–65). A 100,000-pair `ip -batch` `route get` burst queues 15–19 MiB behind
+/// `--format json --output F` (1.4 MiB with `--pcap F` or text); `load_gen`'s burst, three times
+/// faster, fills it, and what neither queue nor ring can take is counted as lost.
+pub const QUEUE_MAX_BYTES: usize = 24 << 20;
 
 /// Bytes of record data per queue segment.
 const SEGMENT_BYTES: usize = 1 << 20;
@@ -32,15 +35,18 @@ pub struct RecordQueue {
     spare: Vec<Segment>,
     /// Record bytes held.
     bytes: usize,
+    /// The most record bytes held at once.
+    peak_bytes: usize,
     max_bytes: usize,
 }
 
-/// Records stored back to back, `ends[i]` the end of record `i` in `data`, `next` the first one
-/// not yet taken.
+/// Records stored back to back, `ends[i]` the end of record `i` in `data` (`u32`: a segment is
+/// 1 MiB, or one record, and records are smaller than the ring), `next` the first one not yet
+/// taken.
 #[derive(Default)]
 struct Segment {
     data: Vec<u8>,
-    ends: Vec<usize>,
+    ends: Vec<u32>,
     next: usize,
 }
 
@@ -59,6 +65,7 @@ impl RecordQueue {
             segments: VecDeque::new(),
             spare: Vec::new(),
             bytes: 0,
+            peak_bytes: 0,
             max_bytes,
         }
     }
@@ -85,8 +92,9 @@ impl RecordQueue {
             .back_mut()
             .expect("a segment was just ensured");
         segment.data.extend_from_slice(record);
-        segment.ends.push(segment.data.len());
+        segment.ends.push(segment.data.len() as u32);
         self.bytes += record.len();
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
     }
 
     /// Hands the oldest record to `take`, then forgets it; false when the queue is empty.
@@ -96,9 +104,9 @@ impl RecordQueue {
         };
         let start = match segment.next {
             0 => 0,
-            i => segment.ends[i - 1],
+            i => segment.ends[i - 1] as usize,
         };
-        let end = segment.ends[segment.next];
+        let end = segment.ends[segment.next] as usize;
         take(&segment.data[start..end]);
         segment.next += 1;
         self.bytes -= end - start;
@@ -115,6 +123,11 @@ impl RecordQueue {
     /// Record bytes held now.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// The most record bytes held at once so far.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_bytes
     }
 }
 
@@ -134,6 +147,12 @@ impl LiveSource {
             ring,
             queue: RecordQueue::new(QUEUE_MAX_BYTES),
         })
+    }
+
+    /// The most record bytes the queue held at once so far (of [`QUEUE_MAX_BYTES`]): how close
+    /// a burst came to leaving records in the ring.
+    pub fn queue_peak_bytes(&self) -> usize {
+        self.queue.peak_bytes()
     }
 
     /// Waits until records are available.
@@ -216,6 +235,7 @@ mod tests {
         assert!(!queue.has_room());
         assert_eq!(queue.bytes(), 11);
         assert_eq!(drain_all(&mut queue).len(), 2);
+        assert_eq!((queue.bytes(), queue.peak_bytes()), (0, 11));
         assert!(queue.has_room());
     }
 

@@ -100,6 +100,23 @@ fn secondary_skipped_after_a_local_table_dump() {
     assert!(d.evidence.iter().any(|e| e.contains("src 192.0.2.10")));
 }
 
+/// A process that exited is forgotten unless it created services (its diagnosis needs its
+/// dump at the end); one that dumped the table and exited without services leaves nothing.
+#[test]
+fn exited_processes_without_services_are_forgotten_and_the_others_kept() {
+    let mut d = Diagnoser::new();
+    for e in [
+        local_table_dump(7),
+        new_service(7, 3, "192.0.2.10"),
+        local_table_dump(8),
+    ] {
+        d.observe(&e);
+    }
+    d.forget_processes(&[7, 8, 9]);
+    assert_eq!(d.processes.keys().copied().collect::<Vec<_>>(), [7]);
+    assert_eq!(ids(&d.finish()), ["secondary-address-skipped"]);
+}
+
 /// Regression: every local-table dump appended its routes again, so a process (or a capture
 /// without attribution, all pid 0) dumping over and over grew the diagnoser with the trace:
 /// `analyze` peak RSS 6 MiB for a 1 MB capture, 18 MiB for 200 MB of the same frames.
