@@ -125,8 +125,8 @@ pub(crate) fn wait_usage(pid: u32) -> anyhow::Result<(i32, Usage)> {
 
 /// A `kB` field of `/proc/PID/status` or `/proc/PID/smaps_rollup` (0 when gone). `VmHWM` is the
 /// process's own peak (reset at exec; `wait4`'s `ru_maxrss` is not: a child inherits the
-/// harness's peak across fork). `Pss` counts the ring buffer's pages once although userspace
-/// maps them twice (RSS counts them twice).
+/// harness's peak across fork). `Pss` counts the ring buffer's pages shared with the kernel
+/// (mapped once by the tracer).
 pub(crate) fn proc_kib(pid: u32, file: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/{file}"))
         .unwrap_or_default()
@@ -792,7 +792,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     rows.push(Row {
         what: format!("footprint: tracer peak under the storms and the {DEFAULT_RING_MIB} MiB burst (default ring buffer)"),
         measured: format!(
-            "RSS {} MiB, PSS {} MiB (RSS counts the ring buffer's {DEFAULT_RING_MIB} MiB twice: userspace maps its data area twice for wrap-around reads)",
+            "RSS {} MiB, PSS {} MiB (the {DEFAULT_RING_MIB} MiB ring buffer included)",
             tracer_rss >> 10,
             tracer_pss >> 10
         ),

@@ -15,7 +15,7 @@ pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
 pub const GO_LOOKUP_FUNCTION: &str = "net.(*Resolver).goLookupIPCNAMEOrder";
 /// Go's host lookup (`LookupHost`): it returns `/etc/hosts` answers without sorting them.
 pub const GO_HOST_FUNCTION: &str = "net.(*Resolver).goLookupHostOrder";
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::uprobe::UProbeScope;
 use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};
 use aya::Btf;
@@ -100,9 +100,8 @@ pub struct TraceConfig {
 /// The ring buffer's default size in MiB. The consumer empties the ring into its own queue at
 /// least every poll (10 ms) and between batches of 1,024 records, so the ring only has to hold
 /// what arrives in that time, plus what waits once the queue is full: under a 100,000-pair
-/// `ip -batch` `route get` burst 4 and 8 MiB both lost nothing in every output. RSS counts the
-/// ring twice (its data is mapped twice for wrap-around reads): 8 MiB was 16 MiB of the
-/// tracer's RSS, and a ring and queue of 8 + 48 MiB reached 74–82 MiB under `load_gen`'s
+/// `ip -batch` `route get` burst 4 and 8 MiB both lost nothing in every output. A ring and
+/// queue of 8 + 48 MiB (the ring then mapped twice) reached 74–82 MiB of RSS under `load_gen`'s
 /// faster burst (see `source::live::QUEUE_MAX_BYTES` for the budget).
 pub const DEFAULT_RING_BUFFER_MIB: u32 = 4;
 
@@ -945,13 +944,12 @@ impl LiveTracer {
         BpfHashMap::try_from(self.map_mut(name)?).map_err(map_error(name))
     }
 
-    /// Takes the ring buffer (once).
-    pub fn take_ring_buffer(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
-        let map = self
-            .ebpf
-            .take_map("EVENTS")
-            .ok_or_else(|| ProbeError::MissingMap("EVENTS".into()))?;
-        RingBuf::try_from(map).map_err(map_error("EVENTS"))
+    /// Takes the ring buffer map (once), for `source::live` to map and read.
+    pub fn take_ring_buffer(&mut self) -> Result<MapData, ProbeError> {
+        match self.ebpf.take_map("EVENTS") {
+            Some(aya::maps::Map::RingBuf(map)) => Ok(map),
+            _ => Err(ProbeError::MissingMap("EVENTS".into())),
+        }
     }
 
     /// Adds a thread group to the pid filter.

@@ -9,18 +9,23 @@
 //! kernel side's loss counters per kind exactly as without the queue.
 use std::collections::VecDeque;
 
-use aya::maps::{MapData, RingBuf};
+use aya::maps::MapData;
 use tokio::io::unix::AsyncFd;
+
+mod ring;
+
+use ring::RingReader;
 
 use crate::decode::record::{parse_record, KernelRecord, RecordError};
 
 /// Bytes of raw records the queue holds at most: the tracer's memory bound under a burst.
-/// Budget (RSS, measured): ≈ 15 MiB of code and start-up state, the default 4 MiB ring counted
-/// twice (8), this queue (24) and 10–13 MiB of records being decoded and written: ≈ 60 MiB,
-/// under the 64 MiB target (28 MiB reached 63–65). A 100,000-pair `ip -batch` `route get` burst queues 15–19 MiB behind
-/// `--format json --output F` (1.4 MiB with `--pcap F` or text); `load_gen`'s burst, three times
-/// faster, fills it, and what neither queue nor ring can take is counted as lost.
-pub const QUEUE_MAX_BYTES: usize = 24 << 20;
+/// Budget (RSS, measured): ≈ 15 MiB of code and start-up state, the default 4 MiB ring (mapped
+/// once, see `ring`), this queue (28) and 7–11 MiB of records being decoded and written:
+/// 54–58 MiB at the peak of `load_gen`'s 100,000-pair burst, under the 64 MiB target. A
+/// 100,000-pair `ip -batch` `route get` burst queues 13–19 MiB behind `--format json --output
+/// F` (1.5 MiB with `--pcap F` or text); `load_gen`'s, three times faster, fills it, and what
+/// neither queue nor ring can take is counted as lost.
+pub const QUEUE_MAX_BYTES: usize = 28 << 20;
 
 /// Bytes of record data per queue segment.
 const SEGMENT_BYTES: usize = 1 << 20;
@@ -75,25 +80,28 @@ impl RecordQueue {
         self.bytes < self.max_bytes
     }
 
-    /// Appends a copy of `record` (callers check [`Self::has_room`] first: the bound is passed
-    /// by at most one record, which the ring has already handed out).
-    pub fn push(&mut self, record: &[u8]) {
+    /// Appends a copy of a record given in two parts, `head` then `tail` (a record that wraps
+    /// past the ring's end; `tail` is empty otherwise). Callers check [`Self::has_room`] first:
+    /// the bound is passed by at most one record.
+    pub fn push(&mut self, head: &[u8], tail: &[u8]) {
+        let len = head.len() + tail.len();
         let room = self
             .segments
             .back()
-            .is_some_and(|s| s.data.len() + record.len() <= s.data.capacity());
+            .is_some_and(|s| s.data.len() + len <= s.data.capacity());
         if !room {
             let mut segment = self.spare.pop().unwrap_or_default();
-            segment.data.reserve(SEGMENT_BYTES.max(record.len()));
+            segment.data.reserve(SEGMENT_BYTES.max(len));
             self.segments.push_back(segment);
         }
         let segment = self
             .segments
             .back_mut()
             .expect("a segment was just ensured");
-        segment.data.extend_from_slice(record);
+        segment.data.extend_from_slice(head);
+        segment.data.extend_from_slice(tail);
         segment.ends.push(segment.data.len() as u32);
-        self.bytes += record.len();
+        self.bytes += len;
         self.peak_bytes = self.peak_bytes.max(self.bytes);
     }
 
@@ -133,15 +141,16 @@ impl RecordQueue {
 
 /// Reads kernel records from the ring buffer.
 pub struct LiveSource {
-    ring: AsyncFd<RingBuf<MapData>>,
+    ring: AsyncFd<RingReader>,
     queue: RecordQueue,
 }
 
 impl LiveSource {
-    /// Wraps the ring buffer for async polling.
-    pub fn new(ring: RingBuf<MapData>) -> std::io::Result<Self> {
-        // SAFETY: the RingBuf owns its map fd and keeps it open for as long as the AsyncFd
-        // (which owns the RingBuf) lives.
+    /// Maps the ring buffer map (`EVENTS`) and wraps it for async polling.
+    pub fn new(ring: MapData) -> std::io::Result<Self> {
+        let ring = RingReader::new(ring)?;
+        // SAFETY: the reader owns its map fd and keeps it open for as long as the AsyncFd
+        // (which owns the reader) lives.
         let ring = unsafe { AsyncFd::register(ring) }?;
         Ok(Self {
             ring,
@@ -164,11 +173,14 @@ impl LiveSource {
 
     /// Moves every record the ring holds into the queue, until the queue is full.
     fn empty_ring(&mut self) {
-        let ring = self.ring.get_mut();
-        while self.queue.has_room() {
-            let Some(item) = ring.next() else { break };
-            self.queue.push(&item);
-        }
+        let queue = &mut self.queue;
+        self.ring.get_mut().read(|head, tail| {
+            if !queue.has_room() {
+                return false;
+            }
+            queue.push(head, tail);
+            true
+        });
     }
 
     /// Empties the ring into the queue, then decodes up to `max` queued records into `out`
@@ -216,22 +228,26 @@ mod tests {
             .map(|i| vec![(i % 251) as u8; 1 + (i as usize * 37) % 1500])
             .collect();
         for r in &records {
-            queue.push(r);
+            queue.push(r, &[]);
         }
         assert_eq!(queue.bytes(), records.iter().map(Vec::len).sum::<usize>());
         assert_eq!(drain_all(&mut queue), records);
         assert_eq!(queue.bytes(), 0);
-        // Reused segments start empty.
-        queue.push(b"again");
-        assert_eq!(drain_all(&mut queue), vec![b"again".to_vec()]);
+        // Reused segments start empty; a record in two parts (wrapped in the ring) is one.
+        queue.push(b"again", &[]);
+        queue.push(b"wrap", b"ped");
+        assert_eq!(
+            drain_all(&mut queue),
+            vec![b"again".to_vec(), b"wrapped".to_vec()]
+        );
     }
 
     #[test]
     fn a_full_queue_has_no_room_until_drained() {
         let mut queue = RecordQueue::new(10);
-        queue.push(b"12345678");
+        queue.push(b"12345678", &[]);
         assert!(queue.has_room());
-        queue.push(b"123");
+        queue.push(b"123", &[]);
         assert!(!queue.has_room());
         assert_eq!(queue.bytes(), 11);
         assert_eq!(drain_all(&mut queue).len(), 2);
@@ -243,8 +259,8 @@ mod tests {
     fn a_record_larger_than_a_segment_is_kept_whole() {
         let mut queue = RecordQueue::new(usize::MAX);
         let big = vec![7u8; super::SEGMENT_BYTES + 10];
-        queue.push(b"small");
-        queue.push(&big);
+        queue.push(b"small", &[]);
+        queue.push(&big, &[]);
         assert_eq!(drain_all(&mut queue), vec![b"small".to_vec(), big]);
     }
 }
