@@ -10,11 +10,14 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use nodeip_trace_common::{
-    counter, gai_flags, EventHeader, GetaddrinfoInflight, GetaddrinfoRecord, GAI_MAX_RESULTS,
-    KIND_GETADDRINFO, KIND_GETADDRINFO_ENTRY,
+    counter, gai_flags, AddrinfoEntry, EventHeader, GetaddrinfoInflight, GetaddrinfoRecord,
+    GAI_MAX_RESULTS, GETADDRINFO_FIXED_LEN, KIND_GETADDRINFO, KIND_GETADDRINFO_ENTRY,
 };
 
-use crate::{count, filter::traced, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT, GO_CGO_THREADS};
+use crate::{
+    count, filter::traced, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT, GAI_SCRATCH,
+    GO_CGO_THREADS,
+};
 
 /// x86-64 glibc/musl `struct addrinfo`.
 #[repr(C)]
@@ -73,7 +76,8 @@ pub fn getaddrinfo_return_musl(ctx: RetProbeContext) -> u32 {
 
 /// `getaddrinfo` return: copy the arguments and the result list, in order, to the ring buffer,
 /// naming the C library (`resolver`) whose getaddrinfo this program is attached to — one program
-/// per library rather than an attach cookie, which kernels before 5.15 lack.
+/// per library rather than an attach cookie, which kernels before 5.15 lack. The record is built
+/// in a per-CPU scratch and sent up to its last result.
 #[inline(always)]
 fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
@@ -82,11 +86,10 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
     };
     crate::decision::end(&GAI_INFLIGHT, pid_tgid);
     let _ = GAI_CONF_STATE.remove(pid_tgid);
-    let Some(mut entry) = EVENTS.reserve::<GetaddrinfoRecord>(0) else {
-        count(counter::GAI_RINGBUF_FULL, 1);
+    let Some(rec) = GAI_SCRATCH.get_ptr_mut(0) else {
         return 0;
     };
-    let rec = entry.as_mut_ptr();
+    let mut n: u32 = 0;
     unsafe {
         (*rec).header = header(KIND_GETADDRINFO, pid_tgid);
         (*rec).start_ns = inflight.start_ns;
@@ -131,7 +134,6 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
         if (*rec).ret == 0 && inflight.res != 0 {
             next = bpf_probe_read_user(inflight.res as *const u64).unwrap_or(0);
         }
-        let mut n: u32 = 0;
         for i in 0..GAI_MAX_RESULTS {
             if next == 0 {
                 break;
@@ -175,6 +177,22 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
         (*rec).count = n;
         (*rec).flags = flags;
     }
-    entry.submit(crate::submit_flags());
+    // `n` is at most GAI_MAX_RESULTS; the comparison keeps that visible to the verifier.
+    let n = if n as usize > GAI_MAX_RESULTS {
+        GAI_MAX_RESULTS
+    } else {
+        n as usize
+    };
+    let len = GETADDRINFO_FIXED_LEN + n * core::mem::size_of::<AddrinfoEntry>();
+    // SAFETY: the scratch value is a whole GetaddrinfoRecord, `len` bytes of it at most.
+    let bytes = unsafe {
+        core::slice::from_raw_parts(rec as *const u8, core::mem::size_of::<GetaddrinfoRecord>())
+    };
+    if EVENTS
+        .output::<[u8]>(&bytes[..len], crate::submit_flags())
+        .is_err()
+    {
+        count(counter::GAI_RINGBUF_FULL, 1);
+    }
     0
 }

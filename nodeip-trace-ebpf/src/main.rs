@@ -31,8 +31,8 @@ use aya_ebpf::{
     Global,
 };
 use nodeip_trace_common::{
-    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, GoHostRecord, GoLookupName,
-    GoSortRecord, KernelHandlerRecord, NetlinkInflight, NetlinkSocketCall,
+    counter, EventHeader, GaiSocketInflight, GetaddrinfoInflight, GetaddrinfoRecord, GoHostRecord,
+    GoLookupName, GoSortRecord, KernelHandlerRecord, NetlinkInflight, NetlinkSocketCall,
     NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
 };
 
@@ -93,6 +93,9 @@ static GO_HOSTS: LruHashMap<[u64; 2], GoHostRecord> = LruHashMap::with_max_entri
 /// Per-CPU scratch where a Go host lookup record is built.
 #[map]
 static GO_HOST_SCRATCH: PerCpuArray<GoHostRecord> = PerCpuArray::with_max_entries(1, 0);
+/// Per-CPU scratch where a getaddrinfo record is built (sent only up to its last result).
+#[map]
+static GAI_SCRATCH: PerCpuArray<GetaddrinfoRecord> = PerCpuArray::with_max_entries(1, 0);
 /// Per-CPU scratch where a Go sort record is built (too big for the eBPF stack).
 #[map]
 static GO_SCRATCH: PerCpuArray<GoSortRecord> = PerCpuArray::with_max_entries(1, 0);

@@ -93,6 +93,33 @@ fn read<T: Copy>(kind: u32, bytes: &[u8]) -> Result<T, RecordError> {
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
+/// A getaddrinfo record, which the kernel side sends only up to its `count` results: the
+/// results it left out read as zeros.
+fn read_getaddrinfo(bytes: &[u8]) -> Result<Box<GetaddrinfoRecord>, RecordError> {
+    let kind = common::KIND_GETADDRINFO;
+    let full = std::mem::size_of::<GetaddrinfoRecord>();
+    if bytes.len() >= full {
+        return Ok(Box::new(read(kind, bytes)?));
+    }
+    let short = |need| RecordError::Short {
+        kind,
+        got: bytes.len(),
+        need,
+    };
+    if bytes.len() < common::GETADDRINFO_FIXED_LEN {
+        return Err(short(common::GETADDRINFO_FIXED_LEN));
+    }
+    let mut whole = vec![0u8; full];
+    whole[..bytes.len()].copy_from_slice(bytes);
+    let record: GetaddrinfoRecord = read(kind, &whole)?;
+    let count = (record.count as usize).min(common::GAI_MAX_RESULTS);
+    let need = common::GETADDRINFO_FIXED_LEN + count * std::mem::size_of::<common::AddrinfoEntry>();
+    if bytes.len() < need {
+        return Err(short(need));
+    }
+    Ok(Box::new(record))
+}
+
 /// Decodes one ring-buffer record.
 pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
     let header: EventHeader = read(0, bytes)?;
@@ -100,7 +127,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
     Ok(match kind {
         common::KIND_GETADDRINFO_ENTRY => KernelRecord::GetaddrinfoEntry(header),
         common::KIND_UNKNOWN_NETLINK_SOCKET => KernelRecord::UnknownNetlinkSocket(header),
-        common::KIND_GETADDRINFO => KernelRecord::Getaddrinfo(Box::new(read(kind, bytes)?)),
+        common::KIND_GETADDRINFO => KernelRecord::Getaddrinfo(read_getaddrinfo(bytes)?),
         common::KIND_NETLINK_CHUNK => {
             let h: NetlinkChunkHeader = read(kind, bytes)?;
             let start = common::NETLINK_CHUNK_HEADER_LEN;
@@ -192,6 +219,35 @@ mod tests {
             }
             _ => panic!("wrong kind"),
         }
+    }
+
+    /// The kernel side sends a getaddrinfo record up to its last result; the rest reads as
+    /// zeros, and a record shorter than its count says is an error.
+    #[test]
+    fn a_getaddrinfo_record_ends_after_its_results() {
+        // SAFETY: GetaddrinfoRecord is plain integers and byte arrays; all zeros is a value.
+        let mut rec: GetaddrinfoRecord = unsafe { std::mem::zeroed() };
+        rec.header = header(common::KIND_GETADDRINFO);
+        rec.count = 2;
+        for (i, r) in rec.results.iter_mut().take(2).enumerate() {
+            r.family = 2;
+            r.addr[..4].copy_from_slice(&[127, 0, 0, 1 + i as u8]);
+        }
+        let full = record_bytes(&rec);
+        let entry = std::mem::size_of::<common::AddrinfoEntry>();
+        let sent = &full[..common::GETADDRINFO_FIXED_LEN + 2 * entry];
+        let Ok(KernelRecord::Getaddrinfo(got)) = parse_record(sent) else {
+            panic!("a record cut after its results is whole")
+        };
+        assert_eq!(record_bytes(got.as_ref()), full);
+        assert_eq!(
+            parse_record(&full[..common::GETADDRINFO_FIXED_LEN + entry]).err(),
+            Some(RecordError::Short {
+                kind: common::KIND_GETADDRINFO,
+                got: common::GETADDRINFO_FIXED_LEN + entry,
+                need: common::GETADDRINFO_FIXED_LEN + 2 * entry,
+            })
+        );
     }
 
     #[test]
