@@ -10,6 +10,7 @@ use crate::model::clock::WallClock;
 use crate::model::emitted::Emitted;
 use crate::model::event::{Event, EventBody, OLDEST_READABLE_SCHEMA, SCHEMA_VERSION};
 use crate::pipeline::Pipeline;
+use crate::probe::mapped_file::MappedFile;
 use crate::sink::text::TextTimelineSink;
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
 use crate::source::capture::{CaptureError, CaptureReader, CapturedFrame};
@@ -237,8 +238,13 @@ pub struct Known<'a> {
 /// the capture's first link dump ("dev lo", not "dev 1"). Reading stops quietly at a fault the
 /// second pass will report.
 pub fn link_names(input: impl Read) -> InterfaceNames {
+    link_names_read_by(CaptureReader::new(input))
+}
+
+/// [`link_names`] of what `reader` (just opened, or its error) reads.
+fn link_names_read_by<R: Read>(reader: Result<CaptureReader<R>, CaptureError>) -> InterfaceNames {
     let mut names = InterfaceNames::new();
-    let Ok(mut reader) = CaptureReader::new(input) else {
+    let Ok(mut reader) = reader else {
         return names;
     };
     let mut captured = CapturedFrame::default();
@@ -263,11 +269,23 @@ pub fn analyze_knowing(
     warn: &mut dyn FnMut(&AnalyzeWarning),
     progress: &mut dyn FnMut(u64),
 ) -> Result<AnalyzeSummary, OfflineError> {
+    analyze_read_by(path, CaptureReader::new(input), known, sink, warn, progress)
+}
+
+/// [`analyze_knowing`] of what `reader` (just opened, or its error) reads.
+fn analyze_read_by<R: Read>(
+    path: &Path,
+    reader: Result<CaptureReader<R>, CaptureError>,
+    known: &Known<'_>,
+    sink: &mut dyn EventSink,
+    warn: &mut dyn FnMut(&AnalyzeWarning),
+    progress: &mut dyn FnMut(u64),
+) -> Result<AnalyzeSummary, OfflineError> {
     let capture_error = |source| OfflineError::Capture {
         path: path.into(),
         source,
     };
-    let mut reader = CaptureReader::new(input).map_err(capture_error)?;
+    let mut reader = reader.map_err(capture_error)?;
     let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
     for (id, name) in known.genl_families {
         pipeline.netlink_decoder().learn_family(*id, name);
@@ -382,7 +400,9 @@ pub fn analyze(
 
 /// Analyzes the capture file at `path` into `sink` in two passes: the interface names of every
 /// link dump in it first ([`link_names`]), then [`analyze_knowing`] — so a route seen before the
-/// capture's first link dump still names its device.
+/// capture's first link dump still names its device. A regular file is mapped and both passes
+/// read the mapping (no copy of the file through `read`, none at all for the first pass); a
+/// file that cannot be mapped (a pipe, an empty file) is read twice.
 pub fn analyze_file(
     path: &Path,
     genl_families: &[(u16, String)],
@@ -396,12 +416,31 @@ pub fn analyze_file(
             source,
         })
     };
-    let interfaces = link_names(open()?);
+    let file = open()?;
+    if let Some(mapped) = mapped_capture(&file) {
+        let interfaces = link_names_read_by(CaptureReader::unbuffered(&mapped[..]));
+        let known = Known {
+            genl_families,
+            interfaces: &interfaces,
+        };
+        let reader = CaptureReader::unbuffered(&mapped[..]);
+        return analyze_read_by(path, reader, &known, sink, warn, progress);
+    }
+    let interfaces = link_names(file);
     let known = Known {
         genl_families,
         interfaces: &interfaces,
     };
     analyze_knowing(path, open()?, &known, sink, warn, progress)
+}
+
+/// The capture `file` mapped into memory, when it is a non-empty regular file that maps.
+fn mapped_capture(file: &std::fs::File) -> Option<MappedFile> {
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() == 0 {
+        return None;
+    }
+    MappedFile::map(file).ok()
 }
 
 /// The closing count of [`analyze`] on stderr, when there is something to say: how many frames

@@ -442,11 +442,25 @@ fn plausible_block(bytes: &[u8], endian: Endian) -> Option<(usize, Endian)> {
         .then_some((total as usize, endian))
 }
 
+/// Read buffer of a [`CaptureReader`] over a file or stream.
+const READ_BUFFER: usize = 64 * 1024;
+
 impl<R: Read> CaptureReader<R> {
     /// Reads the file header and returns a reader positioned at the first frame.
     pub fn new(input: R) -> Result<Self, CaptureError> {
+        Self::with_buffer(input, READ_BUFFER)
+    }
+
+    /// [`CaptureReader::new`] for input already in memory (a byte slice, a mapped file): read
+    /// from directly, without a read buffer's copy of every byte.
+    pub fn unbuffered(input: R) -> Result<Self, CaptureError> {
+        Self::with_buffer(input, 0)
+    }
+
+    /// [`CaptureReader::new`] with a read buffer of `capacity` bytes (0: none).
+    fn with_buffer(input: R, capacity: usize) -> Result<Self, CaptureError> {
         let mut reader = Self {
-            input: BufReader::with_capacity(64 * 1024, input),
+            input: BufReader::with_capacity(capacity, input),
             state: State::Pcapng {
                 endian: Endian::Little,
                 interfaces: Vec::new(),
