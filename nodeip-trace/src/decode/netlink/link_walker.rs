@@ -4,12 +4,12 @@
 //!
 //! The walker gives exactly what the crate's parse would give, or nothing: it follows the crate's
 //! attribute iteration (`NlasIterator`), checks each attribute the way the crate's
-//! `LinkAttribute` parser does (fixed-size numbers, UTF-8 names, the 32-byte `IFLA_MAP`), and
-//! hands every nested attribute the crate parses in depth (`IFLA_LINKINFO`, `IFLA_AF_SPEC`,
-//! `IFLA_XDP`, ...) to that same crate parser, one attribute at a time. Any irregularity — an
-//! attribute length the crate refuses, a number of the wrong size, a name that is not UTF-8, a
-//! nested attribute the crate rejects — ends the walk with `None`, and the caller decodes the
-//! body with the crate as before, errors and all.
+//! `LinkAttribute` parser does (fixed-size numbers, UTF-8 names, the 32-byte `IFLA_MAP`, the
+//! per-family lists of `IFLA_AF_SPEC`), and hands every other nested attribute the crate parses
+//! in depth (`IFLA_LINKINFO`, `IFLA_XDP`, ...) to that same crate parser, one attribute at a
+//! time. Any irregularity — an attribute length the crate refuses, a number of the wrong size, a
+//! name that is not UTF-8, a nested attribute the crate rejects — ends the walk with `None`, and
+//! the caller decodes the body with the crate as before, errors and all.
 use netlink_packet_core::{NlaBuffer, ParseableParametrized};
 use netlink_packet_route::link::{LinkAttribute, LinkLayerType, State};
 use netlink_packet_route::AddressFamily;
@@ -40,15 +40,25 @@ enum AttributeCheck {
     Utf8,
     /// At least [`LINK_MAP_LEN`] bytes.
     Map,
+    /// `IFLA_AF_SPEC` of an `AF_UNSPEC` message: per-family attributes, checked as the crate
+    /// parses them ([`af_spec_fits`]).
+    AfSpecUnspec,
     /// Parsed in depth by the crate: handed to its own parser.
     Crate,
 }
 
-/// The check the crate applies to attribute type `kind` (flag bits removed), as in
-/// netlink-packet-route 0.34's `LinkAttribute::parse_with_param`.
-fn attribute_check(kind: u16) -> AttributeCheck {
+/// The check the crate applies to attribute type `kind` (flag bits removed) of a message of
+/// `family`, as in netlink-packet-route 0.34's `LinkAttribute::parse_with_param`.
+fn attribute_check(kind: u16, family: AddressFamily) -> AttributeCheck {
     use AttributeCheck::*;
     match kind {
+        // IFLA_AF_SPEC: per-family attributes in AF_UNSPEC messages (the kernel's), the
+        // bridge's own list in AF_BRIDGE ones, bytes otherwise.
+        26 => match family {
+            AddressFamily::Unspec => AfSpecUnspec,
+            AddressFamily::Bridge => Crate,
+            _ => Any,
+        },
         // ADDRESS, BROADCAST, STATS, STATS64, PERM_ADDRESS (STATS and STATS64 are zero-filled
         // when short and cut when long: any length).
         1 | 2 | 7 | 23 | 54 => Any,
@@ -65,13 +75,82 @@ fn attribute_check(kind: u16) -> AttributeCheck {
             U32
         }
         14 => Map,
-        // WIRELESS, PROTINFO, LINKINFO, VFINFO_LIST, VF_PORTS, PORT_SELF, AF_SPEC,
-        // PHYS_PORT_ID, PHYS_SWITCH_ID, XDP, EVENT, PROP_LIST, PROTO_DOWN_REASON, DEVLINK_PORT,
-        // DPLL_PIN
-        11 | 12 | 18 | 22 | 24..=26 | 34 | 36 | 43 | 44 | 52 | 55 | 62 | 65 => Crate,
+        // WIRELESS, PROTINFO, LINKINFO, VFINFO_LIST, VF_PORTS, PORT_SELF, PHYS_PORT_ID,
+        // PHYS_SWITCH_ID, XDP, EVENT, PROP_LIST, PROTO_DOWN_REASON, DEVLINK_PORT, DPLL_PIN
+        11 | 12 | 18 | 22 | 24 | 25 | 34 | 36 | 43 | 44 | 52 | 55 | 62 | 65 => Crate,
         // Types the crate keeps as `Other` (COST, PRIORITY, WEIGHT, PAD, ALT_IFNAME, ...).
         _ => Any,
     }
+}
+
+/// One attribute as netlink-packet-core's `NlasIterator` reads it.
+struct CrateNla<'a> {
+    /// Its type, flag bits removed.
+    kind: u16,
+    /// Its value.
+    value: &'a [u8],
+    /// The buffer from its header to the end of the region (what the crate's parsers get).
+    rest: &'a [u8],
+}
+
+/// The attributes of `region` as `NlasIterator` walks them: each one, then `None` for the first
+/// one the crate refuses (fewer than 4 bytes left, a length below 4 or past the region), which
+/// fails the crate's parse of the whole list.
+fn crate_nlas(region: &[u8]) -> impl Iterator<Item = Option<CrateNla<'_>>> {
+    let (mut at, mut failed) = (0, false);
+    std::iter::from_fn(move || {
+        if failed || at >= region.len() {
+            return None;
+        }
+        let rest = &region[at..];
+        let len = read_u16(rest, 0).map_or(0, usize::from);
+        let Some(kind) = read_u16(rest, 2).filter(|_| len >= NLA_HEADER_LEN && len <= rest.len())
+        else {
+            failed = true;
+            return Some(None);
+        };
+        at += align4(len);
+        Some(Some(CrateNla {
+            kind: kind & NLA_TYPE_MASK,
+            value: &rest[NLA_HEADER_LEN..len],
+            rest,
+        }))
+    })
+}
+
+/// Whether the crate reads every attribute of `region` and `fits` says each one parses.
+fn all_fit(region: &[u8], fits: impl Fn(&CrateNla<'_>) -> bool) -> bool {
+    crate_nlas(region).all(|nla| nla.is_some_and(|nla| fits(&nla)))
+}
+
+/// [`all_fit`] for a nested list the crate opens with `NlaBuffer::new_checked` (which refuses
+/// fewer than 4 bytes, an empty list included).
+fn nested_fit(value: &[u8], fits: impl Fn(&CrateNla<'_>) -> bool) -> bool {
+    value.len() >= NLA_HEADER_LEN && all_fit(value, fits)
+}
+
+/// Whether the crate parses an `AF_UNSPEC` message's `IFLA_AF_SPEC` value: `AF_INET`'s list
+/// (`IFLA_INET_CONF` is zero-filled when short: any attribute parses), `AF_INET6`'s (fixed-size
+/// flags, token, address generation mode and RA MTU, a cache info of at least 16 bytes;
+/// configuration and statistics zero-filled), other families as bytes. `AF_MCTP` (45) is left
+/// to the crate.
+fn af_spec_fits(value: &[u8]) -> bool {
+    all_fit(value, |family| match family.kind {
+        2 => nested_fit(family.value, |_| true),
+        10 => nested_fit(family.value, |nla| match nla.kind {
+            // IFLA_INET6_FLAGS, IFLA_INET6_RA_MTU
+            1 | 9 => nla.value.len() == 4,
+            // IFLA_INET6_CACHEINFO
+            5 => nla.value.len() >= 16,
+            // IFLA_INET6_TOKEN
+            7 => nla.value.len() == 16,
+            // IFLA_INET6_ADDR_GEN_MODE
+            8 => nla.value.len() == 1,
+            _ => true,
+        }),
+        45 => false,
+        _ => true,
+    })
 }
 
 /// The string the crate reads from a name attribute: one trailing NUL dropped, UTF-8 or `None`.
@@ -92,22 +171,15 @@ pub(super) fn link_body(payload: &[u8]) -> Option<LinkBody> {
         u16::from(LinkLayerType::from(read_u16(header, 2)?)),
         read_u32(header, 8)?,
     );
-    let region = &payload[IFINFOMSG_LEN..];
-    let mut at = 0;
-    while at < region.len() {
-        let rest = &region[at..];
-        let len = usize::from(read_u16(rest, 0)?);
-        let kind = read_u16(rest, 2)? & NLA_TYPE_MASK;
-        if len < NLA_HEADER_LEN || len > rest.len() {
-            return None;
-        }
-        let value = &rest[NLA_HEADER_LEN..len];
-        let fits = match attribute_check(kind) {
+    for nla in crate_nlas(&payload[IFINFOMSG_LEN..]) {
+        let CrateNla { kind, value, rest } = nla?;
+        let fits = match attribute_check(kind, family) {
             AttributeCheck::Any => true,
             AttributeCheck::U8 => value.len() == 1,
             AttributeCheck::U32 => value.len() == 4,
             AttributeCheck::Utf8 => crate_string(value).is_some(),
             AttributeCheck::Map => value.len() >= LINK_MAP_LEN,
+            AttributeCheck::AfSpecUnspec => af_spec_fits(value),
             AttributeCheck::Crate => {
                 let buffer = NlaBuffer::new_checked(rest).ok()?;
                 let attribute = LinkAttribute::parse_with_param(&buffer, family).ok()?;
@@ -132,7 +204,6 @@ pub(super) fn link_body(payload: &[u8]) -> Option<LinkBody> {
             16 => body.operstate = Some(State::from(value[0]).to_string().into()),
             _ => {}
         }
-        at += align4(len);
     }
     Some(body)
 }

@@ -2,8 +2,8 @@
 //! real captures and over mangled copies of them (values, types and lengths rewritten, bodies
 //! cut), whenever the walker gives a record the crate gives the same one; and the real messages
 //! all take the walker.
-use super::attr;
 use super::captures::{read_nlmon, Xorshift, BUSYBOX, IPROUTE2};
+use super::{attr, nest};
 use crate::decode::netlink::attributes::{align4, read_u16, read_u32};
 use crate::decode::netlink::link_walker::link_body;
 use crate::decode::netlink::rtnetlink::link_body_by_crate;
@@ -35,18 +35,27 @@ fn captured_link_messages() -> Vec<(u16, Vec<u8>)> {
     found
 }
 
-/// Byte offsets of the attributes of a link payload (after the 16-byte `ifinfomsg`).
+/// Byte offsets of the attributes of a link payload (after the 16-byte `ifinfomsg`), and of
+/// those nested in `IFLA_AF_SPEC` (26) and its per-family lists.
 fn attribute_offsets(payload: &[u8]) -> Vec<usize> {
     let mut offsets = Vec::new();
-    let mut at = 16;
-    while let Some(len) = read_u16(payload, at) {
-        if len < 4 || at + usize::from(len) > payload.len() {
+    attributes_in(payload, 16, payload.len(), 0, &mut offsets);
+    offsets
+}
+
+/// The attribute offsets from `at` to `end` of `payload`, `depth` levels inside `IFLA_AF_SPEC`.
+fn attributes_in(payload: &[u8], mut at: usize, end: usize, depth: u8, out: &mut Vec<usize>) {
+    while let (Some(len), Some(kind)) = (read_u16(payload, at), read_u16(payload, at + 2)) {
+        let len = usize::from(len);
+        if len < 4 || at + len > end {
             break;
         }
-        offsets.push(at);
-        at += align4(len.into());
+        out.push(at);
+        if (depth == 0 && kind & 0x3fff == 26) || depth == 1 {
+            attributes_in(payload, at + 4, at + len, depth + 1, out);
+        }
+        at += align4(len);
     }
-    offsets
 }
 
 /// Whether the walker gave a record for `payload` (the test fails unless the crate gives the
@@ -117,7 +126,7 @@ fn mangled_link_messages_equal_the_crate_whenever_walked() {
             walked += usize::from(agrees(kind, variant));
         }
     }
-    assert!(total > 50_000, "{total}");
+    assert!(total > 100_000, "{total}");
     // Many mangled copies are still well-formed enough for the walker (46% when written).
     assert!(walked * 3 > total, "{walked} of {total}");
 }
@@ -143,4 +152,28 @@ fn every_attribute_type_and_size_equals_the_crate() {
             }
         }
     }
+}
+
+#[test]
+fn every_af_spec_family_attribute_and_size_equals_the_crate() {
+    let mut rng = Xorshift(0x5851_f42d_4c95_7f2d);
+    let mut walked = 0;
+    for family in [0u16, 2, 7, 10, 45, 99] {
+        for kind in 0..12u16 {
+            for len in (0..=20).chain([200, 300, 600]) {
+                let value: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                for message_family in [0u8, 7, 10] {
+                    let mut payload =
+                        vec![message_family, 0, 1, 0, 2, 0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 0];
+                    payload.extend(nest(26, &[nest(family, &[attr(kind, &value)])]));
+                    walked += usize::from(agrees(16, &payload));
+                    // The family's list empty, or the value given without a nested list.
+                    let mut bare = payload[..16].to_vec();
+                    bare.extend(nest(26, &[attr(family, &value[..len.min(3)])]));
+                    walked += usize::from(agrees(16, &bare));
+                }
+            }
+        }
+    }
+    assert!(walked > 1000, "{walked}");
 }
