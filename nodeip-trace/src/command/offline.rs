@@ -13,7 +13,7 @@ use crate::pipeline::Pipeline;
 use crate::probe::mapped_file::MappedFile;
 use crate::sink::text::TextTimelineSink;
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
-use crate::source::capture::{CaptureError, CaptureReader, CapturedFrame};
+use crate::source::capture::{CaptureError, CaptureReader, CapturedFrame, PrefetchedBytes};
 
 /// Errors of offline commands.
 #[derive(Debug, thiserror::Error)]
@@ -433,12 +433,13 @@ pub fn analyze_file(
     };
     let file = open()?;
     if let Some(mapped) = mapped_capture(&file) {
-        let interfaces = link_names_read_by(CaptureReader::unbuffered(&mapped[..]));
+        let interfaces =
+            link_names_read_by(CaptureReader::unbuffered(PrefetchedBytes::new(&mapped[..])));
         let known = Known {
             genl_families,
             interfaces: &interfaces,
         };
-        let reader = CaptureReader::unbuffered(&mapped[..]);
+        let reader = CaptureReader::unbuffered(PrefetchedBytes::new(&mapped[..]));
         return analyze_read_by(path, reader, &known, sink, warn, progress);
     }
     let interfaces = link_names(file);

@@ -58,8 +58,9 @@ fn read_everything_by<R: Read>(
     }
 }
 
-/// The unbuffered reader (over a mapped file) reads every fixture and every capture of the
-/// malformed corpus exactly as the buffered one: the same frames, problems and final error.
+/// The unbuffered reader (over a mapped file, prefetched or not) reads every fixture and every
+/// capture of the malformed corpus exactly as the buffered one: the same frames, problems and
+/// final error.
 #[test]
 fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -84,7 +85,33 @@ fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
             "{}",
             path.display()
         );
+        let prefetched =
+            read_everything_by(CaptureReader::unbuffered(PrefetchedBytes::new(&bytes[..])));
+        assert_eq!(
+            format!("{prefetched:?}"),
+            format!("{buffered:?}"),
+            "{}",
+            path.display()
+        );
     }
+}
+
+/// Prefetched bytes read as the bytes themselves, whatever the sizes asked for.
+#[test]
+fn prefetched_bytes_read_as_their_bytes() {
+    let bytes: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    let mut input = PrefetchedBytes::new(&bytes);
+    let (mut read, mut size) = (Vec::new(), 1usize);
+    loop {
+        let mut buf = vec![0; size];
+        let got = input.read(&mut buf).unwrap();
+        if got == 0 {
+            break;
+        }
+        read.extend_from_slice(&buf[..got]);
+        size = size * 7 % 9001 + 1;
+    }
+    assert_eq!(read, bytes);
 }
 
 /// Every frame read, and the error that ended reading; no problem on the way allowed.
