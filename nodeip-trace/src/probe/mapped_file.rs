@@ -8,6 +8,9 @@
 //! `MAP_PRIVATE` one included — so a private mapping shows any other tracer's (or this one's)
 //! probes as `0xCC` where the code has a `RET`. A shared read-only mapping is left alone by
 //! uprobes (`valid_vma` refuses `VM_MAYSHARE`) and shows the page cache: the file's bytes.
+//!
+//! `analyze` maps capture files the same way: both of its passes read the mapping, without
+//! `read` copying the file into the process twice.
 use std::fs::File;
 use std::ops::Deref;
 use std::os::fd::AsRawFd;

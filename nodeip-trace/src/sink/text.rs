@@ -164,10 +164,36 @@ fn summarise_runs(parts: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn opt(label: &str, v: &Option<String>) -> String {
-    v.as_deref()
-        .map(|v| format!(" {label} {v}"))
-        .unwrap_or_default()
+/// ` LABEL VALUE` when there is a value.
+fn write_opt(out: &mut impl Write, label: &str, v: Option<&str>) -> std::io::Result<()> {
+    match v {
+        Some(v) => write!(out, " {label} {v}"),
+        None => Ok(()),
+    }
+}
+
+/// Writes `items` with `write_item`, `separator` between them.
+fn write_joined<T>(
+    out: &mut dyn Write,
+    items: impl IntoIterator<Item = T>,
+    separator: &str,
+    mut write_item: impl FnMut(&mut dyn Write, T) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.write_all(separator.as_bytes())?;
+        }
+        write_item(out, item)?;
+    }
+    Ok(())
+}
+
+/// What `write` writes, as a string (the writers here write only strings).
+fn written(write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
+    let mut bytes = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = write(&mut bytes);
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// `RTM_GETROUTE` → `GETROUTE`: the timeline is already about netlink.
@@ -177,40 +203,45 @@ pub fn short_type(t: &str) -> &str {
 
 /// Summary of one IPVS command: `NEW_SERVICE TCP 10.0.0.1:80 rr → 10.0.0.2:80 masq w1`.
 pub fn ipvs_summary(c: &IpvsCommand) -> String {
-    let mut s = c
-        .cmd
-        .strip_prefix("IPVS_CMD_")
-        .unwrap_or(&c.cmd)
-        .to_string();
+    written(|out| write_ipvs_summary(out, c))
+}
+
+/// Writes [`ipvs_summary`].
+fn write_ipvs_summary(out: &mut (impl Write + ?Sized), c: &IpvsCommand) -> std::io::Result<()> {
+    out.write_all(c.cmd.strip_prefix("IPVS_CMD_").unwrap_or(&c.cmd).as_bytes())?;
     if let Some(svc) = &c.service {
         match (&svc.address, svc.port, svc.fwmark) {
-            (Some(a), Some(p), _) => s.push_str(&format!(
-                " {} {a}:{p}",
-                svc.protocol.as_deref().unwrap_or("?")
-            )),
-            (_, _, Some(m)) => s.push_str(&format!(" fwmark {m}")),
+            (Some(a), Some(p), _) => {
+                write!(out, " {} {a}:{p}", svc.protocol.as_deref().unwrap_or("?"))?
+            }
+            (_, _, Some(m)) => write!(out, " fwmark {m}")?,
             _ => {}
         }
         if let Some(sch) = svc.scheduler.as_deref().filter(|s| !s.is_empty()) {
-            s.push_str(&format!(" {sch}"));
+            write!(out, " {sch}")?;
         }
     }
     if let Some(d) = &c.dest {
         if let (Some(a), Some(p)) = (&d.address, d.port) {
-            s.push_str(&format!(" → {a}:{p}"));
+            write!(out, " → {a}:{p}")?;
         }
         if let Some(f) = &d.forwarding {
-            s.push_str(&format!(" {f}"));
+            write!(out, " {f}")?;
         }
         if let Some(w) = d.weight {
-            s.push_str(&format!(" w{w}"));
+            write!(out, " w{w}")?;
         }
     }
-    s
+    Ok(())
 }
 
 /// Summary of one netlink message: its type and the facts a person looks for.
 pub fn message_summary(m: &NetlinkMessage) -> String {
+    written(|out| write_message_summary(out, m))
+}
+
+/// Writes [`message_summary`].
+fn write_message_summary(out: &mut impl Write, m: &NetlinkMessage) -> std::io::Result<()> {
     let t = short_type(&m.header.type_name);
     let dump = if m.header.flags.iter().any(|f| f == "DUMP") {
         " DUMP"
@@ -218,138 +249,139 @@ pub fn message_summary(m: &NetlinkMessage) -> String {
         ""
     };
     match &m.body {
-        MessageBody::Error(e) if e.error == 0 => "ACK".into(),
-        MessageBody::Error(e) => format!(
-            "ERROR {} ({}){}{}",
-            e.errno,
-            e.text,
-            e.request
-                .as_ref()
-                .map(|r| format!(" to {}", short_type(&r.type_name)))
-                .unwrap_or_default(),
-            e.extack_msg
-                .as_deref()
-                .map(|x| format!(": \"{x}\""))
-                .unwrap_or_default()
-        ),
-        MessageBody::Done(_) => "DONE".into(),
-        MessageBody::Address(a) => match &a.local.clone().or(a.address.clone()) {
-            Some(addr) => format!(
-                "{t} {}: {addr}/{}{}{}",
-                a.ifname.clone().unwrap_or_else(|| a.index.to_string()),
-                a.prefix_len,
+        MessageBody::Error(e) if e.error == 0 => out.write_all(b"ACK"),
+        MessageBody::Error(e) => {
+            write!(out, "ERROR {} ({})", e.errno, e.text)?;
+            if let Some(r) = &e.request {
+                write!(out, " to {}", short_type(&r.type_name))?;
+            }
+            if let Some(x) = e.extack_msg.as_deref() {
+                write!(out, ": \"{x}\"")?;
+            }
+            Ok(())
+        }
+        MessageBody::Done(_) => out.write_all(b"DONE"),
+        MessageBody::Address(a) => match a.local.as_deref().or(a.address.as_deref()) {
+            Some(addr) => {
+                write!(out, "{t} ")?;
+                match &a.ifname {
+                    Some(name) => out.write_all(name.as_bytes())?,
+                    None => write!(out, "{}", a.index)?,
+                }
+                write!(out, ": {addr}/{}", a.prefix_len)?;
                 // Only the kernel's answers say which address is primary.
-                match (m.header.flags.iter().any(|f| f == "REQUEST"), a.secondary) {
+                let rank = match (m.header.flags.iter().any(|f| f == "REQUEST"), a.secondary) {
                     (true, _) => "",
                     (false, true) => " secondary",
                     (false, false) => " primary",
-                },
-                a.label
-                    .as_deref()
-                    .filter(|l| Some(*l) != a.ifname.as_deref())
-                    .map(|l| format!(" label {l}"))
-                    .unwrap_or_default()
-            ),
-            None => format!("{t}{dump} {}", a.family),
+                };
+                out.write_all(rank.as_bytes())?;
+                let label = a.label.as_deref();
+                write_opt(
+                    out,
+                    "label",
+                    label.filter(|l| Some(*l) != a.ifname.as_deref()),
+                )
+            }
+            None => write!(out, "{t}{dump} {}", a.family),
         },
         MessageBody::Route(r)
             if r.dst.is_some() || !dump.is_empty() || m.header.type_name != "RTM_GETROUTE" =>
         {
-            let dst = r
-                .dst
-                .as_deref()
-                .map(|d| format!("{d}/{}", r.dst_len))
-                .unwrap_or_else(|| "default".into());
+            let write_dst = |out: &mut dyn Write| match r.dst.as_deref() {
+                Some(d) => write!(out, "{d}/{}", r.dst_len),
+                None => out.write_all(b"default"),
+            };
             if m.header.type_name == "RTM_GETROUTE" {
-                format!(
-                    "{t}{dump} {}",
-                    if dump.is_empty() {
-                        dst.as_str()
-                    } else {
-                        &r.family
-                    }
-                )
+                write!(out, "{t}{dump} ")?;
+                if dump.is_empty() {
+                    write_dst(out)
+                } else {
+                    write!(out, "{}", r.family)
+                }
             } else {
-                format!(
-                    "{t} {} {dst} table {}{}{}{}",
-                    r.route_type,
-                    r.table,
-                    opt("dev", &r.oif_name.clone().or(r.oif.map(|i| i.to_string()))),
-                    opt("src", &r.prefsrc),
-                    opt("via", &r.gateway)
-                )
+                write!(out, "{t} {} ", r.route_type)?;
+                write_dst(out)?;
+                write!(out, " table {}", r.table)?;
+                match (&r.oif_name, r.oif) {
+                    (Some(name), _) => write!(out, " dev {name}")?,
+                    (None, Some(index)) => write!(out, " dev {index}")?,
+                    (None, None) => {}
+                }
+                write_opt(out, "src", r.prefsrc.as_deref())?;
+                write_opt(out, "via", r.gateway.as_deref())
             }
         }
-        MessageBody::Link(l) => format!(
-            "{t}{dump} {}{}",
-            l.ifname.clone().unwrap_or_else(|| l.index.to_string()),
-            l.info_kind
-                .as_deref()
-                .map(|k| format!(" ({k})"))
-                .unwrap_or_default()
-        ),
-        MessageBody::Nlctrl(n) => format!(
-            "nlctrl {}{}{}",
-            n.cmd.strip_prefix("CTRL_CMD_").unwrap_or(&n.cmd),
-            n.family_name
-                .as_deref()
-                .map(|f| format!(" {f}"))
-                .unwrap_or_default(),
-            n.family_id
-                .map(|id| format!(" id {id:#x}"))
-                .unwrap_or_default()
-        ),
-        MessageBody::Ipvs(c) => format!("IPVS {}", ipvs_summary(c)),
-        _ => format!("{t}{dump}"),
+        MessageBody::Link(l) => {
+            write!(out, "{t}{dump} ")?;
+            match &l.ifname {
+                Some(name) => out.write_all(name.as_bytes())?,
+                None => write!(out, "{}", l.index)?,
+            }
+            match l.info_kind.as_deref() {
+                Some(k) => write!(out, " ({k})"),
+                None => Ok(()),
+            }
+        }
+        MessageBody::Nlctrl(n) => {
+            let cmd = n.cmd.strip_prefix("CTRL_CMD_").unwrap_or(&n.cmd);
+            write!(out, "nlctrl {cmd}")?;
+            if let Some(f) = n.family_name.as_deref() {
+                write!(out, " {f}")?;
+            }
+            match n.family_id {
+                Some(id) => write!(out, " id {id:#x}"),
+                None => Ok(()),
+            }
+        }
+        MessageBody::Ipvs(c) => {
+            out.write_all(b"IPVS ")?;
+            write_ipvs_summary(out, c)
+        }
+        _ => write!(out, "{t}{dump}"),
     }
 }
 
 /// Addresses grouped by interface: `eth0 10.0.0.20/24 primary, 10.0.0.10/24 secondary; lo …`.
-fn render_addresses(addresses: &[AddressFact]) -> String {
-    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+fn write_addresses(out: &mut impl Write, addresses: &[AddressFact]) -> std::io::Result<()> {
+    let mut groups: Vec<(&str, Vec<&AddressFact>)> = Vec::new();
     for a in addresses {
-        // Only IPv4 has primary and secondary addresses.
-        let rank = match (a.address.contains(':'), a.secondary) {
-            (true, _) => "",
-            (false, true) => " secondary",
-            (false, false) => " primary",
-        };
-        let text = format!(
-            "{}/{}{rank}{}",
-            a.address,
-            a.prefix_len,
-            a.label
-                .as_deref()
-                .map(|l| format!(" label {l}"))
-                .unwrap_or_default()
-        );
         match groups.iter_mut().find(|(name, _)| *name == a.ifname) {
-            Some((_, list)) => list.push(text),
-            None => groups.push((&a.ifname, vec![text])),
+            Some((_, list)) => list.push(a),
+            None => groups.push((&a.ifname, vec![a])),
         }
     }
-    groups
-        .into_iter()
-        .map(|(name, list)| format!("{name} {}", list.join(", ")))
-        .collect::<Vec<_>>()
-        .join("; ")
+    write_joined(out, groups, "; ", |out, (name, list)| {
+        write!(out, "{name} ")?;
+        write_joined(out, list, ", ", |out, a| {
+            // Only IPv4 has primary and secondary addresses.
+            let rank = match (a.address.contains(':'), a.secondary) {
+                (true, _) => "",
+                (false, true) => " secondary",
+                (false, false) => " primary",
+            };
+            write!(out, "{}/{}{rank}", a.address, a.prefix_len)?;
+            match a.label.as_deref() {
+                Some(l) => write!(out, " label {l}"),
+                None => Ok(()),
+            }
+        })
+    })
 }
 
 /// One route: `local 10.0.0.10 table local dev eth0 src 10.0.0.20`.
-fn render_route(r: &RouteFact) -> String {
-    format!(
-        "{} {} table {}{}{}{}",
-        r.route_type,
-        r.dst,
-        r.table,
-        opt("dev", &r.dev),
-        opt("src", &r.src),
-        opt("via", &r.gateway)
-    )
+fn write_route(out: &mut (impl Write + ?Sized), r: &RouteFact) -> std::io::Result<()> {
+    write!(out, "{} {} table {}", r.route_type, r.dst, r.table)?;
+    for (label, value) in [("dev", &r.dev), ("src", &r.src), ("via", &r.gateway)] {
+        if let Some(v) = value {
+            write!(out, " {label} {v}")?;
+        }
+    }
+    Ok(())
 }
 
 /// A route dump: counts per table, and the local table as its set of local addresses.
-fn render_route_dump(routes: &[RouteFact]) -> String {
+fn write_route_dump(out: &mut impl Write, routes: &[RouteFact]) -> std::io::Result<()> {
     let mut per_table: Vec<(&str, usize)> = Vec::new();
     for r in routes {
         match per_table.iter_mut().find(|(t, _)| *t == r.table) {
@@ -357,120 +389,95 @@ fn render_route_dump(routes: &[RouteFact]) -> String {
             None => per_table.push((&r.table, 1)),
         }
     }
-    let mut text = per_table
-        .iter()
-        .map(|(t, n)| format!("{t} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let locals: Vec<String> = routes
-        .iter()
-        .filter(|r| r.route_type == "local")
-        .map(|r| {
-            format!(
-                "{}{}",
-                r.dst
-                    .strip_suffix("/32")
-                    .or(r.dst.strip_suffix("/128"))
-                    .unwrap_or(&r.dst),
-                opt("src", &r.src)
-            )
-        })
-        .collect();
-    if !locals.is_empty() {
-        text.push_str(&format!("; local addresses: {}", locals.join(", ")));
+    write_joined(out, per_table, ", ", |out, (t, n)| write!(out, "{t} {n}"))?;
+    let mut locals = routes.iter().filter(|r| r.route_type == "local").peekable();
+    if locals.peek().is_some() {
+        out.write_all(b"; local addresses: ")?;
+        write_joined(out, locals, ", ", |out, r| {
+            let dst = r.dst.strip_suffix("/32").or(r.dst.strip_suffix("/128"));
+            out.write_all(dst.unwrap_or(&r.dst).as_bytes())?;
+            match r.src.as_deref() {
+                Some(src) => write!(out, " src {src}"),
+                None => Ok(()),
+            }
+        })?;
     }
-    text
+    Ok(())
 }
 
 /// What the kernel answered, in one phrase.
 pub fn render_answer(c: &NetlinkConversation) -> String {
+    written(|out| write_answer(out, c))
+}
+
+/// `N thing(s): ` with the plural as `replies` says.
+fn write_count(out: &mut impl Write, n: usize, one: &str, many: &str) -> std::io::Result<()> {
+    write!(out, "{n} {}: ", if n == 1 { one } else { many })
+}
+
+/// Writes [`render_answer`].
+fn write_answer(out: &mut impl Write, c: &NetlinkConversation) -> std::io::Result<()> {
     let f = &c.facts;
-    let mut text = match (c.outcome, &c.error) {
-        (_, Some(e)) => format!(
-            "ERROR {}{}{}",
-            e.errno,
-            if e.text.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", e.text)
-            },
-            e.extack
-                .as_deref()
-                .map(|x| format!(": \"{x}\""))
-                .unwrap_or_default()
-        ),
-        (ConversationOutcome::NoReply, _) => "no reply seen".into(),
-        (ConversationOutcome::Ack, _) if c.replies == 0 => "ACK".into(),
-        _ if !f.addresses.is_empty() => format!(
-            "{} address{}: {}",
-            c.replies,
-            if c.replies == 1 { "" } else { "es" },
-            render_addresses(&f.addresses)
-        ),
-        _ if !f.routes.is_empty() && !c.dump => f
-            .routes
-            .iter()
-            .map(render_route)
-            .collect::<Vec<_>>()
-            .join("; "),
-        _ if !f.routes.is_empty() => format!(
-            "{} route{}: {}",
-            c.replies,
-            if c.replies == 1 { "" } else { "s" },
-            render_route_dump(&f.routes)
-        ),
-        _ if !f.links.is_empty() => format!(
-            "{} link{}: {}",
-            c.replies,
-            if c.replies == 1 { "" } else { "s" },
-            f.links
-                .iter()
-                .map(|l| l.ifname.clone().unwrap_or_else(|| l.index.to_string()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        _ if !f.ipvs.is_empty() => f
-            .ipvs
-            .iter()
-            .map(ipvs_summary)
-            .collect::<Vec<_>>()
-            .join("; "),
-        _ if !f.families.is_empty() => f
-            .families
-            .iter()
-            .map(|x| format!("family {} id {:#x}", x.name, x.id))
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ if c.replies == 0 => "nothing".into(),
-        _ => format!(
-            "{} repl{}: {}",
-            c.replies,
-            if c.replies == 1 { "y" } else { "ies" },
-            c.reply_types
-                .iter()
-                .map(|(t, n)| format!("{} ×{n}", short_type(t)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
+    let replies = c.replies as usize;
+    match (c.outcome, &c.error) {
+        (_, Some(e)) => {
+            write!(out, "ERROR {}", e.errno)?;
+            if !e.text.is_empty() {
+                write!(out, " ({})", e.text)?;
+            }
+            if let Some(x) = e.extack.as_deref() {
+                write!(out, ": \"{x}\"")?;
+            }
+        }
+        (ConversationOutcome::NoReply, _) => out.write_all(b"no reply seen")?,
+        (ConversationOutcome::Ack, _) if c.replies == 0 => out.write_all(b"ACK")?,
+        _ if !f.addresses.is_empty() => {
+            write_count(out, replies, "address", "addresses")?;
+            write_addresses(out, &f.addresses)?;
+        }
+        _ if !f.routes.is_empty() && !c.dump => {
+            write_joined(out, &f.routes, "; ", |out, r| write_route(out, r))?
+        }
+        _ if !f.routes.is_empty() => {
+            write_count(out, replies, "route", "routes")?;
+            write_route_dump(out, &f.routes)?;
+        }
+        _ if !f.links.is_empty() => {
+            write_count(out, replies, "link", "links")?;
+            write_joined(out, &f.links, ", ", |out, l| match &l.ifname {
+                Some(name) => out.write_all(name.as_bytes()),
+                None => write!(out, "{}", l.index),
+            })?;
+        }
+        _ if !f.ipvs.is_empty() => {
+            write_joined(out, &f.ipvs, "; ", |out, i| write_ipvs_summary(out, i))?
+        }
+        _ if !f.families.is_empty() => write_joined(out, &f.families, ", ", |out, x| {
+            write!(out, "family {} id {:#x}", x.name, x.id)
+        })?,
+        _ if c.replies == 0 => out.write_all(b"nothing")?,
+        _ => {
+            write_count(out, replies, "reply", "replies")?;
+            write_joined(out, &c.reply_types, ", ", |out, (t, n)| {
+                write!(out, "{} ×{n}", short_type(t))
+            })?;
+        }
+    }
     if f.omitted > 0 {
-        text.push_str(&format!(" (+{} more)", f.omitted));
+        write!(out, " (+{} more)", f.omitted)?;
     }
     if c.outcome == ConversationOutcome::Incomplete {
-        text.push_str(" (INCOMPLETE: the last reply was not seen)");
+        out.write_all(b" (INCOMPLETE: the last reply was not seen)")?;
     }
-    text
+    Ok(())
 }
 
 /// Writes one line per request: what was asked and what the kernel answered.
 fn write_conversation(out: &mut impl Write, c: &NetlinkConversation) -> std::io::Result<()> {
-    write!(
-        out,
-        "{} → {} ({:.3} ms)",
-        message_summary(&c.request),
-        render_answer(c),
-        c.duration_ns as f64 / 1e6
-    )
+    write_message_summary(out, &c.request)?;
+    out.write_all(" → ".as_bytes())?;
+    write_answer(out, c)?;
+    write!(out, " ({:.3} ms)", c.duration_ns as f64 / 1e6)
 }
 
 /// Writes one line per kernel handler call: function, hook, namespace, request, result.
@@ -531,15 +538,37 @@ pub fn render_event(e: &Event) -> String {
 /// attribution (plain nlmon: a process's first netlink socket usually has its pid as port id);
 /// `None` for events no process made.
 pub fn actor_label(e: &Event) -> Option<String> {
+    actor(e).map(|a| a.to_string())
+}
+
+/// Who made an event (see [`actor_label`]).
+enum Actor<'a> {
+    /// A netlink port id, for a capture without attribution.
+    Port(u32),
+    /// A process: command and pid.
+    Process(&'a str, u32),
+}
+
+impl std::fmt::Display for Actor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Actor::Port(port) => write!(f, "port[{port}]"),
+            Actor::Process(comm, pid) => write!(f, "{comm}[{pid}]"),
+        }
+    }
+}
+
+/// Who made `e` (see [`actor_label`]), without building its text.
+fn actor(e: &Event) -> Option<Actor<'_>> {
     let portid = match &e.body {
         EventBody::Netlink(n) => n.portid,
         EventBody::Conversation(c) => c.portid,
         _ => None,
     };
     match portid {
-        Some(port) if e.pid == 0 && e.comm.is_empty() => Some(format!("port[{port}]")),
+        Some(port) if e.pid == 0 && e.comm.is_empty() => Some(Actor::Port(port)),
         None if e.pid == 0 && e.comm.is_empty() => None,
-        _ => Some(format!("{}[{}]", e.comm, e.pid)),
+        _ => Some(Actor::Process(&e.comm, e.pid)),
     }
 }
 
@@ -553,8 +582,8 @@ pub fn render_event_body(e: &Event) -> String {
 
 /// Writes one event as a line (without indentation or newline) into `out`.
 pub fn write_event(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
-    write!(out, "{}", time_of_day(&e.ts))?;
-    if let Some(actor) = actor_label(e) {
+    out.write_all(time_of_day(&e.ts).as_bytes())?;
+    if let Some(actor) = actor(e) {
         write!(out, " {actor}")?;
         if let Some(c) = e
             .process

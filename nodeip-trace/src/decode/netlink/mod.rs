@@ -11,6 +11,7 @@ mod attributes;
 mod errno;
 mod genl;
 mod ipvs;
+mod link_walker;
 mod rtnetlink;
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,7 @@ use netlink_packet_route::{
 };
 
 use super::attributes::{bit_names, bit_names_in, link_layer_address, walk_attributes};
-use super::{address_family_name, DecodeError, NetlinkDecoder};
+use super::{address_family_name, link_walker, DecodeError, NetlinkDecoder};
 use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::{
@@ -194,6 +194,12 @@ pub(crate) fn decode(
         });
         return raw();
     }
+    if kind == ObjectKind::Link {
+        if let Some(body) = link_walker::link_body(payload) {
+            let other = other_attributes(kind, payload, offset, errors);
+            return link_message(decoder, type_id, body, other);
+        }
+    }
     let message = match RouteNetlinkMessage::parse_with_param(payload, type_id) {
         Ok(message) => message,
         Err(error) => {
@@ -205,22 +211,13 @@ pub(crate) fn decode(
             return raw();
         }
     };
-    let mut other_attributes = Vec::new();
-    for attribute in walk_attributes(&payload[header_len..], offset + header_len, errors) {
-        if !kind.shown_attributes().contains(&attribute.kind) {
-            other_attributes.push(attribute.to_raw());
-        }
-    }
+    let other_attributes = other_attributes(kind, payload, offset, errors);
     match message {
         RouteNetlinkMessage::NewLink(link)
         | RouteNetlinkMessage::DelLink(link)
         | RouteNetlinkMessage::GetLink(link)
         | RouteNetlinkMessage::SetLink(link) => {
-            let body = link_body(decoder, link, other_attributes);
-            if let (RTM_NEWLINK, Some(name)) = (type_id, &body.ifname) {
-                decoder.set_interface_name(body.index, name);
-            }
-            MessageBody::Link(Box::new(body))
+            link_message(decoder, type_id, link_body(link), other_attributes)
         }
         RouteNetlinkMessage::NewAddress(address)
         | RouteNetlinkMessage::DelAddress(address)
@@ -247,6 +244,33 @@ pub(crate) fn decode(
 }
 
 const RTM_NEWLINK: u16 = 16;
+
+/// The attributes of a well-formed body (`payload`, at `offset` in the buffer) that its record
+/// does not show, raw; a malformed attribute ends them and is pushed to `errors`.
+fn other_attributes(
+    kind: ObjectKind,
+    payload: &[u8],
+    offset: usize,
+    errors: &mut Vec<DecodeError>,
+) -> Vec<RawAttribute> {
+    let header_len = kind.header_len();
+    let region = &payload[header_len..];
+    // A link dump's body holds some thirty attributes of a few dozen bytes or more that its
+    // record does not show: room for them at once, not a list grown four times. Other bodies
+    // show most of theirs.
+    let room = if kind == ObjectKind::Link {
+        region.len() / 32
+    } else {
+        0
+    };
+    let mut other = Vec::with_capacity(room);
+    other.extend(
+        walk_attributes(region, offset + header_len, errors)
+            .filter(|attribute| !kind.shown_attributes().contains(&attribute.kind))
+            .map(|attribute| attribute.to_raw()),
+    );
+    other
+}
 
 /// `IFF_*` interface flags.
 const INTERFACE_FLAGS: &[(u32, &str)] = &[
@@ -461,44 +485,87 @@ fn route_address(address: &RouteAddress) -> String {
     }
 }
 
-fn link_body(decoder: &NetlinkDecoder, message: LinkMessage, other: Vec<RawAttribute>) -> LinkBody {
-    let header = message.header;
-    let flags = header.flags.bits();
-    let mut body = LinkBody {
-        family: address_family_name(u8::from(header.interface_family).into()),
-        index: header.index,
-        link_type: u16::from(header.link_layer_type),
+/// A link record with what the `ifinfomsg` header says (family, index, type, flags).
+pub(super) fn link_header_body(family: u8, index: u32, link_type: u16, flags: u32) -> LinkBody {
+    LinkBody {
+        family: address_family_name(family.into()),
+        index,
+        link_type,
         flags: bit_names(flags, INTERFACE_FLAGS),
         flags_raw: flags,
-        other_attributes: other,
         ..LinkBody::default()
-    };
-    for attribute in message.attributes {
-        match attribute {
-            LinkAttribute::IfName(name) => body.ifname = Some(name),
-            LinkAttribute::Mtu(mtu) => body.mtu = Some(mtu),
-            LinkAttribute::Address(bytes) => body.address = Some(link_layer_address(&bytes)),
-            LinkAttribute::Broadcast(bytes) => body.broadcast = Some(link_layer_address(&bytes)),
-            LinkAttribute::Controller(index) => body.master = Some(index),
-            LinkAttribute::Link(index) => body.link = Some(index),
-            LinkAttribute::OperState(state) => body.operstate = Some(state.to_string().into()),
-            LinkAttribute::LinkInfo(infos) => {
-                for info in infos {
-                    match info {
-                        LinkInfo::Kind(kind) => body.info_kind = Some(kind.to_string()),
-                        LinkInfo::Data(data) => set_tunnel_endpoints(&mut body, data),
-                        _ => {}
-                    }
+    }
+}
+
+/// Sets what one parsed link attribute shows in the record (a later one wins).
+pub(super) fn apply_link_attribute(body: &mut LinkBody, attribute: LinkAttribute) {
+    match attribute {
+        LinkAttribute::IfName(name) => body.ifname = Some(name),
+        LinkAttribute::Mtu(mtu) => body.mtu = Some(mtu),
+        LinkAttribute::Address(bytes) => body.address = Some(link_layer_address(&bytes)),
+        LinkAttribute::Broadcast(bytes) => body.broadcast = Some(link_layer_address(&bytes)),
+        LinkAttribute::Controller(index) => body.master = Some(index),
+        LinkAttribute::Link(index) => body.link = Some(index),
+        LinkAttribute::OperState(state) => body.operstate = Some(state.to_string().into()),
+        LinkAttribute::LinkInfo(infos) => {
+            for info in infos {
+                match info {
+                    LinkInfo::Kind(kind) => body.info_kind = Some(kind.to_string()),
+                    LinkInfo::Data(data) => set_tunnel_endpoints(body, data),
+                    _ => {}
                 }
             }
-            _ => {}
         }
+        _ => {}
     }
+}
+
+/// The link record of a message the crate parsed (without `other_attributes` and
+/// `master_name`).
+fn link_body(message: LinkMessage) -> LinkBody {
+    let header = message.header;
+    let mut body = link_header_body(
+        u8::from(header.interface_family),
+        header.index,
+        u16::from(header.link_layer_type),
+        header.flags.bits(),
+    );
+    for attribute in message.attributes {
+        apply_link_attribute(&mut body, attribute);
+    }
+    body
+}
+
+/// The link record netlink-packet-route's parse gives for an `RTM_*LINK` body (what
+/// [`super::link_walker::link_body`] must equal), `None` when the crate refuses it.
+#[cfg(test)]
+pub(super) fn link_body_by_crate(payload: &[u8], type_id: u16) -> Option<LinkBody> {
+    match RouteNetlinkMessage::parse_with_param(payload, type_id).ok()? {
+        RouteNetlinkMessage::NewLink(link)
+        | RouteNetlinkMessage::DelLink(link)
+        | RouteNetlinkMessage::GetLink(link)
+        | RouteNetlinkMessage::SetLink(link) => Some(link_body(link)),
+        _ => None,
+    }
+}
+
+/// A link message's body: its record completed with the attributes it does not show and its
+/// master's name; `RTM_NEWLINK` teaches the decoder the interface's name.
+fn link_message(
+    decoder: &mut NetlinkDecoder,
+    type_id: u16,
+    mut body: LinkBody,
+    other: Vec<RawAttribute>,
+) -> MessageBody {
+    body.other_attributes = other;
     body.master_name = body
         .master
         .and_then(|index| decoder.interface_name(index))
         .map(str::to_string);
-    body
+    if let (RTM_NEWLINK, Some(name)) = (type_id, &body.ifname) {
+        decoder.set_interface_name(body.index, name);
+    }
+    MessageBody::Link(Box::new(body))
 }
 
 /// Tunnel local/remote addresses from `IFLA_INFO_DATA` of ipip/sit/ip6tnl, gre and vxlan.

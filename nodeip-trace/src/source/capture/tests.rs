@@ -29,7 +29,14 @@ pub(crate) fn fixture(name: &str) -> Vec<u8> {
 pub(crate) fn read_everything(
     bytes: &[u8],
 ) -> (Vec<CapturedFrame>, Vec<CaptureError>, Option<CaptureError>) {
-    let mut reader = match CaptureReader::new(bytes) {
+    read_everything_by(CaptureReader::new(bytes))
+}
+
+/// [`read_everything`] of what `reader` (just opened, or its error) reads.
+fn read_everything_by<R: Read>(
+    reader: Result<CaptureReader<R>, CaptureError>,
+) -> (Vec<CapturedFrame>, Vec<CaptureError>, Option<CaptureError>) {
+    let mut reader = match reader {
         Ok(reader) => reader,
         Err(e) => return (Vec::new(), Vec::new(), Some(e)),
     };
@@ -49,6 +56,62 @@ pub(crate) fn read_everything(
             None => return (frames, problems, None),
         }
     }
+}
+
+/// The unbuffered reader (over a mapped file, prefetched or not) reads every fixture and every
+/// capture of the malformed corpus exactly as the buffered one: the same frames, problems and
+/// final error.
+#[test]
+fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut paths: Vec<PathBuf> = FIXTURES
+        .iter()
+        .map(|(name, _)| fixture_path(name))
+        .collect();
+    for entry in std::fs::read_dir(root.join("tests/malformed")).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.extension().is_some_and(|e| e == "jsonl" || e == "md") {
+            paths.push(path);
+        }
+    }
+    assert!(paths.len() > 40, "{}", paths.len());
+    for path in paths {
+        let bytes = std::fs::read(&path).unwrap();
+        let buffered = read_everything(&bytes);
+        let unbuffered = read_everything_by(CaptureReader::unbuffered(&bytes[..]));
+        assert_eq!(
+            format!("{unbuffered:?}"),
+            format!("{buffered:?}"),
+            "{}",
+            path.display()
+        );
+        let prefetched =
+            read_everything_by(CaptureReader::unbuffered(PrefetchedBytes::new(&bytes[..])));
+        assert_eq!(
+            format!("{prefetched:?}"),
+            format!("{buffered:?}"),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+/// Prefetched bytes read as the bytes themselves, whatever the sizes asked for.
+#[test]
+fn prefetched_bytes_read_as_their_bytes() {
+    let bytes: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    let mut input = PrefetchedBytes::new(&bytes);
+    let (mut read, mut size) = (Vec::new(), 1usize);
+    loop {
+        let mut buf = vec![0; size];
+        let got = input.read(&mut buf).unwrap();
+        if got == 0 {
+            break;
+        }
+        read.extend_from_slice(&buf[..got]);
+        size = size * 7 % 9001 + 1;
+    }
+    assert_eq!(read, bytes);
 }
 
 /// Every frame read, and the error that ended reading; no problem on the way allowed.

@@ -12,7 +12,7 @@ use crate::golden::{decoded_frames_json, DecodedFrame};
 use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 pub(super) const BUSYBOX: &str = "busybox-ip-ipvsadm-getent";
-const IPROUTE2: &str = "iproute2-secondary-ipvs";
+pub(super) const IPROUTE2: &str = "iproute2-secondary-ipvs";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -279,17 +279,17 @@ fn iproute2_capture_matches_golden_json() {
 }
 
 /// xorshift64: reproducible pseudo-random numbers without a dependency.
-struct Xorshift(u64);
+pub(super) struct Xorshift(pub(super) u64);
 
 impl Xorshift {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }

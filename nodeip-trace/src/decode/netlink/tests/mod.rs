@@ -1,9 +1,11 @@
 //! Tests of the netlink decoder: hand-built byte fixtures per message kind (`messages`), IPVS
 //! messages built the way libipvs builds them (`ipvs_messages`), and the real nlmon captures
-//! with golden JSON and a no-panic fuzz pass (`captures`). This file holds the tiny netlink
+//! with golden JSON and a no-panic fuzz pass (`captures`), and the own link attribute walker
+//! against netlink-packet-route over those captures and mangled copies (`link_walker`). This file holds the tiny netlink
 //! encoder the fixtures are written with.
 mod captures;
 mod ipvs_messages;
+mod link_walker;
 mod messages;
 
 /// One attribute: `len`, `type`, value, padding to 4 bytes.
