@@ -103,7 +103,10 @@ fn call_exit() {
     );
 }
 
-/// Copies `skb->data[..skb->len]` out as chunk records and a closing record.
+/// Copies `skb->data[..skb->len]` out as chunk records; the chunk that ends the datagram closes
+/// the call too (LAST with the totals), as at the syscall layer, and a separate closing record
+/// is sent only when that chunk could not be (a full ring buffer, more than
+/// `SOCKET_MAX_CHUNKS` chunks, an empty datagram).
 #[inline(always)]
 fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     let (Ok(data), Ok(len)) = (unsafe {
@@ -151,19 +154,28 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
                 .is_ok()
         };
         let out_len = if ok { n } else { 0 };
+        let closes = offset + n >= total;
         unsafe {
             (*hdr).offset = offset as u32;
             (*hdr).len = out_len as u32;
             (*hdr).flags =
                 chunk_flags::SOCKET_LAYER | if ok { 0 } else { chunk_flags::READ_FAILED };
+            (*hdr).total_len = 0;
         }
-        if EVENTS
+        if closes {
+            mark_last(hdr, total as u64, (captured + out_len) as u64);
+        }
+        let sent = EVENTS
             .output::<[u8]>(
                 &scratch[..NETLINK_CHUNK_HEADER_LEN + out_len],
                 crate::submit_flags(),
             )
-            .is_err()
-        {
+            .is_ok();
+        if closes && sent {
+            count_call_end(total as u64, (captured + out_len) as u64, dropped);
+            return;
+        }
+        if !sent {
             dropped = true;
         } else if ok {
             captured += n;
