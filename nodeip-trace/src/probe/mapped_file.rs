@@ -69,6 +69,23 @@ impl MappedFile {
     }
 }
 
+impl MappedFile {
+    /// Lets the pages wholly before byte `end` go from this process (`MADV_DONTNEED`): the
+    /// mapping is of a file and shared, so reading them again fetches the same bytes from the
+    /// page cache; the process's RSS stops counting what a front-to-back reader has passed.
+    pub fn release_before(&self, end: usize) {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let len = end.min(self.len) / page * page;
+        if len > 0 {
+            // SAFETY: the first `len` bytes of the mapping, page-aligned (mmap's start is); on a
+            // shared file mapping MADV_DONTNEED drops this process's page table entries only,
+            // and later reads see the file's bytes again — no borrow of the bytes changes.
+            unsafe { libc::madvise(self.ptr.as_ptr().cast(), len, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
 impl Deref for MappedFile {
     type Target = [u8];
 
@@ -98,6 +115,16 @@ mod tests {
     fn a_mapped_file_reads_as_its_bytes() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
         let mapped = MappedFile::open(Path::new("/proc/self/exe")).unwrap();
+        assert_eq!(&mapped[..], &exe[..]);
+    }
+
+    #[test]
+    fn released_pages_read_as_the_file_again() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let mapped = MappedFile::open(Path::new("/proc/self/exe")).unwrap();
+        assert_eq!(&mapped[..], &exe[..]);
+        mapped.release_before(exe.len() / 2);
+        mapped.release_before(usize::MAX);
         assert_eq!(&mapped[..], &exe[..]);
     }
 
