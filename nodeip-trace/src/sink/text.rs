@@ -201,12 +201,8 @@ pub fn short_type(t: &str) -> &str {
     t.strip_prefix("RTM_").unwrap_or(t)
 }
 
-/// Summary of one IPVS command: `NEW_SERVICE TCP 10.0.0.1:80 rr → 10.0.0.2:80 masq w1`.
-pub fn ipvs_summary(c: &IpvsCommand) -> String {
-    written(|out| write_ipvs_summary(out, c))
-}
-
-/// Writes [`ipvs_summary`].
+/// Writes the summary of one IPVS command: `NEW_SERVICE TCP 10.0.0.1:80 rr → 10.0.0.2:80 masq
+/// w1`.
 fn write_ipvs_summary(out: &mut (impl Write + ?Sized), c: &IpvsCommand) -> std::io::Result<()> {
     out.write_all(c.cmd.strip_prefix("IPVS_CMD_").unwrap_or(&c.cmd).as_bytes())?;
     if let Some(svc) = &c.service {
@@ -630,7 +626,10 @@ pub fn write_event_body(out: &mut impl Write, e: &Event) -> std::io::Result<()> 
                 e => write!(out, ": error {e}"),
             }
         }
-        EventBody::Ipvs(i) => write!(out, "IPVS {}", ipvs_summary(&i.command)),
+        EventBody::Ipvs(i) => {
+            out.write_all(b"IPVS ")?;
+            write_ipvs_summary(out, &i.command)
+        }
         EventBody::Extack(x) => write!(out, "kernel says: {}", x.message),
         EventBody::KernelHandler(k) => write_kernel_handler(out, k),
         EventBody::Lost(l) => write!(out, "LOST {} events: {:?}", l.lost, l.counts),
