@@ -15,7 +15,7 @@ use nodeip_trace_common::{
     counter, GaiConfRecord, GAI_CONF_CHUNK_LEN, GAI_CONF_PATH, KIND_GAI_CONF,
 };
 
-use crate::{count, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
+use crate::{count, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
 
 /// Where reading gai.conf stands on a thread.
 #[repr(C)]
@@ -36,7 +36,7 @@ fn emit(pid_tgid: u64, ret: i64, buf: u64) {
     };
     let rec = entry.as_mut_ptr();
     unsafe {
-        (*rec).header = header(KIND_GAI_CONF, pid_tgid);
+        write_header(&mut (*rec).header, KIND_GAI_CONF, pid_tgid);
         (*rec).ret = ret as i32;
         (*rec).len = 0;
         if buf != 0 && ret > 0 {

@@ -16,7 +16,8 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, header, CONNECT_INFLIGHT, EVENTS, GAI_INFLIGHT, GAI_SOCKET_INFLIGHT,
+    count, filter::traced, write_header, CONNECT_INFLIGHT, EVENTS, GAI_INFLIGHT,
+    GAI_SOCKET_INFLIGHT,
 };
 
 /// Entry of `connect(fd, addr, len)` / `getsockname(fd, addr, lenp)`: remember the arguments
@@ -73,7 +74,7 @@ pub fn gai_socket_exit(ctx: TracePointContext) -> u32 {
     };
     let rec = entry.as_mut_ptr();
     unsafe {
-        (*rec).header = header(KIND_GAI_SOCKET, pid_tgid);
+        write_header(&mut (*rec).header, KIND_GAI_SOCKET, pid_tgid);
         (*rec).call = inflight.call;
         (*rec).ret = ret as i32;
         (*rec).fd = inflight.fd;

@@ -15,7 +15,7 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT, GAI_SCRATCH,
+    count, filter::traced, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT, GAI_SCRATCH,
     GO_CGO_THREADS,
 };
 
@@ -54,7 +54,7 @@ pub fn getaddrinfo_entry(ctx: ProbeContext) -> u32 {
     // A small entry marker lets userspace group what the call does (netlink dumps, route
     // lookups) under it while it runs.
     if let Some(mut e) = EVENTS.reserve::<EventHeader>(0) {
-        e.write(header(KIND_GETADDRINFO_ENTRY, pid_tgid));
+        unsafe { write_header(e.as_mut_ptr(), KIND_GETADDRINFO_ENTRY, pid_tgid) };
         e.submit(crate::submit_flags());
     } else {
         count(counter::GAI_RINGBUF_FULL, 1);
@@ -91,7 +91,7 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
     };
     let mut n: u32 = 0;
     unsafe {
-        (*rec).header = header(KIND_GETADDRINFO, pid_tgid);
+        write_header(&mut (*rec).header, KIND_GETADDRINFO, pid_tgid);
         (*rec).start_ns = inflight.start_ns;
         (*rec).ret = ctx.ret::<i64>() as i32;
         (*rec).count = 0;

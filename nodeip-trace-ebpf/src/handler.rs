@@ -19,7 +19,7 @@ use nodeip_trace_common::{
     HANDLER_REQUEST_LEN, KIND_KERNEL_HANDLER,
 };
 
-use crate::{count, filter::traced, header, EVENTS, HANDLER_INFLIGHT, HANDLER_SCRATCH};
+use crate::{count, filter::traced, write_header, EVENTS, HANDLER_INFLIGHT, HANDLER_SCRATCH};
 
 /// Member offsets indexed by `handler_offset::*` (from the kernel's BTF).
 #[unsafe(no_mangle)]
@@ -83,7 +83,7 @@ fn handler_entry(function: u32, mode: u32, skb: u64, arg1: u64) {
         return;
     };
     let rec = unsafe { &mut *scratch };
-    rec.header = header(KIND_KERNEL_HANDLER, pid_tgid);
+    unsafe { write_header(&mut rec.header, KIND_KERNEL_HANDLER, pid_tgid) };
     rec.start_ns = rec.header.ts_ns;
     rec.function = function;
     rec.mode = mode;

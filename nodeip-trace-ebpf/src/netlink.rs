@@ -25,8 +25,8 @@ use nodeip_trace_common::{
 
 use crate::netlink_capture::{count_call_end, mark_last, offset, protocol_selected};
 use crate::{
-    count, filter::traced, header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS, NETLINK_FDS,
-    NETLINK_INFLIGHT, RAW_CHUNK_PROGRAMS, SCRATCH, SOCKET_INFLIGHT,
+    count, filter::traced, write_header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS,
+    NETLINK_FDS, NETLINK_INFLIGHT, RAW_CHUNK_PROGRAMS, SCRATCH, SOCKET_INFLIGHT,
 };
 
 /// 1 when `sock:sock_{send,recv}_length` are attached and confirm each socket's family.
@@ -135,7 +135,7 @@ fn sock_length(ctx: &TracePointContext) -> u32 {
             }
             count(counter::NETLINK_UNKNOWN_SOCKET, 1);
             if let Some(mut e) = EVENTS.reserve::<nodeip_trace_common::EventHeader>(0) {
-                e.write(header(KIND_UNKNOWN_NETLINK_SOCKET, pid_tgid));
+                unsafe { write_header(e.as_mut_ptr(), KIND_UNKNOWN_NETLINK_SOCKET, pid_tgid) };
                 e.submit(crate::submit_flags());
             } else {
                 count(counter::OTHER_RINGBUF_FULL, 1);
@@ -199,8 +199,13 @@ fn capture_call<C: EbpfContext>(
     };
     let hdr = unsafe { (*scratch).bytes.as_mut_ptr() } as *mut NetlinkChunkHeader;
     unsafe {
-        (*hdr).header = header(KIND_NETLINK_CHUNK, pid_tgid);
-        (*hdr).call_start_ns = inflight.start_ns;
+        let now = write_header(&mut (*hdr).header, KIND_NETLINK_CHUNK, pid_tgid);
+        // 0: the call is taken whole at its end (sock tracepoints), so it starts now.
+        (*hdr).call_start_ns = if inflight.start_ns == 0 {
+            now
+        } else {
+            inflight.start_ns
+        };
         (*hdr).fd = inflight.fd;
         (*hdr).protocol = inflight.protocol;
         (*hdr).syscall = inflight.syscall;
@@ -208,23 +213,16 @@ fn capture_call<C: EbpfContext>(
         (*hdr).total_len = 0;
     }
     // The iovec list: one entry for sendto/recvfrom, the msghdr's for sendmsg/recvmsg.
+    // Every count starts at zero (word stores; see `zero_words`).
+    unsafe { crate::zero_words(state) };
     let st = unsafe { &mut *state };
-    st.offset = 0;
-    st.captured = 0;
-    st.iov_index = 0;
-    st.iov_offset = 0;
-    st.wanted = 0;
-    st.dropped = 0;
     match inflight.syscall {
         syscall::SENDMSG | syscall::RECVMSG => {
             let m = unsafe { bpf_probe_read_user(inflight.buf as *const UserMsghdr) };
             st.iov_ptr = m.as_ref().map(|m| m.msg_iov).unwrap_or(0);
             st.iov_count = m.map(|m| m.msg_iovlen).unwrap_or(0);
-            st.single_base = 0;
-            st.single_len = 0;
         }
         _ => {
-            st.iov_ptr = 0;
             st.iov_count = 1;
             st.single_base = inflight.buf;
             st.single_len = inflight.size;
@@ -378,18 +376,39 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
 #[unsafe(no_mangle)]
 static TASK_PT_REGS: Global<u32> = Global::new(0);
 
-/// The current task's user registers as its syscall entry saved them (number in `orig_rax`,
-/// arguments in `rdi`, `rsi`, `rdx`, …), via `bpf_task_pt_regs` (kernel >= 5.15, needs BTF);
-/// `None` without that helper.
+/// The syscall number and first three arguments of the current task's syscall, as its entry
+/// saved them in `pt_regs` (`orig_rax`, `rdi`, `rsi`, `rdx`).
+#[repr(C)]
+pub struct SyscallArgs {
+    /// Third argument (`pt_regs.dx`).
+    pub rdx: u64,
+    /// Second argument (`pt_regs.si`).
+    pub rsi: u64,
+    /// First argument (`pt_regs.di`).
+    pub rdi: u64,
+    /// The syscall number (`pt_regs.orig_ax`).
+    pub orig_rax: u64,
+}
+
+/// The current task's syscall number and arguments ([`SyscallArgs`]) via `bpf_task_pt_regs`
+/// (kernel >= 5.15, needs BTF); `None` without that helper. Reads the 32 bytes it needs, not
+/// the whole `pt_regs` (three times per route get on the hot path).
 #[inline(always)]
-pub fn syscall_regs() -> Option<aya_ebpf::bindings::pt_regs> {
+pub fn syscall_regs() -> Option<SyscallArgs> {
     if TASK_PT_REGS.load() == 0 {
         return None;
     }
+    const AT: usize = core::mem::offset_of!(aya_ebpf::bindings::pt_regs, rdx);
+    const _: () = {
+        use aya_ebpf::bindings::pt_regs;
+        assert!(core::mem::offset_of!(pt_regs, rsi) == AT + 8);
+        assert!(core::mem::offset_of!(pt_regs, rdi) == AT + 16);
+        assert!(core::mem::offset_of!(pt_regs, orig_rax) == AT + 24);
+    };
     unsafe {
         let task = aya_ebpf::helpers::generated::bpf_get_current_task_btf();
-        let regs = aya_ebpf::helpers::generated::bpf_task_pt_regs(task);
-        aya_ebpf::helpers::bpf_probe_read_kernel(regs as *const aya_ebpf::bindings::pt_regs).ok()
+        let regs = aya_ebpf::helpers::generated::bpf_task_pt_regs(task) as *const u8;
+        aya_ebpf::helpers::bpf_probe_read_kernel(regs.wrapping_add(AT) as *const SyscallArgs).ok()
     }
 }
 
@@ -460,7 +479,7 @@ fn sock_capture<C: EbpfContext>(
         }
     };
     let inflight = NetlinkInflight {
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns: 0,
         buf: regs.rsi,
         size: regs.rdx,
         fd: regs.rdi as i32,

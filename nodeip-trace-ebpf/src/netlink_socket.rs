@@ -20,9 +20,8 @@ use nodeip_trace_common::{
 use crate::{
     count,
     filter::traced,
-    header,
     netlink_capture::{count_call_end, mark_last, offset, protocol_selected},
-    EVENTS, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
+    write_header, EVENTS, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
 };
 
 const MSG_PEEK: u64 = 2;
@@ -123,7 +122,7 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     let scratch = unsafe { &mut (*scratch).bytes };
     let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
     unsafe {
-        (*hdr).header = header(KIND_NETLINK_CHUNK, pid_tgid);
+        write_header(&mut (*hdr).header, KIND_NETLINK_CHUNK, pid_tgid);
         (*hdr).call_start_ns = call.start_ns;
         (*hdr).fd = -1;
         (*hdr).protocol = call.protocol;

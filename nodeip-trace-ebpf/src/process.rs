@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use nodeip_trace_common::{counter, ExecRecord, KIND_EXEC};
 
-use crate::{count, filter::traced, header, EVENTS, TRACED_TGIDS};
+use crate::{count, filter::traced, write_header, EVENTS, TRACED_TGIDS};
 
 /// Offset of `child_pid` in `sched:sched_process_fork` (from its format file).
 #[unsafe(no_mangle)]
@@ -87,7 +87,7 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     };
     let rec = entry.as_mut_ptr();
     unsafe {
-        (*rec).header = header(KIND_EXEC, pid_tgid);
+        write_header(&mut (*rec).header, KIND_EXEC, pid_tgid);
         (*rec)._pad = 0;
         (*rec).parent_comm = [0; 16];
         (*rec).ppid = parent_of_current(&mut (*rec).parent_comm);

@@ -21,7 +21,7 @@ use nodeip_trace_common::{
     KIND_ROUTE_LOOKUP6,
 };
 
-use crate::{count, decision::in_decision, filter::traced, header, EVENTS};
+use crate::{count, decision::in_decision, filter::traced, write_header, EVENTS};
 
 /// Offsets of `dport` in the `fib_table_lookup` and `fib6_table_lookup` records, from their
 /// format files (0: unknown).
@@ -64,7 +64,7 @@ fn copy_raw(ctx: &TracePointContext, kind: u32) -> u32 {
     };
     let rec = entry.as_mut_ptr();
     unsafe {
-        (*rec).header = header(kind, pid_tgid);
+        write_header(&mut (*rec).header, kind, pid_tgid);
         let src = (ctx.as_ptr() as *const u8).wrapping_add(8);
         if bpf_probe_read_kernel_buf(src, &mut (*rec).raw).is_err() {
             (*rec).raw = [0; nodeip_trace_common::TRACEPOINT_RAW_LEN];
@@ -116,32 +116,18 @@ fn start_lookup(
     };
     let rec = entry.as_mut_ptr();
     unsafe {
-        (*rec).header = header(kind, pid_tgid);
-        (*rec).table = 0;
-        (*rec).err = 0;
-        (*rec).route_type = 0;
-        (*rec).gw_family = 0;
-        (*rec).flags = 0;
-        (*rec)._pad = 0;
-        (*rec).src = [0; 16];
-        (*rec).dst = [0; 16];
-        (*rec).gw = [0; 16];
-        (*rec).dev = [0; 16];
+        crate::zero_words(rec);
+        write_header(&mut (*rec).header, kind, pid_tgid);
     }
     Some(entry)
 }
 
-/// Copies `N` bytes at `base + offset` into `dst`; false (and `dst` left as it was) when
-/// unreadable.
+/// Copies `N` bytes at `base + offset` into the start of `dst`, in place; false (and those
+/// bytes zeroed, as the helper leaves them) when unreadable.
 #[inline(always)]
 fn copy_field<const N: usize>(base: *const u8, offset: u32, dst: &mut [u8; 16]) -> bool {
-    let mut buf = [0u8; N];
-    let ok =
-        unsafe { bpf_probe_read_kernel_buf(base.wrapping_add(offset as usize), &mut buf) }.is_ok();
-    if ok {
-        dst[..N].copy_from_slice(&buf);
-    }
-    ok
+    const { assert!(N <= 16) };
+    unsafe { bpf_probe_read_kernel_buf(base.wrapping_add(offset as usize), &mut dst[..N]) }.is_ok()
 }
 
 /// Fills the next hop's device name and gateway from a `fib_nh_common` (may be NULL).
@@ -241,7 +227,7 @@ pub fn netlink_extack(ctx: TracePointContext) -> u32 {
     };
     let rec = entry.as_mut_ptr();
     unsafe {
-        (*rec).header = header(KIND_EXTACK, pid_tgid);
+        write_header(&mut (*rec).header, KIND_EXTACK, pid_tgid);
         (*rec).msg[0] = 0;
         let src = (ctx.as_ptr() as *const u8).wrapping_add((loc & 0xffff) as usize);
         if bpf_probe_read_kernel_str_bytes(src, &mut (*rec).msg).is_err() {

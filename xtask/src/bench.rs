@@ -288,6 +288,17 @@ struct Overhead {
     traced: Duration,
 }
 
+impl Overhead {
+    /// "untraced S s, traced S s" (the medians).
+    fn in_seconds(&self) -> String {
+        format!(
+            "untraced {:.3} s, traced {:.3} s",
+            self.untraced.as_secs_f64(),
+            self.traced.as_secs_f64()
+        )
+    }
+}
+
 /// `rounds` rounds of: `run` untraced, `start` a tracer, `run` twice traced, `stop` it, `run`
 /// untraced. Each round's ratio is its faster traced run over its faster untraced run.
 fn abba<T>(
@@ -331,6 +342,43 @@ fn hooks_alone(
         run,
         || Tracer::start(tool, dir, &["--comm", "no-such-comm"]),
         |t| t.stop().map(drop),
+    )
+}
+
+/// [`abba`] under a tracer stopped (SIGSTOP) through each traced run, its ring big enough to
+/// hold the run's records: the hooks and the records they write, without the consumer. The
+/// storm's ratio minus this one is what the consumer reading beside the traced process costs it.
+fn consumer_stopped(
+    rounds: usize,
+    mut run: impl FnMut() -> anyhow::Result<Duration>,
+    tool: &Path,
+    dir: &Path,
+) -> anyhow::Result<Overhead> {
+    let stopped = std::cell::Cell::new(None::<u32>);
+    let signal = |pid: u32, sig| {
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(pid as i32, sig) };
+    };
+    abba(
+        rounds,
+        || match stopped.get() {
+            Some(pid) => {
+                signal(pid, libc::SIGSTOP);
+                let took = run();
+                signal(pid, libc::SIGCONT);
+                took
+            }
+            None => run(),
+        },
+        || {
+            let tracer = Tracer::start(tool, dir, &["--ring-buffer-mib", "64"])?;
+            stopped.set(Some(tracer.pid));
+            Ok(tracer)
+        },
+        |tracer| {
+            stopped.set(None);
+            tracer.stop().map(drop)
+        },
     )
 }
 
@@ -499,7 +547,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         met: Some(ratio <= 1.25),
     });
     commands.push(format!(
-        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json > FILE (all processes; and with --comm no-such-comm); strace -f -o /dev/null ip -n NS -batch FILE",
+        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json > FILE (all processes; and with --comm no-such-comm; and with --ring-buffer-mib 64, SIGSTOPped through each traced run); strace -f -o /dev/null ip -n NS -batch FILE",
         sizes.route_gets
     ));
 
@@ -511,12 +559,20 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             "netlink storm, every record filtered in the kernel (--comm no-such-comm): probes without records or consumer, {} route gets",
             sizes.route_gets
         ),
-        format!(
-            "untraced {:.3} s, traced {:.3} s",
-            filtered.untraced.as_secs_f64(),
-            filtered.traced.as_secs_f64()
-        ),
+        filtered.in_seconds(),
         filtered.ratio,
+    ));
+
+    // 1c. The same storm with the records made but the consumer stopped: the kernel side of
+    // the records, apart from the consumer reading beside `ip`.
+    let without_consumer = consumer_stopped(sizes.rounds, &run_batch, &tool, &dir)?;
+    rows.push(Row::decomposition(
+        format!(
+            "netlink storm, records made but the tracer stopped (SIGSTOP) through each traced run, 64 MiB ring: probes and records without the consumer, {} route gets",
+            sizes.route_gets
+        ),
+        without_consumer.in_seconds(),
+        without_consumer.ratio,
     ));
 
     // 2 and 3. Non-netlink sendmsg and getaddrinfo storms (targets: issue 20's), each beside

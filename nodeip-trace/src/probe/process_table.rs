@@ -338,7 +338,13 @@ impl ProcessDirectory for ProcProcessDirectory {
     fn forget_exited(&mut self) -> Vec<u32> {
         let asked = std::mem::take(&mut self.asked);
         let root = &self.proc_root;
-        let kept = |pid: u32| asked.contains_key(&pid) || root.join(pid.to_string()).exists();
+        // Each pid's /proc entry is looked at once, though it may key both maps.
+        let mut alive = HashMap::new();
+        let mut kept = |pid: u32| {
+            *alive
+                .entry(pid)
+                .or_insert_with(|| asked.contains_key(&pid) || root.join(pid.to_string()).exists())
+        };
         let mut forgotten = Vec::new();
         self.facts.retain(|pid, _| {
             let keep = kept(*pid);
