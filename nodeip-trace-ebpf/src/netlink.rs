@@ -18,12 +18,11 @@ use aya_ebpf::{
     EbpfContext, Global,
 };
 use nodeip_trace_common::{
-    chunk_flags, counter, socket_offset, syscall, NetlinkChunkHeader, NetlinkInflight,
-    KIND_NETLINK_CHUNK, KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN,
-    NETLINK_MAX_IOV,
+    counter, socket_offset, syscall, NetlinkChunkHeader, NetlinkInflight, KIND_NETLINK_CHUNK,
+    KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN, NETLINK_MAX_IOV,
 };
 
-use crate::netlink_capture::{count_call_end, mark_last, offset, protocol_selected};
+use crate::netlink_capture::{close_call, offset, protocol_selected, send_chunk, ChunkSent};
 use crate::{
     count, filter::traced, write_header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS,
     NETLINK_FDS, NETLINK_INFLIGHT, RAW_CHUNK_PROGRAMS, SCRATCH, SOCKET_INFLIGHT,
@@ -236,29 +235,24 @@ fn capture_call<C: EbpfContext>(
     0
 }
 
-/// Emits the closing zero-length chunk that carries the call's totals.
+/// Closes the call with a zero-length record carrying its totals (see [`close_call`]).
 #[inline(always)]
 fn finish_call(st: &mut ChunkState, scratch: &mut [u8], hdr: *mut NetlinkChunkHeader) {
+    // A failed send's total is what it tried to send.
     let total = if st.total == u64::MAX {
         st.wanted
     } else {
         st.total
     };
-    unsafe {
-        (*hdr).offset = st.offset as u32;
-        (*hdr).len = 0;
-        (*hdr).flags = 0;
-    }
-    mark_last(hdr, total, st.captured);
-    let closed = EVENTS
-        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], crate::submit_flags())
-        .is_ok();
-    count_call_end(total, st.captured, st.dropped != 0);
-    // A lost closing record alone is not a lost call (userspace still has every byte and closes
-    // the call at shutdown, flagged as cut).
-    if st.dropped == 0 && !closed {
-        count(counter::OTHER_RINGBUF_FULL, 1);
-    }
+    close_call(
+        scratch,
+        hdr,
+        st.offset,
+        0,
+        total,
+        st.captured,
+        st.dropped != 0,
+    );
 }
 
 /// One chunk of the current call per invocation; tail-calls itself for the next one, so the
@@ -327,34 +321,22 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
             bpf_probe_read_user_buf((iov.base + st.iov_offset) as *const u8, &mut payload[..n])
                 .is_ok()
         };
-        let out_len = if ok { n } else { 0 };
-        // The chunk that ends a call of known length closes it too (LAST with the totals): one
-        // record per small message instead of a data record and a closing one.
-        let closes = st.total != u64::MAX && st.offset + n as u64 >= st.total;
-        let captured = st.captured + out_len as u64;
-        unsafe {
-            (*hdr).offset = st.offset as u32;
-            (*hdr).len = out_len as u32;
-            (*hdr).flags = if ok { 0 } else { chunk_flags::READ_FAILED };
-            (*hdr).total_len = 0;
-        }
-        if closes {
-            mark_last(hdr, st.total, captured);
-        }
-        let sent = EVENTS
-            .output::<[u8]>(
-                &scratch[..NETLINK_CHUNK_HEADER_LEN + out_len],
-                crate::submit_flags(),
-            )
-            .is_ok();
-        if closes && sent {
-            count_call_end(st.total, captured, st.dropped != 0);
-            return 0;
-        }
-        if !sent {
-            st.dropped = 1;
-        } else if ok {
-            st.captured += n as u64;
+        let sent = send_chunk(
+            scratch,
+            hdr,
+            st.offset,
+            n,
+            ok,
+            0,
+            st.total,
+            st.captured,
+            st.dropped != 0,
+        );
+        match sent {
+            ChunkSent::Closed => return 0,
+            ChunkSent::Lost => st.dropped = 1,
+            ChunkSent::Sent if ok => st.captured += n as u64,
+            ChunkSent::Sent => {}
         }
         st.wanted += n as u64;
         st.offset += n as u64;

@@ -20,8 +20,8 @@ use nodeip_trace_common::{
 use crate::{
     count,
     filter::traced,
-    netlink_capture::{count_call_end, mark_last, offset, protocol_selected},
-    write_header, EVENTS, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
+    netlink_capture::{close_call, offset, protocol_selected, send_chunk, ChunkSent},
+    write_header, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
 };
 
 const MSG_PEEK: u64 = 2;
@@ -152,49 +152,33 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
             bpf_probe_read_kernel_buf((data as usize + offset) as *const u8, &mut payload[..n])
                 .is_ok()
         };
-        let out_len = if ok { n } else { 0 };
-        let closes = offset + n >= total;
-        unsafe {
-            (*hdr).offset = offset as u32;
-            (*hdr).len = out_len as u32;
-            (*hdr).flags =
-                chunk_flags::SOCKET_LAYER | if ok { 0 } else { chunk_flags::READ_FAILED };
-            (*hdr).total_len = 0;
-        }
-        if closes {
-            mark_last(hdr, total as u64, (captured + out_len) as u64);
-        }
-        let sent = EVENTS
-            .output::<[u8]>(
-                &scratch[..NETLINK_CHUNK_HEADER_LEN + out_len],
-                crate::submit_flags(),
-            )
-            .is_ok();
-        if closes && sent {
-            count_call_end(total as u64, (captured + out_len) as u64, dropped);
-            return;
-        }
-        if !sent {
-            dropped = true;
-        } else if ok {
-            captured += n;
+        match send_chunk(
+            scratch,
+            hdr,
+            offset as u64,
+            n,
+            ok,
+            chunk_flags::SOCKET_LAYER,
+            total as u64,
+            captured as u64,
+            dropped,
+        ) {
+            ChunkSent::Closed => return,
+            ChunkSent::Lost => dropped = true,
+            ChunkSent::Sent if ok => captured += n,
+            ChunkSent::Sent => {}
         }
         offset += n;
     }
-    unsafe {
-        (*hdr).offset = offset as u32;
-        (*hdr).len = 0;
-        (*hdr).flags = chunk_flags::SOCKET_LAYER;
-    }
-    mark_last(hdr, total as u64, captured as u64);
-    let closed = EVENTS
-        .output::<[u8]>(&scratch[..NETLINK_CHUNK_HEADER_LEN], crate::submit_flags())
-        .is_ok();
-    count_call_end(total as u64, captured as u64, dropped);
-    // A lost closing record alone is not a lost call (see netlink.rs).
-    if !dropped && !closed {
-        count(counter::OTHER_RINGBUF_FULL, 1);
-    }
+    close_call(
+        scratch,
+        hdr,
+        offset as u64,
+        chunk_flags::SOCKET_LAYER,
+        total as u64,
+        captured as u64,
+        dropped,
+    );
 }
 
 /// `netlink_sendmsg(sock, msg, len)` entry (fentry).
