@@ -248,6 +248,12 @@ struct TraceArgs {
     /// Ring-buffer size in MiB (a power of two); raise it if `lost` reports a full ring buffer.
     #[arg(long, value_name = "MIB", default_value_t = nodeip_trace::probe::loader::DEFAULT_RING_BUFFER_MIB)]
     ring_buffer_mib: u32,
+    /// When a burst outruns the consumer, records beyond its 28 MiB in-memory queue wait in an
+    /// unnamed file in $TMPDIR (default /tmp; gone when the tracer exits), up to this many MiB,
+    /// and are read back in order: memory stays bounded and nothing is lost. 0: no file; records
+    /// then wait in the ring buffer, and what it cannot take is counted as lost.
+    #[arg(long, value_name = "MIB", default_value_t = nodeip_trace::source::live::DEFAULT_SPILL_MIB)]
+    spill_mib: u64,
     /// Also write an nlmon-compatible pcap (link type 253) for Wireshark; `-` streams to stdout
     /// (`nodeip-trace trace --pcap - | wireshark -k -i -`).
     #[arg(long, value_name = "FILE")]
@@ -441,6 +447,10 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         genl_families: genl_families(&a.genl)?,
         process_filter,
         max_output_bytes: a.max_output_mib.map(|m| m << 20),
+        spill: (a.spill_mib > 0).then(|| nodeip_trace::source::live::SpillConfig {
+            dir: std::env::temp_dir(),
+            max_bytes: a.spill_mib << 20,
+        }),
     })
 }
 

@@ -26,7 +26,7 @@ use crate::probe::{tracefs, ProbeError};
 use crate::sink::json::JsonLinesSink;
 use crate::sink::limit::{CountingWriter, LimitedRecords, SizeLimitedSink};
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
-use crate::source::live::LiveSource;
+use crate::source::live::{LiveSource, RecordQueue, SpillConfig};
 
 /// Options of a trace run (validated by the CLI).
 #[derive(Clone, Debug)]
@@ -62,6 +62,36 @@ pub struct TraceOptions {
     /// Called once start-up is over (probes attached, outputs open), before the first record is
     /// read: the binary sets its allocator's steady-state policy here.
     pub on_running: Option<fn()>,
+    /// Where records beyond the in-memory queue wait (`--spill-mib`; `None`: in the ring).
+    pub spill: Option<SpillConfig>,
+}
+
+/// What the end-of-run line says of the spill: how much of a burst waited in the file, and
+/// whether the file failed (then records beyond the queue waited in the ring instead).
+fn spill_summary(queue: &RecordQueue, spill: Option<&SpillConfig>) -> String {
+    use std::fmt::Write as _;
+    let Some(spill) = spill else {
+        return String::new();
+    };
+    let mut said = String::new();
+    if queue.spill_peak_bytes() > 0 {
+        let _ = write!(
+            said,
+            "; spilled at most {:.1} MiB to a file in {} (of {})",
+            queue.spill_peak_bytes() as f64 / (1 << 20) as f64,
+            spill.dir.display(),
+            spill.max_bytes >> 20
+        );
+    }
+    if let Some(e) = queue.spill_failure() {
+        let _ = write!(
+            said,
+            "; the spill file in {} failed ({e}): records beyond the queue waited in the ring \
+             (set TMPDIR to a writable directory, or --spill-mib 0 to not try)",
+            spill.dir.display()
+        );
+    }
+    said
 }
 
 /// Whether `item` passes the attribution filter (events not made by a process always do).
@@ -681,9 +711,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         }
     }
     let mut source =
-        LiveSource::new(tracer.take_ring_buffer()?).map_err(|source| TraceError::Io {
-            what: "polling the ring buffer",
-            source,
+        LiveSource::new(tracer.take_ring_buffer()?, opts.spill.clone()).map_err(|source| {
+            TraceError::Io {
+                what: "polling the ring buffer",
+                source,
+            }
         })?;
     let clock = WallClock::now();
     let routes = match tracefs::find() {
@@ -1003,6 +1035,12 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             .insert("output_limit_records_dropped".into(), most);
         lost.lost += most;
     }
+    let queue = source.queue();
+    if queue.spill_lost() > 0 {
+        lost.counts
+            .insert("record_queue_spill_unreadable".into(), queue.spill_lost());
+        lost.lost += queue.spill_lost();
+    }
     let lost_total = lost.lost;
     if !lost.counts.is_empty() {
         sinks.write(&Emitted::Event(Box::new(meta_event(
@@ -1022,14 +1060,15 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let total: u64 = summary.events.values().sum();
     let _ = writeln!(
         std::io::stderr(),
-        "nodeip-trace: {total} events, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}",
+        "nodeip-trace: {total} events, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}{}",
         if lost.counts.is_empty() {
             String::new()
         } else {
             format!(" ({:?})", lost.counts)
         },
-        source.queue_peak_bytes() as f64 / (1 << 20) as f64,
+        queue.peak_bytes() as f64 / (1 << 20) as f64,
         crate::source::live::QUEUE_MAX_BYTES >> 20,
+        spill_summary(queue, opts.spill.as_ref()),
         if failures.is_empty() {
             String::new()
         } else {

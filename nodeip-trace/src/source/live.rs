@@ -4,17 +4,22 @@
 //! the ring holds into an in-memory [`RecordQueue`] (a copy, ≈ 0.1 µs a record), then decodes a
 //! batch from the queue's front. The consumer's decoding, correlating and writing therefore run
 //! behind a queue that empties the ring between batches, and a burst the consumer cannot keep up
-//! with waits in the queue instead of overflowing the ring. The queue is bounded by bytes: when
-//! it is full, records stay in the ring, and what the ring then cannot take is counted by the
-//! kernel side's loss counters per kind exactly as without the queue.
+//! with waits in the queue instead of overflowing the ring. The queue's memory is bounded by
+//! bytes; beyond it, records go to a [`spill::SpillFile`] (an unnamed file, bounded too) and come
+//! back from it in order. When both are full (or there is no spill), records stay in the ring,
+//! and what the ring then cannot take is counted by the kernel side's loss counters per kind
+//! exactly as without the queue.
 use std::collections::VecDeque;
+use std::path::PathBuf;
 
 use aya::maps::MapData;
 use tokio::io::unix::AsyncFd;
 
 mod ring;
+mod spill;
 
 use ring::RingReader;
+use spill::SpillFile;
 
 use crate::decode::record::{parse_record, KernelRecord, RecordError};
 
@@ -34,15 +39,41 @@ const SEGMENT_BYTES: usize = 1 << 20;
 /// memory goes back to the system after it).
 const SPARE_SEGMENTS: usize = 4;
 
-/// Raw ring-buffer records in arrival order, in segments of about [`SEGMENT_BYTES`].
+/// Default bound of the spill file, in MiB (`--spill-mib`).
+pub const DEFAULT_SPILL_MIB: u64 = 512;
+
+/// Bytes of records brought back from the spill into memory at a time (into an empty memory,
+/// so within its bound when that is larger).
+const READ_BACK_BYTES: usize = 4 * SEGMENT_BYTES;
+
+/// Where records beyond the queue's memory go: a directory for the spill file, and its bound.
+#[derive(Clone, Debug)]
+pub struct SpillConfig {
+    /// Directory of the unnamed spill file.
+    pub dir: PathBuf,
+    /// Framed bytes the spill holds at most.
+    pub max_bytes: u64,
+}
+
+/// Raw ring-buffer records in arrival order, in segments of about [`SEGMENT_BYTES`] in memory,
+/// and beyond the memory bound in a spill file.
 pub struct RecordQueue {
     segments: VecDeque<Segment>,
     spare: Vec<Segment>,
-    /// Record bytes held.
+    /// Record bytes held in memory.
     bytes: usize,
-    /// The most record bytes held at once.
+    /// The most record bytes held in memory at once.
     peak_bytes: usize,
     max_bytes: usize,
+    /// Where records beyond `max_bytes` may go (`None`: nowhere, they stay in the ring).
+    spill_config: Option<SpillConfig>,
+    /// The spill file, made at the first record that needs it. Records in it are newer than
+    /// those in memory: while it holds any, every new record goes there too.
+    spill: Option<SpillFile>,
+    /// The first spill failure; the spill takes no record after it.
+    spill_failure: Option<std::io::Error>,
+    /// Records that could not be read back from the spill (lost).
+    spill_lost: u64,
 }
 
 /// Records stored back to back, `ends[i]` the end of record `i` in `data` (`u32`: a segment is
@@ -64,26 +95,78 @@ impl Segment {
 }
 
 impl RecordQueue {
-    /// An empty queue that holds at most `max_bytes` of record data.
-    pub fn new(max_bytes: usize) -> Self {
+    /// An empty queue that holds at most `max_bytes` of record data in memory, and beyond that
+    /// spills as `spill` says (`None`: never).
+    pub fn new(max_bytes: usize, spill: Option<SpillConfig>) -> Self {
         Self {
             segments: VecDeque::new(),
             spare: Vec::new(),
             bytes: 0,
             peak_bytes: 0,
             max_bytes,
+            spill_config: spill,
+            spill: None,
+            spill_failure: None,
+            spill_lost: 0,
         }
     }
 
-    /// Whether the queue is below its bound (then it takes one more record, of any size).
-    pub fn has_room(&self) -> bool {
-        self.bytes < self.max_bytes
+    /// Whether records are waiting in the spill file.
+    fn spilling(&self) -> bool {
+        self.spill.as_ref().is_some_and(|s| !s.is_empty())
     }
 
-    /// Appends a copy of a record given in two parts, `head` then `tail` (a record that wraps
-    /// past the ring's end; `tail` is empty otherwise). Callers check [`Self::has_room`] first:
-    /// the bound is passed by at most one record.
-    pub fn push(&mut self, head: &[u8], tail: &[u8]) {
+    /// Whether the spill may take one more record.
+    fn spill_has_room(&self) -> bool {
+        match (&self.spill_config, &self.spill_failure) {
+            (Some(config), None) => self
+                .spill
+                .as_ref()
+                .is_none_or(|s| s.held() < config.max_bytes),
+            _ => false,
+        }
+    }
+
+    /// Takes a copy of a record given in two parts, `head` then `tail` (a record that wraps past
+    /// the ring's end; `tail` is empty otherwise): in memory below the bound (passed by at most
+    /// one record), else in the spill. False when neither can take it (it stays in the ring).
+    pub fn push(&mut self, head: &[u8], tail: &[u8]) -> bool {
+        if self.spilling() || self.bytes >= self.max_bytes {
+            // Memory may have room again while the spill still holds records: those are older,
+            // so the new one goes behind them.
+            return self.spill_has_room() && self.push_to_spill(head, tail);
+        }
+        self.push_to_memory(head, tail);
+        true
+    }
+
+    /// Appends a record to the spill, making the file first if needed; a failure is kept
+    /// (reported by [`Self::spill_failure`]) and stops the spill from taking records.
+    fn push_to_spill(&mut self, head: &[u8], tail: &[u8]) -> bool {
+        let Some(config) = &self.spill_config else {
+            return false;
+        };
+        if self.spill.is_none() {
+            match SpillFile::create(&config.dir) {
+                Ok(file) => self.spill = Some(file),
+                Err(e) => {
+                    self.spill_failure = Some(e);
+                    return false;
+                }
+            }
+        }
+        let spill = self.spill.as_mut().expect("the spill file was just made");
+        match spill.append(head, tail) {
+            Ok(()) => true,
+            Err(e) => {
+                self.spill_failure = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Appends a record in memory.
+    fn push_to_memory(&mut self, head: &[u8], tail: &[u8]) {
         let len = head.len() + tail.len();
         let room = self
             .segments
@@ -107,6 +190,9 @@ impl RecordQueue {
 
     /// Hands the oldest record to `take`, then forgets it; false when the queue is empty.
     pub fn pop_with(&mut self, take: impl FnOnce(&[u8])) -> bool {
+        if self.segments.is_empty() && self.spilling() {
+            self.read_back_spill();
+        }
         let Some(segment) = self.segments.front_mut() else {
             return false;
         };
@@ -128,14 +214,55 @@ impl RecordQueue {
         true
     }
 
-    /// Record bytes held now.
+    /// Brings the spill's oldest records back into memory (memory is empty). A file that
+    /// cannot be read loses what it held: counted in [`Self::spill_lost`].
+    fn read_back_spill(&mut self) {
+        let Some(mut spill) = self.spill.take() else {
+            return;
+        };
+        let mut back = 0u64;
+        let read = spill.read_back(READ_BACK_BYTES.min(self.max_bytes), |record| {
+            self.push_to_memory(record, &[]);
+            back += 1;
+        });
+        if let Err(e) = read {
+            if back == 0 {
+                // Nothing comes back any more: what it holds is lost (its records' count is
+                // not known without reading it; each is at least a header).
+                self.spill_lost += spill
+                    .held()
+                    .div_ceil(nodeip_trace_common::EVENT_HEADER_LEN as u64);
+                self.spill_failure.get_or_insert(e);
+                return;
+            }
+        }
+        self.spill = Some(spill);
+    }
+
+    /// Record bytes held in memory now.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
-    /// The most record bytes held at once so far.
+    /// The most record bytes held in memory at once so far.
     pub fn peak_bytes(&self) -> usize {
         self.peak_bytes
+    }
+
+    /// The most bytes the spill file held at once so far (0: never used).
+    pub fn spill_peak_bytes(&self) -> u64 {
+        self.spill.as_ref().map_or(0, SpillFile::peak)
+    }
+
+    /// Why the spill stopped taking records, if it did.
+    pub fn spill_failure(&self) -> Option<&std::io::Error> {
+        self.spill_failure.as_ref()
+    }
+
+    /// Records (at most; counted by their bytes when the file could not be read at all) lost
+    /// because the spill could not give them back.
+    pub fn spill_lost(&self) -> u64 {
+        self.spill_lost
     }
 }
 
@@ -146,22 +273,22 @@ pub struct LiveSource {
 }
 
 impl LiveSource {
-    /// Maps the ring buffer map (`EVENTS`) and wraps it for async polling.
-    pub fn new(ring: MapData) -> std::io::Result<Self> {
+    /// Maps the ring buffer map (`EVENTS`) and wraps it for async polling; records beyond the
+    /// queue's memory go where `spill` says (`None`: they wait in the ring).
+    pub fn new(ring: MapData, spill: Option<SpillConfig>) -> std::io::Result<Self> {
         let ring = RingReader::new(ring)?;
         // SAFETY: the reader owns its map fd and keeps it open for as long as the AsyncFd
         // (which owns the reader) lives.
         let ring = unsafe { AsyncFd::register(ring) }?;
         Ok(Self {
             ring,
-            queue: RecordQueue::new(QUEUE_MAX_BYTES),
+            queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
         })
     }
 
-    /// The most record bytes the queue held at once so far (of [`QUEUE_MAX_BYTES`]): how close
-    /// a burst came to leaving records in the ring.
-    pub fn queue_peak_bytes(&self) -> usize {
-        self.queue.peak_bytes()
+    /// The queue, for its peaks and the spill's state at the end of a run.
+    pub fn queue(&self) -> &RecordQueue {
+        &self.queue
     }
 
     /// Waits until records are available.
@@ -174,13 +301,9 @@ impl LiveSource {
     /// Moves every record the ring holds into the queue, until the queue is full.
     fn empty_ring(&mut self) {
         let queue = &mut self.queue;
-        self.ring.get_mut().read(|head, tail| {
-            if !queue.has_room() {
-                return false;
-            }
-            queue.push(head, tail);
-            true
-        });
+        self.ring
+            .get_mut()
+            .read(|head, tail| queue.push(head, tail));
     }
 
     /// Empties the ring into the queue, then decodes up to `max` queued records into `out`
@@ -223,12 +346,12 @@ mod tests {
 
     #[test]
     fn records_come_out_in_order_across_segments() {
-        let mut queue = RecordQueue::new(usize::MAX);
+        let mut queue = RecordQueue::new(usize::MAX, None);
         let records: Vec<Vec<u8>> = (0..3000u32)
             .map(|i| vec![(i % 251) as u8; 1 + (i as usize * 37) % 1500])
             .collect();
         for r in &records {
-            queue.push(r, &[]);
+            assert!(queue.push(r, &[]));
         }
         assert_eq!(queue.bytes(), records.iter().map(Vec::len).sum::<usize>());
         assert_eq!(drain_all(&mut queue), records);
@@ -243,24 +366,82 @@ mod tests {
     }
 
     #[test]
-    fn a_full_queue_has_no_room_until_drained() {
-        let mut queue = RecordQueue::new(10);
-        queue.push(b"12345678", &[]);
-        assert!(queue.has_room());
-        queue.push(b"123", &[]);
-        assert!(!queue.has_room());
+    fn a_full_queue_without_a_spill_takes_nothing_until_drained() {
+        let mut queue = RecordQueue::new(10, None);
+        assert!(queue.push(b"12345678", &[]));
+        assert!(queue.push(b"123", &[]));
+        assert!(!queue.push(b"x", &[]));
         assert_eq!(queue.bytes(), 11);
         assert_eq!(drain_all(&mut queue).len(), 2);
         assert_eq!((queue.bytes(), queue.peak_bytes()), (0, 11));
-        assert!(queue.has_room());
+        assert!(queue.push(b"x", &[]));
     }
 
     #[test]
     fn a_record_larger_than_a_segment_is_kept_whole() {
-        let mut queue = RecordQueue::new(usize::MAX);
+        let mut queue = RecordQueue::new(usize::MAX, None);
         let big = vec![7u8; super::SEGMENT_BYTES + 10];
         queue.push(b"small", &[]);
         queue.push(&big, &[]);
         assert_eq!(drain_all(&mut queue), vec![b"small".to_vec(), big]);
+    }
+
+    fn spill_to(max_bytes: u64) -> Option<super::SpillConfig> {
+        Some(super::SpillConfig {
+            dir: std::env::temp_dir(),
+            max_bytes,
+        })
+    }
+
+    #[test]
+    fn beyond_memory_records_spill_and_come_back_in_order() {
+        let mut queue = RecordQueue::new(1000, spill_to(u64::MAX));
+        let records: Vec<Vec<u8>> = (0..50_000u32)
+            .map(|i| i.to_le_bytes().repeat(1 + i as usize % 50))
+            .collect();
+        let mut got = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            assert!(queue.push(r, &[]));
+            // The consumer takes a record now and then: memory frees up while the spill still
+            // holds newer records, which must stay behind them.
+            if i % 7 == 0 {
+                queue.pop_with(|b| got.push(b.to_vec()));
+            }
+        }
+        assert!(queue.bytes() <= 1000 + 200);
+        assert!(queue.spill_peak_bytes() > 1 << 20);
+        got.extend(drain_all(&mut queue));
+        assert_eq!(got, records);
+        assert!(queue.spill_failure().is_none());
+        assert_eq!(queue.spill_lost(), 0);
+    }
+
+    #[test]
+    fn a_full_spill_takes_nothing_until_drained() {
+        let mut queue = RecordQueue::new(8, spill_to(30));
+        assert!(queue.push(b"12345678", &[]));
+        // Spilled: 4 + 10 framed bytes each.
+        assert!(queue.push(b"0123456789", &[]));
+        assert!(queue.push(b"abcdefghij", &[]));
+        assert!(queue.push(b"ABCDEFGHIJ", &[]));
+        assert!(!queue.push(b"lost", &[]));
+        assert_eq!(drain_all(&mut queue).len(), 4);
+        assert!(queue.push(b"again", &[]));
+    }
+
+    #[test]
+    fn a_spill_that_cannot_be_made_leaves_records_in_the_ring() {
+        let mut queue = RecordQueue::new(
+            4,
+            Some(super::SpillConfig {
+                dir: "/proc/self".into(),
+                max_bytes: u64::MAX,
+            }),
+        );
+        assert!(queue.push(b"1234", &[]));
+        assert!(!queue.push(b"5", &[]));
+        assert!(queue.spill_failure().is_some());
+        assert_eq!(drain_all(&mut queue), vec![b"1234".to_vec()]);
+        assert!(queue.push(b"5", &[]));
     }
 }
