@@ -1035,11 +1035,17 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             .insert("output_limit_records_dropped".into(), most);
         lost.lost += most;
     }
-    let queue = source.queue();
-    if queue.spill_lost() > 0 {
+    let (spill_lost, queue_peak, spill_said) = source.with_queue(|queue| {
+        (
+            queue.spill_lost(),
+            queue.peak_bytes(),
+            spill_summary(queue, opts.spill.as_ref()),
+        )
+    });
+    if spill_lost > 0 {
         lost.counts
-            .insert("record_queue_spill_unreadable".into(), queue.spill_lost());
-        lost.lost += queue.spill_lost();
+            .insert("record_queue_spill_unreadable".into(), spill_lost);
+        lost.lost += spill_lost;
     }
     let lost_total = lost.lost;
     if !lost.counts.is_empty() {
@@ -1066,9 +1072,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         } else {
             format!(" ({:?})", lost.counts)
         },
-        queue.peak_bytes() as f64 / (1 << 20) as f64,
+        queue_peak as f64 / (1 << 20) as f64,
         crate::source::live::QUEUE_MAX_BYTES >> 20,
-        spill_summary(queue, opts.spill.as_ref()),
+        spill_said,
         if failures.is_empty() {
             String::new()
         } else {

@@ -1,8 +1,9 @@
-//! The live source: the eBPF ring buffer, polled with tokio, drained in batches.
+//! The live source: the eBPF ring buffer, drained by a thread of its own and in batches.
 //!
-//! Draining is split from understanding: each [`LiveSource::drain`] first moves every record
-//! the ring holds into an in-memory [`RecordQueue`] (a copy, ≈ 0.1 µs a record), then decodes a
-//! batch from the queue's front. The consumer's decoding, correlating and writing therefore run
+//! Draining is split from understanding: a drain thread moves every record the ring holds into
+//! an in-memory [`RecordQueue`] (a copy, ≈ 0.1 µs a record) every millisecond while records
+//! come, and each [`LiveSource::drain`] does the same before it decodes a batch from the
+//! queue's front. The consumer's decoding, correlating and writing therefore run
 //! behind a queue that empties the ring between batches, and a burst the consumer cannot keep up
 //! with waits in the queue instead of overflowing the ring. The queue's memory is bounded by
 //! bytes; beyond it, records go to a [`spill::SpillFile`] (an unnamed file, bounded too) and come
@@ -13,7 +14,6 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use aya::maps::MapData;
-use tokio::io::unix::AsyncFd;
 
 mod ring;
 mod spill;
@@ -266,44 +266,94 @@ impl RecordQueue {
     }
 }
 
-/// Reads kernel records from the ring buffer.
-pub struct LiveSource {
-    ring: AsyncFd<RingReader>,
+/// How long the drain thread waits for a kernel wake-up when the ring was empty (records are
+/// submitted without one, except those the consumer must see at once: exec).
+const DRAIN_IDLE_WAIT_MS: i32 = 10;
+
+/// The pause after a pass that moved records (or found the queue full): a burst is moved in
+/// passes of a millisecond's records, not record by record.
+const DRAIN_BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The ring and the queue it is emptied into, behind one lock.
+struct RingAndQueue {
+    ring: RingReader,
     queue: RecordQueue,
 }
 
+impl RingAndQueue {
+    /// Moves every record the ring holds into the queue, until the queue is full: (records
+    /// moved, whether the queue refused one).
+    fn empty_ring(&mut self) -> (usize, bool) {
+        let (queue, mut moved, mut refused) = (&mut self.queue, 0, false);
+        self.ring.read(|head, tail| {
+            let taken = queue.push(head, tail);
+            moved += usize::from(taken);
+            refused |= !taken;
+            taken
+        });
+        (moved, refused)
+    }
+}
+
+/// What the drain thread and the consumer share.
+struct Shared {
+    inner: std::sync::Mutex<RingAndQueue>,
+    /// Set when the source is dropped: the drain thread ends.
+    stop: std::sync::atomic::AtomicBool,
+    /// Signalled when the drain thread moved records.
+    arrived: tokio::sync::Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RingAndQueue> {
+        // A panic elsewhere while holding the lock leaves bytes that are still whole records.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reads kernel records from the ring buffer. A drain thread moves them from the ring into the
+/// queue every millisecond while they come (and at once on a kernel wake-up), so the ring is
+/// emptied even while the consumer waits on a slow output (a file write throttled by the page
+/// cache's dirty limit blocked it for tens of milliseconds, long enough for a burst to fill
+/// the ring); the consumer empties the ring too, before each batch it takes.
+pub struct LiveSource {
+    shared: std::sync::Arc<Shared>,
+    drainer: Option<std::thread::JoinHandle<()>>,
+}
+
 impl LiveSource {
-    /// Maps the ring buffer map (`EVENTS`) and wraps it for async polling; records beyond the
+    /// Maps the ring buffer map (`EVENTS`) and starts the drain thread; records beyond the
     /// queue's memory go where `spill` says (`None`: they wait in the ring).
     pub fn new(ring: MapData, spill: Option<SpillConfig>) -> std::io::Result<Self> {
         let ring = RingReader::new(ring)?;
-        // SAFETY: the reader owns its map fd and keeps it open for as long as the AsyncFd
-        // (which owns the reader) lives.
-        let ring = unsafe { AsyncFd::register(ring) }?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&ring);
+        let shared = std::sync::Arc::new(Shared {
+            inner: std::sync::Mutex::new(RingAndQueue {
+                ring,
+                queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
+            }),
+            stop: std::sync::atomic::AtomicBool::new(false),
+            arrived: tokio::sync::Notify::new(),
+        });
+        let theirs = std::sync::Arc::clone(&shared);
+        let drainer = std::thread::Builder::new()
+            .name("ring-drain".into())
+            .spawn(move || drain_thread(&theirs, fd))?;
         Ok(Self {
-            ring,
-            queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
+            shared,
+            drainer: Some(drainer),
         })
     }
 
-    /// The queue, for its peaks and the spill's state at the end of a run.
-    pub fn queue(&self) -> &RecordQueue {
-        &self.queue
+    /// Runs `look` on the queue (its peaks and the spill's state, at the end of a run).
+    pub fn with_queue<R>(&self, look: impl FnOnce(&RecordQueue) -> R) -> R {
+        look(&self.shared.lock().queue)
     }
 
-    /// Waits until records are available.
+    /// Waits until the drain thread has moved records.
     pub async fn readable(&mut self) -> std::io::Result<()> {
-        let mut guard = self.ring.readable_mut().await?;
-        guard.clear_ready();
+        self.shared.arrived.notified().await;
         Ok(())
-    }
-
-    /// Moves every record the ring holds into the queue, until the queue is full.
-    fn empty_ring(&mut self) {
-        let queue = &mut self.queue;
-        self.ring
-            .get_mut()
-            .read(|head, tail| queue.push(head, tail));
     }
 
     /// Empties the ring into the queue, then decodes up to `max` queued records into `out`
@@ -314,13 +364,14 @@ impl LiveSource {
         errors: &mut Vec<RecordError>,
         max: usize,
     ) {
+        let mut inner = self.shared.lock();
         let mut n = 0;
         // Twice: what arrived while the first batch was decoded is queued too, so "fewer than
         // max" keeps meaning that nothing is waiting.
         for _ in 0..2 {
-            self.empty_ring();
+            inner.empty_ring();
             while n < max
-                && self.queue.pop_with(|bytes| match parse_record(bytes) {
+                && inner.queue.pop_with(|bytes| match parse_record(bytes) {
                     Ok(r) => out.push(r),
                     Err(e) => errors.push(e),
                 })
@@ -330,6 +381,41 @@ impl LiveSource {
             if n == max {
                 break;
             }
+        }
+    }
+}
+
+impl Drop for LiveSource {
+    fn drop(&mut self) {
+        self.shared
+            .stop
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(drainer) = self.drainer.take() {
+            let _ = drainer.join();
+        }
+    }
+}
+
+/// The drain thread: a pass over the ring, then a pause — a millisecond after a pass that moved
+/// records or found the queue full, else a wait on the ring's fd for a kernel wake-up of up to
+/// [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
+fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
+    while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
+        let (moved, refused) = shared.lock().empty_ring();
+        if moved > 0 {
+            shared.arrived.notify_one();
+        }
+        if moved > 0 || refused {
+            std::thread::sleep(DRAIN_BUSY_PAUSE);
+        } else {
+            let mut pollfd = libc::pollfd {
+                fd: ring_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd; the ring's fd stays open while `shared` (which owns the
+            // reader) lives, and the caller holds it. An error or EINTR just ends the wait.
+            unsafe { libc::poll(&mut pollfd, 1, DRAIN_IDLE_WAIT_MS) };
         }
     }
 }
