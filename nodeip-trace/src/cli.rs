@@ -449,7 +449,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         max_output_bytes: a.max_output_mib.map(|m| m << 20),
         spill: (a.spill_mib > 0).then(|| nodeip_trace::source::live::SpillConfig {
             dir: std::env::temp_dir(),
-            max_bytes: a.spill_mib << 20,
+            max_bytes: a.spill_mib.saturating_mul(1 << 20),
         }),
     })
 }

@@ -895,6 +895,13 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         ),
         Err(e) => eprintln!("nodeip-trace: {e}"),
     }
+    // After the drop: a thread is made with its creator's capability sets.
+    source
+        .start_drain_thread()
+        .map_err(|source| TraceError::Io {
+            what: "starting the ring buffer's drain thread",
+            source,
+        })?;
     if let Some(path) = &opts.ready_file {
         let _ = std::fs::write(path, format!("{}\n", std::process::id()));
     }

@@ -322,27 +322,39 @@ pub struct LiveSource {
 }
 
 impl LiveSource {
-    /// Maps the ring buffer map (`EVENTS`) and starts the drain thread; records beyond the
-    /// queue's memory go where `spill` says (`None`: they wait in the ring).
+    /// Maps the ring buffer map (`EVENTS`); records beyond the queue's memory go where `spill`
+    /// says (`None`: they wait in the ring). Until [`Self::start_drain_thread`], only
+    /// [`Self::drain`] empties the ring.
     pub fn new(ring: MapData, spill: Option<SpillConfig>) -> std::io::Result<Self> {
         let ring = RingReader::new(ring)?;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&ring);
-        let shared = std::sync::Arc::new(Shared {
-            inner: std::sync::Mutex::new(RingAndQueue {
-                ring,
-                queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
-            }),
-            stop: std::sync::atomic::AtomicBool::new(false),
-            arrived: tokio::sync::Notify::new(),
-        });
-        let theirs = std::sync::Arc::clone(&shared);
-        let drainer = std::thread::Builder::new()
-            .name("ring-drain".into())
-            .spawn(move || drain_thread(&theirs, fd))?;
         Ok(Self {
-            shared,
-            drainer: Some(drainer),
+            shared: std::sync::Arc::new(Shared {
+                inner: std::sync::Mutex::new(RingAndQueue {
+                    ring,
+                    queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
+                }),
+                stop: std::sync::atomic::AtomicBool::new(false),
+                arrived: tokio::sync::Notify::new(),
+            }),
+            drainer: None,
         })
+    }
+
+    /// Starts the drain thread (once). A thread has its own capability sets and is made with
+    /// its creator's: start it after the tracer dropped what it keeps no use for, so that it
+    /// holds no more than the rest.
+    pub fn start_drain_thread(&mut self) -> std::io::Result<()> {
+        if self.drainer.is_some() {
+            return Ok(());
+        }
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.shared.lock().ring);
+        let theirs = std::sync::Arc::clone(&self.shared);
+        self.drainer = Some(
+            std::thread::Builder::new()
+                .name("ring-drain".into())
+                .spawn(move || drain_thread(&theirs, fd))?,
+        );
+        Ok(())
     }
 
     /// Runs `look` on the queue (its peaks and the spill's state, at the end of a run).
@@ -350,7 +362,7 @@ impl LiveSource {
         look(&self.shared.lock().queue)
     }
 
-    /// Waits until the drain thread has moved records.
+    /// Waits until the drain thread has moved records (forever before it is started).
     pub async fn readable(&mut self) -> std::io::Result<()> {
         self.shared.arrived.notified().await;
         Ok(())
