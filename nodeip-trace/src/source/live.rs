@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use aya::maps::MapData;
+use tokio::io::unix::AsyncFd;
 
 mod ring;
 mod spill;
@@ -319,6 +320,10 @@ impl Shared {
 pub struct LiveSource {
     shared: std::sync::Arc<Shared>,
     drainer: Option<std::thread::JoinHandle<()>>,
+    /// The ring's fd (a duplicate) in the runtime's poller: a kernel wake-up (an exec record)
+    /// reaches the consumer itself at once, not a millisecond later through the drain thread
+    /// (a short-lived process's `/proc` entries are read at its exec).
+    wakeups: AsyncFd<std::os::fd::OwnedFd>,
 }
 
 impl LiveSource {
@@ -327,7 +332,15 @@ impl LiveSource {
     /// [`Self::drain`] empties the ring.
     pub fn new(ring: MapData, spill: Option<SpillConfig>) -> std::io::Result<Self> {
         let ring = RingReader::new(ring)?;
+        // SAFETY: the reader's map fd is open here; the duplicate is ours to own.
+        let wakeups =
+            unsafe { std::os::fd::BorrowedFd::borrow_raw(std::os::fd::AsRawFd::as_raw_fd(&ring)) }
+                .try_clone_to_owned()?;
+        // SAFETY: the AsyncFd owns the duplicate, so it stays open for as long as it is
+        // registered.
+        let wakeups = unsafe { AsyncFd::register(wakeups) }?;
         Ok(Self {
+            wakeups,
             shared: std::sync::Arc::new(Shared {
                 inner: std::sync::Mutex::new(RingAndQueue {
                     ring,
@@ -362,9 +375,13 @@ impl LiveSource {
         look(&self.shared.lock().queue)
     }
 
-    /// Waits until the drain thread has moved records (forever before it is started).
+    /// Waits until the kernel wakes the ring's readers (records it must see at once) or the
+    /// drain thread has moved records.
     pub async fn readable(&mut self) -> std::io::Result<()> {
-        self.shared.arrived.notified().await;
+        tokio::select! {
+            ready = self.wakeups.readable_mut() => ready?.clear_ready(),
+            _ = self.shared.arrived.notified() => {}
+        }
         Ok(())
     }
 
