@@ -211,10 +211,10 @@ fn capture_call<C: EbpfContext>(
         (*hdr).ret = ret as i32;
         (*hdr).total_len = 0;
     }
-    // The iovec list: one entry for sendto/recvfrom, the msghdr's for sendmsg/recvmsg.
     // Every count starts at zero (word stores; see `zero_words`).
     unsafe { crate::zero_words(state) };
     let st = unsafe { &mut *state };
+    // The iovec list: one entry for sendto/recvfrom, the msghdr's for sendmsg/recvmsg.
     match inflight.syscall {
         syscall::SENDMSG | syscall::RECVMSG => {
             let m = unsafe { bpf_probe_read_user(inflight.buf as *const UserMsghdr) };
