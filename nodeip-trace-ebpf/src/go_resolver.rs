@@ -25,8 +25,8 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, write_header, EVENTS, GO_CGO_THREADS, GO_HOSTS, GO_HOST_SCRATCH,
-    GO_NAMES, GO_SCRATCH, GO_SORTS,
+    count, filter::traced, header, EVENTS, GO_CGO_THREADS, GO_HOSTS, GO_HOST_SCRATCH, GO_NAMES,
+    GO_SCRATCH, GO_SORTS,
 };
 
 /// Bytes of one `net.IPAddr` (`IP []byte` then `Zone string`).
@@ -95,7 +95,7 @@ pub fn go_host_entry(ctx: ProbeContext) -> u32 {
     let rec = unsafe { &mut *rec };
     let (ptr, len) = unsafe { ((*ctx.regs).rdi, (*ctx.regs).rsi) };
     let k = key(&ctx, pid_tgid);
-    unsafe { write_header(&mut rec.header, KIND_GO_HOST, pid_tgid) };
+    rec.header = header(KIND_GO_HOST, pid_tgid);
     rec.g = k[1];
     rec.start_ns = unsafe { bpf_ktime_get_ns() };
     rec.count = 0;
@@ -232,7 +232,7 @@ fn sort_entry(ctx: &ProbeContext, layout: u32) -> u32 {
     let (addrs, n, srcs, src_count) =
         unsafe { ((*regs).rax, (*regs).rbx, (*regs).rdi, (*regs).rsi) };
     let k = key(ctx, pid_tgid);
-    unsafe { write_header(&mut rec.header, KIND_GO_SORT, pid_tgid) };
+    rec.header = header(KIND_GO_SORT, pid_tgid);
     rec.g = k[1];
     rec.addrs_ptr = addrs;
     rec.start_ns = unsafe { bpf_ktime_get_ns() };

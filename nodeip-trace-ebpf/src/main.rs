@@ -248,6 +248,22 @@ unsafe fn zero_words<T>(dst: *mut T) {
     }
 }
 
+/// The common header for a record made now, by value: what the Go resolver programs use.
+/// Built in place there ([`write_header`]), LLVM compiled `sort_entry`'s address loop into a
+/// form whose bound the 6.1 verifier no longer saw ("invalid access to map value, off=1032"),
+/// so `go_sort_entry_*` failed to load there; this keeps their code as it was verified.
+#[inline(always)]
+fn header(kind: u32, pid_tgid: u64) -> EventHeader {
+    EventHeader {
+        kind,
+        netns: current_netns(),
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        pid_tgid,
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        comm: aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]),
+    }
+}
+
 /// Writes the common header of a record made now into `dst`, in place (comm straight from the
 /// helper: building the header on the stack and copying it cost zeroing and byte copies, since
 /// the eBPF target's `memset`/`memcpy` are byte loops); returns its timestamp.
