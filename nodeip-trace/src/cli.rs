@@ -250,8 +250,9 @@ struct TraceArgs {
     ring_buffer_mib: u32,
     /// When a burst outruns the consumer, records beyond its 28 MiB in-memory queue wait in an
     /// unnamed file in $TMPDIR (default /tmp; gone when the tracer exits), up to this many MiB,
-    /// and are read back in order: memory stays bounded and nothing is lost. 0: no file; records
-    /// then wait in the ring buffer, and what it cannot take is counted as lost.
+    /// and are read back in order: memory stays bounded and nothing is lost. The file is made at
+    /// start-up, and the trace says so if it cannot be. 0: no file; records then wait in the ring
+    /// buffer, and what it cannot take is counted as lost.
     #[arg(long, value_name = "MIB", default_value_t = nodeip_trace::source::live::DEFAULT_SPILL_MIB)]
     spill_mib: u64,
     /// Also write an nlmon-compatible pcap (link type 253) for Wireshark; `-` streams to stdout

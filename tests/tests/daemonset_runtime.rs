@@ -59,6 +59,9 @@ struct PodmanRun {
     /// hostPath sources: a missing one is created before the run, as containerd does for a
     /// hostPath without a `type`.
     host_paths: Vec<PathBuf>,
+    /// emptyDir volumes: a fresh directory each, made before the run and removed after it, as
+    /// the kubelet does in the pod's directory.
+    empty_dirs: Vec<PathBuf>,
 }
 
 /// A Kubernetes memory quantity (`256Mi`, `1G`, `1000000`) in bytes.
@@ -131,6 +134,7 @@ fn translate(docs: &[Value]) -> PodmanRun {
     let volumes = pod["volumes"].as_sequence().cloned().unwrap_or_default();
     let mut memory_limit = None;
     let mut host_paths = Vec::new();
+    let mut empty_dirs = Vec::new();
     let mut command = Vec::new();
     for key in keys(c) {
         match key.as_str() {
@@ -201,9 +205,25 @@ fn translate(docs: &[Value]) -> PodmanRun {
                         .iter()
                         .find(|v| v["name"] == name)
                         .unwrap_or_else(|| panic!("volumeMount {name} without a volume"));
-                    let host = volume["hostPath"]["path"]
-                        .as_str()
-                        .unwrap_or_else(|| panic!("volume {name} is not a hostPath: translate it"));
+                    let host = if let Some(path) = volume["hostPath"]["path"].as_str() {
+                        host_paths.push(PathBuf::from(path));
+                        path.to_string()
+                    } else if volume["emptyDir"].is_mapping() {
+                        for field in keys(&volume["emptyDir"]) {
+                            match field.as_str() {
+                                // Eviction when the pod's files outgrow it: the kubelet's.
+                                "sizeLimit" => {}
+                                f => panic!("emptyDir.{f} is not translated: add it here"),
+                            }
+                        }
+                        let dir = std::env::temp_dir()
+                            .join(format!("nit-emptydir-{}-{name}", std::process::id()));
+                        let path = dir.display().to_string();
+                        empty_dirs.push(dir);
+                        path
+                    } else {
+                        panic!("volume {name} is neither a hostPath nor an emptyDir: translate it")
+                    };
                     let target = m["mountPath"].as_str().expect("mountPath");
                     let mut options = vec!["rbind"];
                     if m["readOnly"] == true {
@@ -216,7 +236,6 @@ fn translate(docs: &[Value]) -> PodmanRun {
                         Some(p) => panic!("mountPropagation {p} is not translated"),
                     }
                     flags.push(format!("--volume={host}:{target}:{}", options.join(",")));
-                    host_paths.push(PathBuf::from(host));
                 }
             }
             k => panic!("container field {k} is not translated into podman flags: add it here"),
@@ -235,6 +254,7 @@ fn translate(docs: &[Value]) -> PodmanRun {
         grace_seconds,
         memory_limit,
         host_paths,
+        empty_dirs,
     }
 }
 
@@ -254,6 +274,13 @@ fn the_manifest_translates_into_podman_flags() {
         run.memory_limit.is_some(),
         "a memory limit, so a runaway tracer cannot starve the node"
     );
+    assert!(
+        run.flags
+            .iter()
+            .any(|f| f.starts_with("--volume=") && f.ends_with(":/tmp:rbind")),
+        "an emptyDir at /tmp for the spill file (the image has no /tmp): {run:?}"
+    );
+    assert_eq!(run.empty_dirs.len(), 1, "{run:?}");
     assert_eq!(memory_bytes("256Mi"), 256 << 20);
     assert_eq!(cpus("250m"), "0.250");
 }
@@ -274,11 +301,12 @@ fn podman(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The container (removed on drop) and the hostPath directories the run created (removed on
-/// drop when still empty).
+/// The container (removed on drop), the hostPath directories the run created (removed on drop
+/// when still empty) and its emptyDir directories (removed with what is in them).
 struct Cleanup {
     container: String,
     created_dirs: Vec<PathBuf>,
+    empty_dirs: Vec<PathBuf>,
 }
 
 impl Drop for Cleanup {
@@ -291,6 +319,9 @@ impl Drop for Cleanup {
             .status();
         for dir in self.created_dirs.iter().rev() {
             let _ = std::fs::remove_dir(dir);
+        }
+        for dir in &self.empty_dirs {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -428,9 +459,14 @@ fn the_daemonset_runs_as_written_under_podman() {
     let mut cleanup = Cleanup {
         container: name.clone(),
         created_dirs: Vec::new(),
+        empty_dirs: Vec::new(),
     };
     for path in &run.host_paths {
         create_missing(path, &mut cleanup.created_dirs);
+    }
+    for dir in &run.empty_dirs {
+        std::fs::create_dir(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        cleanup.empty_dirs.push(dir.clone());
     }
     let started = Instant::now();
     let mut child = Command::new("podman")
@@ -468,6 +504,12 @@ fn the_daemonset_runs_as_written_under_podman() {
     println!(
         "start-up: podman run to probes attached in {} ms",
         (ready_at - started).as_millis()
+    );
+    // The image has no /tmp of its own: the manifest's emptyDir is where a burst spills.
+    assert!(
+        !stderr_text(&stderr_lines).contains("cannot make the spill file"),
+        "the tracer in the container has no directory for its spill file; its stderr:\n{}",
+        stderr_text(&stderr_lines)
     );
     let inspect = |format: &str| podman(&["inspect", "--format", format, &name]);
     let pid = inspect("{{.State.Pid}}");

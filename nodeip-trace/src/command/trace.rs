@@ -717,6 +717,17 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 source,
             }
         })?;
+    // The spill file is made now, so that a directory that cannot take it (none, read-only,
+    // a container image without /tmp) is known before a burst needs it.
+    if let (Some(spill), Err(e)) = (&opts.spill, source.open_spill()) {
+        eprintln!(
+            "nodeip-trace: cannot make the spill file in {} ({e}): records beyond the {} MiB \
+             in-memory queue will wait in the ring buffer, and what it cannot hold is lost; set \
+             TMPDIR to a writable directory (or --spill-mib 0 to not try)",
+            spill.dir.display(),
+            crate::source::live::QUEUE_MAX_BYTES >> 20
+        );
+    }
     let clock = WallClock::now();
     let routes = match tracefs::find() {
         Some(root) => RouteLookupDecoder::new(

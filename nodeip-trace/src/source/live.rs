@@ -144,19 +144,13 @@ impl RecordQueue {
     /// Appends a record to the spill, making the file first if needed; a failure is kept
     /// (reported by [`Self::spill_failure`]) and stops the spill from taking records.
     fn push_to_spill(&mut self, head: &[u8], tail: &[u8]) -> bool {
-        let Some(config) = &self.spill_config else {
+        if let Err(e) = self.open_spill() {
+            self.spill_failure = Some(e);
+            return false;
+        }
+        let Some(spill) = self.spill.as_mut() else {
             return false;
         };
-        if self.spill.is_none() {
-            match SpillFile::create(&config.dir) {
-                Ok(file) => self.spill = Some(file),
-                Err(e) => {
-                    self.spill_failure = Some(e);
-                    return false;
-                }
-            }
-        }
-        let spill = self.spill.as_mut().expect("the spill file was just made");
         match spill.append(head, tail) {
             Ok(()) => true,
             Err(e) => {
@@ -164,6 +158,16 @@ impl RecordQueue {
                 false
             }
         }
+    }
+
+    /// Makes the spill file now, if a spill is configured and not yet made: at start-up, so a
+    /// directory that cannot take it is known before a burst needs it. A failure here is not
+    /// kept: the first record that needs the spill tries again.
+    pub fn open_spill(&mut self) -> std::io::Result<()> {
+        if let (Some(config), None) = (&self.spill_config, &self.spill) {
+            self.spill = Some(SpillFile::create(&config.dir)?);
+        }
+        Ok(())
     }
 
     /// Appends a record in memory.
@@ -351,6 +355,11 @@ impl LiveSource {
             }),
             drainer: None,
         })
+    }
+
+    /// Makes the queue's spill file now (see [`RecordQueue::open_spill`]).
+    pub fn open_spill(&self) -> std::io::Result<()> {
+        self.shared.lock().queue.open_spill()
     }
 
     /// Starts the drain thread (once). A thread has its own capability sets and is made with
@@ -558,5 +567,29 @@ mod tests {
         assert!(queue.spill_failure().is_some());
         assert_eq!(drain_all(&mut queue), vec![b"1234".to_vec()]);
         assert!(queue.push(b"5", &[]));
+    }
+
+    #[test]
+    fn the_spill_opened_at_start_up_says_why_it_cannot_be_made() {
+        let unusable = super::SpillConfig {
+            dir: "/proc/self".into(),
+            max_bytes: u64::MAX,
+        };
+        let mut queue = RecordQueue::new(4, Some(unusable));
+        assert!(queue.open_spill().is_err());
+        // Not kept as the spill's failure: the first record that needs the spill tries again.
+        assert!(queue.spill_failure().is_none());
+        assert!(RecordQueue::new(4, None).open_spill().is_ok());
+
+        let mut queue = RecordQueue::new(4, spill_to(1 << 20));
+        queue
+            .open_spill()
+            .expect("an unnamed file in the temporary directory");
+        assert!(queue.push(b"1234", &[]));
+        assert!(
+            queue.push(b"5", &[]),
+            "beyond memory, into the file made at start-up"
+        );
+        assert_eq!(drain_all(&mut queue), vec![b"1234".to_vec(), b"5".to_vec()]);
     }
 }
