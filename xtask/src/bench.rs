@@ -618,35 +618,29 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             target: format!("≤ {target:.2}×"),
             met: Some(ratio <= target),
         });
-        let floor = hooks_alone(
-            sizes.rounds,
-            || load(&gen, &ns.name, mode, count),
-            &tool,
-            &dir,
-        )?;
-        rows.push(Row::decomposition(
-            format!(
-                "{label}, every record filtered in the kernel (--comm no-such-comm): the hooks alone, {count} calls"
-            ),
-            floor.per_call(count),
-            floor.ratio,
-        ));
-        // The getaddrinfo storm makes records (the UDP one makes none: only netlink sockets
-        // are copied), so its gap above the hooks splits further: the records without the
-        // consumer, and the consumer reading beside the traced process.
-        if mode == "gai" {
-            let without_consumer = consumer_stopped(
-                sizes.rounds,
-                || load(&gen, &ns.name, mode, count),
-                &tool,
-                &dir,
-            )?;
+        // The gap above untraced, decomposed: the hooks alone; and where the storm makes
+        // records (the UDP one makes none: only netlink sockets are copied), the hooks and the
+        // records without the consumer reading beside the traced process.
+        for stopped in [false, true] {
+            if stopped && mode != "gai" {
+                continue;
+            }
+            let run = || load(&gen, &ns.name, mode, count);
+            let (overhead, what) = if stopped {
+                (
+                    consumer_stopped(sizes.rounds, run, &tool, &dir)?,
+                    "records made but the tracer stopped (SIGSTOP) through each traced run, 64 MiB ring: the hooks and records without the consumer",
+                )
+            } else {
+                (
+                    hooks_alone(sizes.rounds, run, &tool, &dir)?,
+                    "every record filtered in the kernel (--comm no-such-comm): the hooks alone",
+                )
+            };
             rows.push(Row::decomposition(
-                format!(
-                    "{label}, records made but the tracer stopped (SIGSTOP) through each traced run, 64 MiB ring: the hooks and records without the consumer, {count} calls"
-                ),
-                without_consumer.per_call(count),
-                without_consumer.ratio,
+                format!("{label}, {what}, {count} calls"),
+                overhead.per_call(count),
+                overhead.ratio,
             ));
         }
         commands.push(format!(
