@@ -1,6 +1,6 @@
 //! Issue 21: the DaemonSet runs as written. `deploy/daemonset.yaml` is read and translated into
 //! `podman run` flags — its privileges, host namespaces, hostPath mounts (read-only where it
-//! says), command and args, memory limit and grace period — so this test cannot drift from the
+//! says) and emptyDir volumes (a fresh directory each), command and args, memory limit and grace period — so this test cannot drift from the
 //! manifest: a field the translation does not know fails the test until it is translated (or
 //! listed as scheduling-only). The image is the one `cargo xtask image` built (`cargo xtask test`
 //! builds it first), run under podman with Debian's runc, without systemd (cgroupfs manager,
