@@ -22,24 +22,58 @@ struct OpenSpan {
     gai_conf_at_start: Option<GaiConfText>,
 }
 
-/// Open resolver calls by thread, and the gai.conf bytes each process's resolver read.
+/// Open resolver calls by thread, and each process's gai.conf: as its resolver read it, or as
+/// the live side first saw it.
 #[derive(Debug, Default)]
 pub struct SpanTracker {
     open: IdMap<u32, OpenSpan>,
     /// `/etc/gai.conf` as each process's glibc read it, and whether it read to the end.
     gai_conf_read: IdMap<u32, (Vec<u8>, bool)>,
+    /// Each process's gai.conf as the live side read it at its first call (through
+    /// `/proc/PID/root`), kept until it execs or exits: its glibc's tables change only when
+    /// glibc reads the file again, which `gai_conf_read` captures (and which wins). Reading the
+    /// file at every call cost a getaddrinfo storm's consumer a third of its time.
+    gai_conf_seen: IdMap<u32, GaiConfText>,
 }
 
 impl SpanTracker {
-    /// A call began on thread `tid`; `gai_conf` is the process's file as seen right then (while
-    /// the process surely lives). Returns what a call left open on that thread held (released
+    /// A call began on thread `tid` of process `pid`; `config_now` is asked for the process's
+    /// gai.conf (while it surely lives) unless its resolver's own read or an earlier call's
+    /// look is remembered. Returns what a call left open on that thread held (released
     /// ungrouped), if any.
-    pub fn open(&mut self, tid: u32, gai_conf: Option<GaiConfText>) -> Option<Vec<Emitted>> {
+    pub fn open(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        config_now: impl FnOnce() -> Option<GaiConfText>,
+    ) -> Option<Vec<Emitted>> {
+        let gai_conf_at_start = if self.gai_conf_read.contains_key(&pid) {
+            None
+        } else {
+            self.gai_conf_seen_by(pid, config_now)
+        };
         let span = OpenSpan {
-            gai_conf_at_start: gai_conf,
+            gai_conf_at_start,
             ..OpenSpan::default()
         };
         self.open.insert(tid, span).map(|stale| stale.held)
+    }
+
+    /// Process `pid`'s gai.conf as first seen through `config_now`, remembered.
+    fn gai_conf_seen_by(
+        &mut self,
+        pid: u32,
+        config_now: impl FnOnce() -> Option<GaiConfText>,
+    ) -> Option<GaiConfText> {
+        if let Some(seen) = self.gai_conf_seen.get(&pid) {
+            return Some(seen.clone());
+        }
+        let seen = config_now()?;
+        if self.gai_conf_seen.len() >= MAX_REMEMBERED_PIDS {
+            self.gai_conf_seen.clear();
+        }
+        self.gai_conf_seen.insert(pid, seen.clone());
+        Some(seen)
     }
 
     /// The resolver on `tid` made a socket call for its sort.
@@ -81,10 +115,19 @@ impl SpanTracker {
     /// Process `pid` exec'd: what its old program read no longer applies.
     pub fn exec(&mut self, pid: u32) {
         self.gai_conf_read.remove(&pid);
+        self.gai_conf_seen.remove(&pid);
+    }
+
+    /// Processes `pids` exited: what was remembered of them goes (a new process may get the pid).
+    pub fn forget_processes(&mut self, pids: &[u32]) {
+        for pid in pids {
+            self.exec(*pid);
+        }
     }
 
     /// The call on `tid` (made by process `pid`) returned: the span with everything held for it.
-    /// `config_now` is asked for the process's gai.conf only when nothing was seen before.
+    /// `config_now` is asked for the process's gai.conf only when nothing was seen before (as
+    /// in [`Self::open`]).
     pub fn close(
         &mut self,
         pid: u32,
@@ -95,7 +138,7 @@ impl SpanTracker {
         let span = self.open.remove(&tid).unwrap_or_default();
         let read_by_resolver = self.gai_conf_read.get(&pid).map(|(text, _)| text.clone());
         let at_start = match (&read_by_resolver, span.gai_conf_at_start) {
-            (None, None) => config_now(),
+            (None, None) => self.gai_conf_seen_by(pid, config_now),
             (_, at_start) => at_start,
         };
         ResolverSpan {
@@ -116,5 +159,60 @@ impl SpanTracker {
         let mut spans: Vec<_> = self.open.drain().collect();
         spans.sort_by_key(|(tid, _)| *tid);
         spans.into_iter().flat_map(|(_, s)| s.held).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::addrinfo::decode_getaddrinfo;
+
+    fn call() -> GetaddrinfoCall {
+        // SAFETY: a plain C record; all zeros is a valid one (a call with no results).
+        decode_getaddrinfo(&unsafe { std::mem::zeroed() })
+    }
+
+    fn text(t: &str) -> Option<GaiConfText> {
+        Some(GaiConfText {
+            text: Some(t.into()),
+            note: None,
+        })
+    }
+
+    #[test]
+    fn a_process_gai_conf_is_looked_at_once_until_it_execs_or_exits() {
+        let mut spans = SpanTracker::default();
+        let looks = std::cell::Cell::new(0);
+        let look = |t: &str| {
+            looks.set(looks.get() + 1);
+            text(t)
+        };
+        for _ in 0..3 {
+            spans.open(10, 11, || look("first"));
+            let span = spans.close(10, 11, call(), || look("unused"));
+            assert_eq!(span.gai_conf.at_start, text("first"));
+        }
+        spans.exec(10);
+        spans.open(10, 11, || look("after exec"));
+        let span = spans.close(10, 11, call(), || look("unused"));
+        assert_eq!(span.gai_conf.at_start, text("after exec"));
+        spans.forget_processes(&[10]);
+        // A call whose entry was not seen looks at close.
+        let span = spans.close(10, 12, call(), || look("at close"));
+        assert_eq!(span.gai_conf.at_start, text("at close"));
+        assert_eq!(looks.get(), 3);
+    }
+
+    #[test]
+    fn what_the_resolver_read_spares_the_look() {
+        let mut spans = SpanTracker::default();
+        spans.gai_conf_read(10, b"precedence ::ffff:0:0/96 100\n", 0);
+        spans.open(10, 11, || panic!("no look: glibc's own read is known"));
+        let span = spans.close(10, 11, call(), || panic!("no look"));
+        assert_eq!(
+            span.gai_conf.read_by_resolver.as_deref(),
+            Some(&b"precedence ::ffff:0:0/96 100\n"[..])
+        );
+        assert_eq!(span.gai_conf.at_start, None);
     }
 }

@@ -201,7 +201,7 @@ impl Pipeline {
     }
 
     /// Forgets what is known of processes that have exited (see
-    /// [`ProcessDirectory::forget_exited`]): their attribution, namespace, cgroup, and what the
+    /// [`ProcessDirectory::forget_exited`]): their attribution, namespace, cgroup, gai.conf, and what the
     /// diagnoser kept of them that no diagnosis can use any more.
     pub fn forget_exited_processes(&mut self) {
         let Some(processes) = self.processes.as_mut() else {
@@ -212,6 +212,7 @@ impl Pipeline {
             self.namespaces.netns_by_pid.remove(pid);
             self.cgroup_by_pid.remove(pid);
         }
+        self.spans.forget_processes(&gone);
         self.diagnoser.forget_processes(&gone);
     }
 
@@ -272,11 +273,11 @@ impl Pipeline {
         }
         match rec {
             KernelRecord::GetaddrinfoEntry(h) => {
-                let gai_conf = self
-                    .resolver_config
-                    .as_mut()
-                    .map(|c| c.gai_conf((h.pid_tgid >> 32) as u32));
-                if let Some(stale) = self.spans.open(h.pid_tgid as u32, gai_conf) {
+                let pid = (h.pid_tgid >> 32) as u32;
+                let config = &mut self.resolver_config;
+                if let Some(stale) = self.spans.open(pid, h.pid_tgid as u32, || {
+                    config.as_mut().map(|c| c.gai_conf(pid))
+                }) {
                     out.extend(stale);
                 }
             }

@@ -136,12 +136,7 @@ pub fn explain_call(
     dump: &[&NetlinkMessage],
     conf: &GaiConf,
 ) -> Option<GetaddrinfoWhy> {
-    let mut distinct: Vec<IpAddr> = Vec::new();
-    for a in returned {
-        if !distinct.contains(a) {
-            distinct.push(*a);
-        }
-    }
+    let distinct = distinct_addresses(returned);
     if distinct.len() < 2 {
         return None;
     }
@@ -245,6 +240,17 @@ pub fn explain_call(
     })
 }
 
+/// `returned` without repeats (glibc returns an address once per socket type), in order.
+fn distinct_addresses(returned: &[IpAddr]) -> Vec<IpAddr> {
+    let mut distinct: Vec<IpAddr> = Vec::new();
+    for a in returned {
+        if !distinct.contains(a) {
+            distinct.push(*a);
+        }
+    }
+    distinct
+}
+
 /// glibc's sort, as the [`ResolverSort`] of glibc's getaddrinfo calls.
 pub struct GlibcSort;
 
@@ -256,6 +262,10 @@ impl ResolverSort for GlibcSort {
             .iter()
             .filter_map(|r| r.address.parse().ok())
             .collect();
+        // One address has no order to explain: the tables are not even parsed.
+        if distinct_addresses(&returned).len() < 2 {
+            return None;
+        }
         let replies: Vec<&NetlinkMessage> = span.replies().collect();
         // What glibc itself read wins; else the file as seen through /proc when the call began.
         let (conf, note) = match (&span.gai_conf.read_by_resolver, &span.gai_conf.at_start) {
