@@ -3,6 +3,8 @@
 //! call can be emitted first, explained with exactly what happened inside it, and followed by
 //! those events. Also remembers each process's `/etc/gai.conf` as its resolver read it.
 
+use std::sync::Arc;
+
 use crate::model::emitted::Emitted;
 use crate::model::getaddrinfo::{GaiConfSeen, GaiSocketOp, GetaddrinfoCall, ResolverSpan};
 use crate::model::id_hash::IdMap;
@@ -32,9 +34,15 @@ pub struct SpanTracker {
     /// Each process's gai.conf as the live side read it at its first call (through
     /// `/proc/PID/root`), kept until it execs or exits: its glibc's tables change only when
     /// glibc reads the file again, which `gai_conf_read` captures (and which wins). Reading the
-    /// file at every call cost a getaddrinfo storm's consumer a third of its time.
-    gai_conf_seen: IdMap<u32, GaiConfText>,
+    /// file at every call cost a getaddrinfo storm's consumer a third of its time. Processes
+    /// with the same file share one copy (a node's thousands of processes, a few files).
+    gai_conf_seen: IdMap<u32, Arc<GaiConfText>>,
+    /// The distinct files in `gai_conf_seen`, at most [`MAX_DISTINCT_GAI_CONFS`].
+    gai_conf_texts: Vec<Arc<GaiConfText>>,
 }
+
+/// Distinct gai.conf files shared between processes at most; beyond, a file is not shared.
+const MAX_DISTINCT_GAI_CONFS: usize = 64;
 
 impl SpanTracker {
     /// A call began on thread `tid` of process `pid`; `config_now` is asked for the process's
@@ -66,13 +74,24 @@ impl SpanTracker {
         config_now: impl FnOnce() -> Option<GaiConfText>,
     ) -> Option<GaiConfText> {
         if let Some(seen) = self.gai_conf_seen.get(&pid) {
-            return Some(seen.clone());
+            return Some(GaiConfText::clone(seen));
         }
         let seen = config_now()?;
         if self.gai_conf_seen.len() >= MAX_REMEMBERED_PIDS {
             self.gai_conf_seen.clear();
+            self.gai_conf_texts.clear();
         }
-        self.gai_conf_seen.insert(pid, seen.clone());
+        let shared = match self.gai_conf_texts.iter().find(|t| ***t == seen) {
+            Some(same) => same.clone(),
+            None => {
+                let new = Arc::new(seen.clone());
+                if self.gai_conf_texts.len() < MAX_DISTINCT_GAI_CONFS {
+                    self.gai_conf_texts.push(new.clone());
+                }
+                new
+            }
+        };
+        self.gai_conf_seen.insert(pid, shared);
         Some(seen)
     }
 
@@ -201,6 +220,19 @@ mod tests {
         let span = spans.close(10, 12, call(), || look("at close"));
         assert_eq!(span.gai_conf.at_start, text("at close"));
         assert_eq!(looks.get(), 3);
+    }
+
+    #[test]
+    fn processes_with_the_same_file_share_one_copy() {
+        let mut spans = SpanTracker::default();
+        for pid in [10, 20] {
+            spans.open(pid, pid, || text("same"));
+        }
+        spans.open(30, 30, || text("other"));
+        let seen = |pid| &spans.gai_conf_seen[&pid];
+        assert!(Arc::ptr_eq(seen(10), seen(20)));
+        assert!(!Arc::ptr_eq(seen(10), seen(30)));
+        assert_eq!(spans.gai_conf_texts.len(), 2);
     }
 
     #[test]
