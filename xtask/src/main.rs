@@ -63,8 +63,8 @@ enum Task {
         #[arg(long)]
         quick: bool,
         /// Instead, the netlink storm in a VM lane guest (`--kernel`, default 6.1): untraced,
-        /// nlmon0 + tcpdump -w, nodeip-trace --pcap and --format json and the hooks alone side
-        /// by side (about 2 minutes under TCG).
+        /// nlmon0 + tcpdump -w, nodeip-trace --pcap and --format json, the hooks alone and the
+        /// records with the tracer stopped, side by side (about 3 minutes under TCG).
         #[arg(long)]
         vm: bool,
         /// The guest's kernel with --vm: 5.10, 6.1 or 6.12.

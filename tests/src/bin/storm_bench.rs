@@ -15,7 +15,9 @@
 //! - `nodeip-trace trace --comm ip --pcap F` (stdout to /dev/null);
 //! - `nodeip-trace trace --comm ip --format json -o F` (stdout to /dev/null);
 //! - `nodeip-trace trace --comm no-such-comm --pcap F`: every record filtered in the kernel, so
-//!   what the hooks alone cost (the storm's ratio decomposed).
+//!   what the hooks alone cost (the storm's ratio decomposed);
+//! - `nodeip-trace trace --comm ip --pcap F --ring-buffer-mib 64` stopped (SIGSTOP) through the
+//!   storm: the hooks and the records they make, without the consumer reading beside `ip`.
 //!
 //! For each run: the storm's wall time, the capturer's CPU from just before the storm until it
 //! has caught up (`/proc/PID/stat`), and what it captured and lost. Prints a Markdown table
@@ -35,15 +37,17 @@ enum Mode {
     TracePcap,
     TraceJson,
     TraceFiltered,
+    TraceStopped,
 }
 
 impl Mode {
-    const ALL: [Mode; 5] = [
+    const ALL: [Mode; 6] = [
         Mode::Untraced,
         Mode::NlmonTcpdump,
         Mode::TracePcap,
         Mode::TraceJson,
         Mode::TraceFiltered,
+        Mode::TraceStopped,
     ];
 
     fn label(self) -> &'static str {
@@ -55,6 +59,10 @@ impl Mode {
             Mode::TraceFiltered => {
                 "`nodeip-trace trace --comm no-such-comm --pcap F`: every record filtered in \
                  the kernel (the hooks alone)"
+            }
+            Mode::TraceStopped => {
+                "`nodeip-trace trace --comm ip --pcap F --ring-buffer-mib 64` stopped (SIGSTOP) \
+                 through the storm: the hooks and records without the consumer"
             }
         }
     }
@@ -217,7 +225,9 @@ impl Bench {
                 captured: "—".into(),
             }),
             Mode::NlmonTcpdump => self.run_nlmon(),
-            Mode::TracePcap | Mode::TraceJson | Mode::TraceFiltered => self.run_tracer(mode),
+            Mode::TracePcap | Mode::TraceJson | Mode::TraceFiltered | Mode::TraceStopped => {
+                self.run_tracer(mode)
+            }
         }
     }
 
@@ -244,7 +254,7 @@ impl Bench {
             .spawn()
             .context("starting tcpdump")?;
         let capturer = Capturer { child, stderr };
-        let outcome = self.measure(&capturer, |err| err.contains("listening on"));
+        let outcome = self.measure(&capturer, |err| err.contains("listening on"), false);
         let text = capturer.stop();
         self.ns.ip(&["link", "delete", "nlmon0"]);
         let (storm, cpu) = outcome?;
@@ -275,8 +285,12 @@ impl Bench {
         };
         cmd.args(["trace", "--comm", comm, "--ready-file"])
             .arg(&ready);
+        if mode == Mode::TraceStopped {
+            // Room for the whole storm's records while nothing reads them.
+            cmd.args(["--ring-buffer-mib", "64"]);
+        }
         match mode {
-            Mode::TracePcap | Mode::TraceFiltered => {
+            Mode::TracePcap | Mode::TraceFiltered | Mode::TraceStopped => {
                 cmd.arg("--pcap").arg(self.work.join("trace.pcap"))
             }
             _ => cmd
@@ -289,7 +303,8 @@ impl Bench {
             .spawn()
             .context("starting nodeip-trace")?;
         let capturer = Capturer { child, stderr };
-        let (storm, cpu) = self.measure(&capturer, |_| ready.exists())?;
+        let (storm, cpu) =
+            self.measure(&capturer, |_| ready.exists(), mode == Mode::TraceStopped)?;
         let text = capturer.stop()?;
         // "nodeip-trace: 80004 events, 0 lost; stopped by …"
         let summary = text
@@ -306,12 +321,14 @@ impl Bench {
         })
     }
 
-    /// Waits for the capturer to be ready (its stderr passes `ready`), runs the storm, and
-    /// returns its time and the capturer's CPU until it caught up.
+    /// Waits for the capturer to be ready (its stderr passes `ready`), runs the storm (with
+    /// the capturer stopped through it when `stopped`), and returns its time and the
+    /// capturer's CPU until it caught up.
     fn measure(
         &self,
         capturer: &Capturer,
         ready: impl Fn(&str) -> bool,
+        stopped: bool,
     ) -> Result<(Duration, Option<Duration>)> {
         // Attaching takes seconds under QEMU's TCG.
         wait_until("the capturer to be ready", 120, || {
@@ -320,7 +337,16 @@ impl Bench {
         std::thread::sleep(Duration::from_millis(500));
         let pid = capturer.child.id();
         let before = cpu_of(pid);
-        let storm = self.storm()?;
+        let signal = |sig| {
+            if stopped {
+                // SAFETY: kill with our child's pid.
+                unsafe { libc::kill(pid as i32, sig) };
+            }
+        };
+        signal(libc::SIGSTOP);
+        let storm = self.storm();
+        signal(libc::SIGCONT);
+        let storm = storm?;
         let after = settled_cpu(pid);
         let cpu = before.zip(after).map(|(b, a)| a.saturating_sub(b));
         Ok((storm, cpu))
