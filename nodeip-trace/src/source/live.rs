@@ -112,6 +112,13 @@ impl RecordQueue {
         }
     }
 
+    /// Bytes of records waiting: in memory, and in the spill file.
+    fn waiting_bytes(&self) -> usize {
+        let spilled = self.spill.as_ref().map_or(0, SpillFile::held);
+        self.bytes
+            .saturating_add(usize::try_from(spilled).unwrap_or(usize::MAX))
+    }
+
     /// Whether records are waiting in the spill file.
     fn spilling(&self) -> bool {
         self.spill.as_ref().is_some_and(|s| !s.is_empty())
@@ -275,6 +282,12 @@ impl RecordQueue {
 /// submitted without one, except those the consumer must see at once: exec).
 const DRAIN_IDLE_WAIT_MS: i32 = 10;
 
+/// Bytes queued beyond which the drain thread wakes the consumer when it moved records (a
+/// burst); below, the consumer's own poll (every 10 ms) takes them. Woken at every pass, the
+/// consumer took batches a millisecond apart through a storm, and its CPU in the 6.1 guest
+/// doubled (`bench --vm`, 12:24 vs 12:34 UTC).
+const WAKE_CONSUMER_BYTES: usize = 1 << 20;
+
 /// The pause after a pass that moved records (or found the queue full): a burst is moved in
 /// passes of a millisecond's records, not record by record.
 const DRAIN_BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
@@ -305,7 +318,7 @@ struct Shared {
     inner: std::sync::Mutex<RingAndQueue>,
     /// Set when the source is dropped: the drain thread ends.
     stop: std::sync::atomic::AtomicBool,
-    /// Signalled when the drain thread moved records.
+    /// Signalled when the drain thread moved records and the queue holds a backlog.
     arrived: tokio::sync::Notify,
 }
 
@@ -385,7 +398,8 @@ impl LiveSource {
     }
 
     /// Waits until the kernel wakes the ring's readers (records it must see at once) or the
-    /// drain thread has moved records.
+    /// drain thread has moved records into a backlog ([`WAKE_CONSUMER_BYTES`]); else the
+    /// consumer's own poll takes them.
     pub async fn readable(&mut self) -> std::io::Result<()> {
         tokio::select! {
             ready = self.wakeups.readable_mut() => ready?.clear_ready(),
@@ -439,8 +453,16 @@ impl Drop for LiveSource {
 /// [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
 fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
-        let (moved, refused) = shared.lock().empty_ring();
-        if moved > 0 {
+        let (moved, refused, backlog) = {
+            let mut inner = shared.lock();
+            let (moved, refused) = inner.empty_ring();
+            (
+                moved,
+                refused,
+                inner.queue.waiting_bytes() > WAKE_CONSUMER_BYTES,
+            )
+        };
+        if moved > 0 && backlog {
             shared.arrived.notify_one();
         }
         if moved > 0 || refused {
