@@ -38,7 +38,6 @@ impl Drop for Container {
     }
 }
 
-/// getaddrinfo events made by children of `parent`.
 /// Waits (up to 5 s) until no process maps the file `path` (found by its inode in
 /// `/proc/*/maps`, whatever path it has in the process's mount namespace).
 fn wait_until_nothing_maps(path: &str) {
@@ -68,6 +67,7 @@ fn wait_until_nothing_maps(path: &str) {
     panic!("{path} is still mapped 5 s after its container was stopped");
 }
 
+/// getaddrinfo events made by children of `parent`.
 fn calls_from(events: &[Value], parent: u32) -> usize {
     events
         .iter()
