@@ -53,7 +53,9 @@ enum Command {
     /// `tcpdump -i nlmon0 -w FILE` capture. Same timeline and JSON as live. Damaged frames are
     /// skipped and named on stderr, and reading goes on (exit 4 when anything was skipped).
     Analyze {
-        /// The pcap or pcapng file.
+        /// The pcap or pcapng file; `-` reads standard input (`tcpdump -i nlmon0 -U -w - |
+        /// nodeip-trace analyze -`). A file is read twice, so devices are named even before its
+        /// first link dump; stdin or a pipe is read once, as it arrives.
         file: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]

@@ -391,7 +391,11 @@ pub fn analyze(
 ) -> Result<AnalyzeSummary, OfflineError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut sink = stdout_sink(format);
-    let shown = path.display();
+    let shown = if path == Path::new(STDIN_PATH) {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
     let mut warn = |w: &AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
     let show_progress = std::io::stderr().is_terminal() && size >= PROGRESS_MIN_BYTES;
     let mut last = Instant::now();
@@ -417,7 +421,9 @@ pub fn analyze(
 /// link dump in it first ([`link_names`]), then [`analyze_knowing`] — so a route seen before the
 /// capture's first link dump still names its device. A regular file is mapped and both passes
 /// read the mapping (no copy of the file through `read`, none at all for the first pass); a
-/// file that cannot be mapped (a pipe, an empty file) is read twice.
+/// regular file that cannot be mapped (an empty one) is read twice. A stream — `-` (stdin), a
+/// pipe, a FIFO — can be read only once: it is analyzed in one pass, as it arrives (`tcpdump -U
+/// -w - | nodeip-trace analyze -`), devices named from the link messages read so far.
 pub fn analyze_file(
     path: &Path,
     genl_families: &[(u16, String)],
@@ -431,6 +437,14 @@ pub fn analyze_file(
             source,
         })
     };
+    let one_pass = Known {
+        genl_families,
+        interfaces: &InterfaceNames::new(),
+    };
+    if path == Path::new(STDIN_PATH) {
+        let stdin = std::io::stdin().lock();
+        return analyze_knowing(path, stdin, &one_pass, sink, warn, progress);
+    }
     let file = open()?;
     if let Some(mapped) = mapped_capture(&file) {
         let interfaces =
@@ -442,6 +456,9 @@ pub fn analyze_file(
         let reader = CaptureReader::unbuffered(MappedCaptureReader::new(&mapped));
         return analyze_read_by(path, reader, &known, sink, warn, progress);
     }
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return analyze_knowing(path, file, &one_pass, sink, warn, progress);
+    }
     let interfaces = link_names(file);
     let known = Known {
         genl_families,
@@ -449,6 +466,9 @@ pub fn analyze_file(
     };
     analyze_knowing(path, open()?, &known, sink, warn, progress)
 }
+
+/// The capture path that means standard input.
+pub const STDIN_PATH: &str = "-";
 
 /// Bytes read past between two releases of a [`MappedCaptureReader`]'s pages.
 const RELEASE_EVERY: usize = 4 << 20;

@@ -74,8 +74,9 @@ pub enum ReportError {
     Sink(#[from] SinkError),
 }
 
-/// A recording by its name (`.jsonl`, `.json`) or its first byte (`{`), else a capture.
-fn sniff(path: &Path) -> Result<InputKind, ReportError> {
+/// A recording by its name (`.jsonl`, `.json`) or its first byte (`{`), else a capture; with
+/// the input opened, holding the bytes looked at (a pipe cannot be opened again to read them).
+fn sniff(path: &Path) -> Result<(InputKind, BufReader<std::fs::File>), ReportError> {
     let input_err = |source| ReportError::Input {
         path: path.into(),
         source,
@@ -86,11 +87,12 @@ fn sniff(path: &Path) -> Result<InputKind, ReportError> {
     let named = path
         .extension()
         .is_some_and(|e| e == "jsonl" || e == "json");
-    Ok(if named || first == Some(&b'{') {
+    let kind = if named || first == Some(&b'{') {
         InputKind::Recording
     } else {
         InputKind::Capture
-    })
+    };
+    Ok((kind, reader))
 }
 
 /// The file name a format's report gets by default: `incident.jsonl` → `incident.html`.
@@ -107,7 +109,7 @@ pub fn default_output(input: &Path, format: OutputFormat) -> PathBuf {
 /// Writes the report of `opts.input`. When the input is cut or malformed, the report of what
 /// came before is still written, and the input's error returned.
 pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
-    let kind = sniff(&opts.input)?;
+    let (kind, input) = sniff(&opts.input)?;
     let output = opts
         .output
         .clone()
@@ -130,7 +132,7 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
         }
         format => timeline_sink(format, out, &name, false),
     };
-    let read = read_into(opts, kind, sink.as_mut());
+    let read = read_into(opts, kind, input, sink.as_mut());
     sink.finish()?;
     read.map_err(|source| ReportError::Offline {
         source,
@@ -142,30 +144,29 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     })
 }
 
-/// Feeds the input through the pipeline into `sink`.
+/// Feeds the input (`input`: opened by [`sniff`]) through the pipeline into `sink`. A capture
+/// in a regular file is analyzed from its path (mapped, two passes); a stream, once, from
+/// `input`.
 fn read_into(
     opts: &ReportOptions,
     kind: InputKind,
+    input: BufReader<std::fs::File>,
     sink: &mut dyn EventSink,
 ) -> Result<(), OfflineError> {
     let path = &opts.input;
-    let open = || {
-        std::fs::File::open(path).map_err(|source| OfflineError::Open {
-            path: path.clone(),
-            source,
-        })
-    };
+    let shown = path.display();
+    let mut warn = |w: &offline::AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
     match kind {
-        InputKind::Recording => offline::replay_into(path, BufReader::new(open()?), sink)?,
+        InputKind::Recording => offline::replay_into(path, input, sink)?,
+        InputKind::Capture if input.get_ref().metadata().is_ok_and(|m| m.is_file()) => {
+            offline::analyze_file(path, &opts.genl_families, sink, &mut warn, &mut |_| {})?;
+        }
         InputKind::Capture => {
-            let shown = path.display();
-            offline::analyze_file(
-                path,
-                &opts.genl_families,
-                sink,
-                &mut |w| eprintln!("nodeip-trace: warning: {shown}: {w}"),
-                &mut |_| {},
-            )?;
+            let known = offline::Known {
+                genl_families: &opts.genl_families,
+                interfaces: &offline::InterfaceNames::new(),
+            };
+            offline::analyze_knowing(path, input, &known, sink, &mut warn, &mut |_| {})?;
         }
     }
     Ok(())
