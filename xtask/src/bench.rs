@@ -821,12 +821,11 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         // The median of several runs: one run of about a second is a point sample of this
         // machine's speed (18.0-21.4× across single runs), where tshark's 20-90 s run averages
         // its own over that time.
-        let mut runs = (0..ANALYZE_RUNS)
+        let runs = (0..ANALYZE_RUNS)
             .map(|_| analyze(&pcap, format))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let rss_big = runs.iter().map(|&(_, peak)| peak).max().unwrap_or(0);
-        runs.sort();
-        let ours = runs[ANALYZE_RUNS / 2].0;
+        let ours = median(runs.iter().map(|&(took, _)| took).collect());
         let (_, rss_small) = analyze(&small, format)?;
         let ratio = peer_time.as_secs_f64() / ours.as_secs_f64();
         let cross = if format == "json" {
@@ -849,7 +848,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             met: Some(ratio >= target && rss_big <= rss_small * 2),
         });
     }
-    commands.push("nodeip-trace analyze --format text|json FILE >/dev/null (5 runs each, the median); tshark -r FILE -V >/dev/null; tshark -r FILE -T json >/dev/null (FILE: tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap's frames repeated)".into());
+    commands.push(format!("nodeip-trace analyze --format text|json FILE >/dev/null ({ANALYZE_RUNS} runs each, the median); tshark -r FILE -V >/dev/null; tshark -r FILE -T json >/dev/null (FILE: tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap's frames repeated)"));
 
     // 7. Start-up and footprint.
     let startup = median(startups.clone());

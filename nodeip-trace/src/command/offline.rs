@@ -437,13 +437,9 @@ pub fn analyze_file(
             source,
         })
     };
-    let one_pass = Known {
-        genl_families,
-        interfaces: &InterfaceNames::new(),
-    };
     if path == Path::new(STDIN_PATH) {
         let stdin = std::io::stdin().lock();
-        return analyze_knowing(path, stdin, &one_pass, sink, warn, progress);
+        return analyze_into(path, stdin, genl_families, sink, warn, progress);
     }
     let file = open()?;
     if let Some(mapped) = mapped_capture(&file) {
@@ -457,7 +453,7 @@ pub fn analyze_file(
         return analyze_read_by(path, reader, &known, sink, warn, progress);
     }
     if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return analyze_knowing(path, file, &one_pass, sink, warn, progress);
+        return analyze_into(path, file, genl_families, sink, warn, progress);
     }
     let interfaces = link_names(file);
     let known = Known {

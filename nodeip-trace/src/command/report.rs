@@ -162,11 +162,14 @@ fn read_into(
             offline::analyze_file(path, &opts.genl_families, sink, &mut warn, &mut |_| {})?;
         }
         InputKind::Capture => {
-            let known = offline::Known {
-                genl_families: &opts.genl_families,
-                interfaces: &offline::InterfaceNames::new(),
-            };
-            offline::analyze_knowing(path, input, &known, sink, &mut warn, &mut |_| {})?;
+            offline::analyze_into(
+                path,
+                input,
+                &opts.genl_families,
+                sink,
+                &mut warn,
+                &mut |_| {},
+            )?;
         }
     }
     Ok(())
