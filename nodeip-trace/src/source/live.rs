@@ -26,26 +26,36 @@ use crate::decode::record::{parse_record, KernelRecord, RecordError};
 
 /// Bytes of raw records the queue holds at most: the tracer's memory bound under a burst.
 /// Budget (RSS, measured): ≈ 15 MiB of code and start-up state, the default 4 MiB ring (mapped
-/// once, see `ring`), this queue (28) and 7–11 MiB of records being decoded and written:
-/// 54–58 MiB at the peak of `load_gen`'s 100,000-pair burst, under the 64 MiB target. A
-/// 100,000-pair `ip -batch` `route get` burst queues 13–19 MiB behind `--format json --output
-/// F` (1.5 MiB with `--pcap F` or text); `load_gen`'s, three times faster, fills it, and what
-/// neither queue nor ring can take is counted as lost.
-pub const QUEUE_MAX_BYTES: usize = 28 << 20;
+/// once, see `ring`), this queue (24), its ready segments (up to [`SPARE_SEGMENTS`] MiB), the
+/// spill's 1 MiB write buffer and 7–11 MiB of records being decoded and written: at most
+/// 64 MiB at the peak of `load_gen`'s 100,000-pair burst. A 100,000-pair `ip -batch`
+/// `route get` burst queues 13–19 MiB behind `--format json --output F` (1.5 MiB with
+/// `--pcap F` or text); `load_gen`'s, three times faster, fills it and spills, and what neither
+/// queue, spill nor ring can take is counted as lost.
+pub const QUEUE_MAX_BYTES: usize = 24 << 20;
 
 /// Bytes of record data per queue segment.
 const SEGMENT_BYTES: usize = 1 << 20;
 
-/// Emptied segments kept for reuse (so a steady load does not allocate, and a burst's
-/// memory goes back to the system after it).
+/// Segments kept ready for the queue, their pages already touched: emptied ones are kept for
+/// reuse, and the consumer makes new ones between its batches (so a burst's memory goes back to
+/// the system after it, beyond these). The drain thread then never faults memory in: making
+/// fresh segments itself, page faults and mimalloc's page set-up were most of its time in a
+/// burst, 5 ms of CPU in some passes and 11–16 ms in others, while the ring filled
+/// (BENCHMARKS.md, 2026-11-26 18:40).
 const SPARE_SEGMENTS: usize = 4;
+
+/// Record ends a segment has room for before its index grows (≈ 100-byte records; touched
+/// with the data, so the drain thread does not grow it in a burst).
+const SEGMENT_RECORDS: usize = SEGMENT_BYTES / 64;
 
 /// Default bound of the spill file, in MiB (`--spill-mib`).
 pub const DEFAULT_SPILL_MIB: u64 = 512;
 
 /// Bytes of records brought back from the spill into memory at a time (into an empty memory,
-/// so within its bound when that is larger).
-const READ_BACK_BYTES: usize = 4 * SEGMENT_BYTES;
+/// so within its bound when that is larger). One segment: the read-back happens under the
+/// lock the drain thread needs, and 4 MiB at a time kept it waiting for milliseconds.
+const READ_BACK_BYTES: usize = SEGMENT_BYTES;
 
 /// Where records beyond the queue's memory go: a directory for the spill file, and its bound.
 #[derive(Clone, Debug)]
@@ -88,10 +98,46 @@ struct Segment {
 }
 
 impl Segment {
+    /// An empty segment whose memory is allocated and written once, so that filling it costs
+    /// no page fault.
+    fn touched() -> Self {
+        let mut segment = Self {
+            data: vec![0; SEGMENT_BYTES],
+            ends: vec![0; SEGMENT_RECORDS],
+            next: 0,
+        };
+        // `vec![0; n]` may map zeroed pages without touching them: write every page.
+        segment.data.fill(1);
+        segment.ends.fill(1);
+        std::hint::black_box(&mut segment);
+        segment.clear();
+        segment
+    }
+
     fn clear(&mut self) {
         self.data.clear();
         self.ends.clear();
         self.next = 0;
+    }
+
+    /// Appends a record given in two parts (`head`, then `tail`).
+    fn push(&mut self, head: &[u8], tail: &[u8]) {
+        self.data.extend_from_slice(head);
+        self.data.extend_from_slice(tail);
+        self.ends.push(self.data.len() as u32);
+    }
+
+    /// Records held, not yet taken or not.
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Each record held, in order.
+    fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|&e| e as usize));
+        starts
+            .zip(self.ends.iter())
+            .map(|(start, &end)| &self.data[start..end as usize])
     }
 }
 
@@ -193,11 +239,19 @@ impl RecordQueue {
             .segments
             .back_mut()
             .expect("a segment was just ensured");
-        segment.data.extend_from_slice(head);
-        segment.data.extend_from_slice(tail);
-        segment.ends.push(segment.data.len() as u32);
+        segment.push(head, tail);
         self.bytes += len;
         self.peak_bytes = self.peak_bytes.max(self.bytes);
+    }
+
+    /// How many ready segments the queue lacks (see [`SPARE_SEGMENTS`]).
+    fn spares_wanted(&self) -> usize {
+        SPARE_SEGMENTS.saturating_sub(self.spare.len())
+    }
+
+    /// Keeps a ready segment for the records to come.
+    fn add_spare(&mut self, segment: Segment) {
+        self.spare.push(segment);
     }
 
     /// Hands the oldest record to `take`, then forgets it; false when the queue is empty.
@@ -336,6 +390,9 @@ impl Shared {
 /// the ring too, before each batch it takes.
 pub struct LiveSource {
     shared: std::sync::Arc<Shared>,
+    /// The raw records of the batch being decoded, copied out of the queue under the lock and
+    /// decoded after it is released.
+    batch: Segment,
     drainer: Option<std::thread::JoinHandle<()>>,
     /// The ring's fd (a duplicate) in the runtime's poller: a kernel wake-up (an exec record)
     /// reaches the consumer itself at once, not a millisecond later through the drain thread
@@ -367,6 +424,7 @@ impl LiveSource {
                 arrived: tokio::sync::Notify::new(),
             }),
             drainer: None,
+            batch: Segment::default(),
         })
     }
 
@@ -410,29 +468,52 @@ impl LiveSource {
 
     /// Empties the ring into the queue, then decodes up to `max` queued records into `out`
     /// (undecodable ones go to `errors`). Fewer than `max` means ring and queue are both empty.
+    ///
+    /// The lock the drain thread needs is held only to copy the batch's raw bytes out: held
+    /// through the decoding too, a consumer preempted mid-batch kept the drain thread waiting
+    /// for up to 12 ms while a burst filled the ring, in each of the runs that lost records
+    /// (BENCHMARKS.md, 2026-11-26 18:40).
     pub fn drain(
         &mut self,
         out: &mut Vec<KernelRecord>,
         errors: &mut Vec<RecordError>,
         max: usize,
     ) {
-        let mut inner = self.shared.lock();
+        self.stock_spares();
         let mut n = 0;
         // Twice: what arrived while the first batch was decoded is queued too, so "fewer than
         // max" keeps meaning that nothing is waiting.
         for _ in 0..2 {
-            inner.empty_ring();
-            while n < max
-                && inner.queue.pop_with(|bytes| match parse_record(bytes) {
+            let batch = &mut self.batch;
+            batch.clear();
+            {
+                let mut inner = self.shared.lock();
+                inner.empty_ring();
+                while n + batch.len() < max && inner.queue.pop_with(|bytes| batch.push(bytes, &[]))
+                {
+                }
+            }
+            n += batch.len();
+            for bytes in batch.records() {
+                match parse_record(bytes) {
                     Ok(r) => out.push(r),
                     Err(e) => errors.push(e),
-                })
-            {
-                n += 1;
+                }
             }
             if n == max {
                 break;
             }
+        }
+    }
+}
+
+impl LiveSource {
+    /// Makes the ready segments the queue lacks, outside the lock (see [`SPARE_SEGMENTS`]).
+    fn stock_spares(&mut self) {
+        let wanted = self.shared.lock().queue.spares_wanted();
+        for _ in 0..wanted {
+            let segment = Segment::touched();
+            self.shared.lock().queue.add_spare(segment);
         }
     }
 }
@@ -509,6 +590,41 @@ mod tests {
             drain_all(&mut queue),
             vec![b"again".to_vec(), b"wrapped".to_vec()]
         );
+    }
+
+    #[test]
+    fn ready_segments_are_used_before_new_ones_and_kept_after() {
+        let mut queue = RecordQueue::new(usize::MAX, None);
+        assert_eq!(queue.spares_wanted(), super::SPARE_SEGMENTS);
+        while queue.spares_wanted() > 0 {
+            queue.add_spare(super::Segment::touched());
+        }
+        let ready = queue.spare.last().expect("ready segments").data.as_ptr();
+        let record = vec![3u8; 1024];
+        // Two segments' worth of records: the ready ones are taken, in order, first.
+        for _ in 0..2 * super::SEGMENT_BYTES / record.len() {
+            assert!(queue.push(&record, &[]));
+        }
+        assert_eq!(queue.spares_wanted(), 2);
+        assert!(queue.segments.iter().any(|s| s.data.as_ptr() == ready));
+        // Emptied segments become ready ones again.
+        assert_eq!(
+            drain_all(&mut queue).len(),
+            2 * super::SEGMENT_BYTES / record.len()
+        );
+        assert_eq!(queue.spares_wanted(), 0);
+    }
+
+    #[test]
+    fn a_segment_hands_back_its_records_in_order() {
+        let mut segment = super::Segment::touched();
+        assert_eq!(segment.records().count(), 0);
+        segment.push(b"one", &[]);
+        segment.push(b"tw", b"o");
+        segment.push(b"", &[]);
+        let got: Vec<&[u8]> = segment.records().collect();
+        assert_eq!(got, vec![&b"one"[..], b"two", b""]);
+        assert!(segment.data.capacity() >= super::SEGMENT_BYTES);
     }
 
     #[test]

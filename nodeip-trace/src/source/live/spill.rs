@@ -15,6 +15,10 @@ use std::path::Path;
 /// Bytes of framed records gathered before they are written to the file.
 const WRITE_CHUNK: usize = 1 << 20;
 
+/// Room beyond [`WRITE_CHUNK`] in the append buffer: the frame that crosses it (a record is at
+/// most a chunk of 16 KiB and its header).
+const UNWRITTEN_SLACK: usize = 64 << 10;
+
 /// Bytes of a frame's length prefix.
 const FRAME_HEADER: usize = 4;
 
@@ -56,9 +60,13 @@ impl SpillFile {
                 std::fs::remove_file(&path)?;
                 Ok::<_, io::Error>(file)
             })?;
+        // The buffer is written once now: appends come from the drain thread in a burst,
+        // which should not fault its pages in then (nor grow it record by record).
+        let mut unwritten = std::hint::black_box(vec![1u8; WRITE_CHUNK + UNWRITTEN_SLACK]);
+        unwritten.clear();
         Ok(Self {
             file,
-            unwritten: Vec::new(),
+            unwritten,
             read_buf: Vec::new(),
             written: 0,
             read: 0,
