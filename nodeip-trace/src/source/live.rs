@@ -530,23 +530,26 @@ impl Drop for LiveSource {
 }
 
 /// The drain thread: a pass over the ring, then a pause — a millisecond after a pass that moved
-/// records or found the queue full, else a wait on the ring's fd for a kernel wake-up of up to
-/// [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
+/// records, found the queue full or left records in the ring, else a wait on the ring's fd for
+/// a kernel wake-up of up to [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
 fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
-        let (moved, refused, backlog) = {
+        let (moved, refused, backlog, left) = {
             let mut inner = shared.lock();
             let (moved, refused) = inner.empty_ring();
             (
                 moved,
                 refused,
                 inner.queue.waiting_bytes() > WAKE_CONSUMER_BYTES,
+                inner.ring.holds_records(),
             )
         };
         if moved > 0 && backlog {
             shared.arrived.notify_one();
         }
-        if moved > 0 || refused {
+        // A pass that moved nothing may still have found records: the first one being written
+        // at that moment. That is a burst going on, not an idle ring to wait 10 ms on.
+        if moved > 0 || refused || left {
             std::thread::sleep(DRAIN_BUSY_PAUSE);
         } else {
             let mut pollfd = libc::pollfd {

@@ -136,6 +136,20 @@ impl RingReader {
     }
 }
 
+impl RingReader {
+    /// Whether the ring holds records (committed or still being written) not yet read.
+    pub fn holds_records(&self) -> bool {
+        // SAFETY: as in `read`: page 0 starts with `consumer_pos`, page 1 with `producer_pos`.
+        let (consumer_pos, producer_pos) = unsafe {
+            (
+                &*self.consumer.ptr.as_ptr().cast::<AtomicU64>(),
+                &*self.producer.ptr.as_ptr().cast::<AtomicU64>(),
+            )
+        };
+        producer_pos.load(Ordering::Acquire) != consumer_pos.load(Ordering::Relaxed)
+    }
+}
+
 /// Hands the committed records between positions `pos` and `end` of the ring's data to `take`
 /// (see [`RingReader::read`]); returns the position after the last record taken or skipped.
 ///
