@@ -26,7 +26,7 @@ use aya_ebpf::{
         bpf_get_current_cgroup_id, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
     },
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
     Global,
 };
 use nodeip_trace_common::{
@@ -51,14 +51,27 @@ static BATCH_WAKEUPS: Global<u32> = Global::new(0);
 /// Submit flag for records the reader must see at once (`BPF_RB_FORCE_WAKEUP`).
 const WAKE_NOW: u64 = 2;
 
-/// The flags to submit a record to `EVENTS` with (see `BATCH_WAKEUPS`).
+/// Element 0 is 1 while the reader waits for a wake-up on an empty ring (userspace sets it):
+/// the next record wakes it, and sets it back to 0, so a burst that starts on a quiet ring is
+/// read from its first record on instead of at the reader's next timeout, with one wake-up.
+#[map]
+static READER_WAITING: Array<u32> = Array::with_max_entries(1, 0);
+
+/// The flags to submit a record to `EVENTS` with (see `BATCH_WAKEUPS` and `READER_WAITING`).
 #[inline(always)]
 fn submit_flags() -> u64 {
     const BPF_RB_NO_WAKEUP: u64 = 1;
-    if BATCH_WAKEUPS.load() != 0 {
-        BPF_RB_NO_WAKEUP
-    } else {
-        0
+    if BATCH_WAKEUPS.load() == 0 {
+        return 0;
+    }
+    match READER_WAITING.get_ptr_mut(0) {
+        // SAFETY: element 0 of a one-element array map, valid while the program runs; racing
+        // CPUs at worst both wake the reader.
+        Some(waiting) if unsafe { *waiting } != 0 => {
+            unsafe { *waiting = 0 };
+            WAKE_NOW
+        }
+        _ => BPF_RB_NO_WAKEUP,
     }
 }
 

@@ -710,13 +710,15 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             known += 1;
         }
     }
-    let mut source =
-        LiveSource::new(tracer.take_ring_buffer()?, opts.spill.clone()).map_err(|source| {
-            TraceError::Io {
-                what: "polling the ring buffer",
-                source,
-            }
-        })?;
+    let mut source = LiveSource::new(
+        tracer.take_ring_buffer()?,
+        Some(tracer.take_reader_waiting_flag()?),
+        opts.spill.clone(),
+    )
+    .map_err(|source| TraceError::Io {
+        what: "polling the ring buffer",
+        source,
+    })?;
     // The spill file is made now, so that a directory that cannot take it (none, read-only,
     // a container image without /tmp) is known before a burst needs it.
     if let (Some(spill), Err(e)) = (&opts.spill, source.open_spill()) {

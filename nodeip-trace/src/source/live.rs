@@ -346,6 +346,9 @@ const WAKE_CONSUMER_BYTES: usize = 1 << 20;
 /// passes of a millisecond's records, not record by record.
 const DRAIN_BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// The kernel side's `READER_WAITING` flag (element 0 of a one-element array map).
+pub type WaitingFlag = aya::maps::Array<MapData, u32>;
+
 /// The ring and the queue it is emptied into, behind one lock.
 struct RingAndQueue {
     ring: RingReader,
@@ -393,6 +396,8 @@ pub struct LiveSource {
     /// The raw records of the batch being decoded, copied out of the queue under the lock and
     /// decoded after it is released.
     batch: Segment,
+    /// The kernel side's `READER_WAITING` flag, until the drain thread takes it.
+    waiting: Option<WaitingFlag>,
     drainer: Option<std::thread::JoinHandle<()>>,
     /// The ring's fd (a duplicate) in the runtime's poller: a kernel wake-up (an exec record)
     /// reaches the consumer itself at once, not a millisecond later through the drain thread
@@ -402,9 +407,15 @@ pub struct LiveSource {
 
 impl LiveSource {
     /// Maps the ring buffer map (`EVENTS`); records beyond the queue's memory go where `spill`
-    /// says (`None`: they wait in the ring). Until [`Self::start_drain_thread`], only
-    /// [`Self::drain`] empties the ring.
-    pub fn new(ring: MapData, spill: Option<SpillConfig>) -> std::io::Result<Self> {
+    /// says (`None`: they wait in the ring). `waiting` is the kernel side's `READER_WAITING`
+    /// flag, which the drain thread sets before it waits on an empty ring (`None`: it waits
+    /// for its timeout). Until [`Self::start_drain_thread`], only [`Self::drain`] empties the
+    /// ring.
+    pub fn new(
+        ring: MapData,
+        waiting: Option<WaitingFlag>,
+        spill: Option<SpillConfig>,
+    ) -> std::io::Result<Self> {
         let ring = RingReader::new(ring)?;
         // SAFETY: the reader's map fd is open here; the duplicate is ours to own.
         let wakeups =
@@ -425,6 +436,7 @@ impl LiveSource {
             }),
             drainer: None,
             batch: Segment::default(),
+            waiting,
         })
     }
 
@@ -442,10 +454,11 @@ impl LiveSource {
         }
         let fd = std::os::fd::AsRawFd::as_raw_fd(&self.shared.lock().ring);
         let theirs = std::sync::Arc::clone(&self.shared);
+        let waiting = self.waiting.take();
         self.drainer = Some(
             std::thread::Builder::new()
                 .name("ring-drain".into())
-                .spawn(move || drain_thread(&theirs, fd))?,
+                .spawn(move || drain_thread(&theirs, fd, waiting))?,
         );
         Ok(())
     }
@@ -532,7 +545,7 @@ impl Drop for LiveSource {
 /// The drain thread: a pass over the ring, then a pause — a millisecond after a pass that moved
 /// records, found the queue full or left records in the ring, else a wait on the ring's fd for
 /// a kernel wake-up of up to [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
-fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
+fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, mut waiting: Option<WaitingFlag>) {
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
         let (moved, refused, backlog, left) = {
             let mut inner = shared.lock();
@@ -552,6 +565,15 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
         if moved > 0 || refused || left {
             std::thread::sleep(DRAIN_BUSY_PAUSE);
         } else {
+            // The next record wakes the thread (a burst is read from its start, not up to
+            // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One may
+            // have come between the pass and the flag: look once more.
+            if let Some(flag) = waiting.as_mut() {
+                let _ = flag.set(0, 1, 0);
+            }
+            if shared.lock().ring.holds_records() {
+                continue;
+            }
             let mut pollfd = libc::pollfd {
                 fd: ring_fd,
                 events: libc::POLLIN,
