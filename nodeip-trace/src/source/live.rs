@@ -127,7 +127,7 @@ impl Segment {
         self.ends.push(self.data.len() as u32);
     }
 
-    /// Records held, not yet taken or not.
+    /// Records held (taken ones included).
     fn len(&self) -> usize {
         self.ends.len()
     }
@@ -333,7 +333,8 @@ impl RecordQueue {
 }
 
 /// How long the drain thread waits for a kernel wake-up when the ring was empty (records are
-/// submitted without one, except those the consumer must see at once: exec).
+/// submitted without one, except those the consumer must see at once, exec, and the first one
+/// after the thread set `READER_WAITING`).
 const DRAIN_IDLE_WAIT_MS: i32 = 10;
 
 /// Bytes queued beyond which the drain thread wakes the consumer when it moved records (a
@@ -479,6 +480,15 @@ impl LiveSource {
         Ok(())
     }
 
+    /// Makes the ready segments the queue lacks, outside the lock (see [`SPARE_SEGMENTS`]).
+    fn stock_spares(&mut self) {
+        let wanted = self.shared.lock().queue.spares_wanted();
+        for _ in 0..wanted {
+            let segment = Segment::touched();
+            self.shared.lock().queue.add_spare(segment);
+        }
+    }
+
     /// Empties the ring into the queue, then decodes up to `max` queued records into `out`
     /// (undecodable ones go to `errors`). Fewer than `max` means ring and queue are both empty.
     ///
@@ -516,17 +526,6 @@ impl LiveSource {
             if n == max {
                 break;
             }
-        }
-    }
-}
-
-impl LiveSource {
-    /// Makes the ready segments the queue lacks, outside the lock (see [`SPARE_SEGMENTS`]).
-    fn stock_spares(&mut self) {
-        let wanted = self.shared.lock().queue.spares_wanted();
-        for _ in 0..wanted {
-            let segment = Segment::touched();
-            self.shared.lock().queue.add_spare(segment);
         }
     }
 }
