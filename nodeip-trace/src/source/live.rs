@@ -97,21 +97,24 @@ struct Segment {
     next: usize,
 }
 
+/// An empty buffer with room for `capacity` items, every page of it written once, so that the
+/// drain thread filling it later takes no page fault (`vec![0; n]` may map zeroed pages
+/// without touching them, so a non-zero value is written).
+fn touched_buffer<T: Copy + From<u8>>(capacity: usize) -> Vec<T> {
+    let mut buffer = std::hint::black_box(vec![T::from(1); capacity]);
+    buffer.clear();
+    buffer
+}
+
 impl Segment {
     /// An empty segment whose memory is allocated and written once, so that filling it costs
     /// no page fault.
     fn touched() -> Self {
-        let mut segment = Self {
-            data: vec![0; SEGMENT_BYTES],
-            ends: vec![0; SEGMENT_RECORDS],
+        Self {
+            data: touched_buffer(SEGMENT_BYTES),
+            ends: touched_buffer(SEGMENT_RECORDS),
             next: 0,
-        };
-        // `vec![0; n]` may map zeroed pages without touching them: write every page.
-        segment.data.fill(1);
-        segment.ends.fill(1);
-        std::hint::black_box(&mut segment);
-        segment.clear();
-        segment
+        }
     }
 
     fn clear(&mut self) {

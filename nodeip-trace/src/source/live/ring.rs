@@ -118,11 +118,7 @@ impl RingReader {
     /// which stays in the ring); then frees the space of the records taken. A record comes in
     /// two parts when it wraps past the end of the ring (the second is empty otherwise).
     pub fn read(&mut self, mut take: impl FnMut(&[u8], &[u8]) -> bool) {
-        // SAFETY: page 0 of the ring is the kernel's 8-byte-aligned `consumer_pos`, mapped
-        // writable for as long as `self` lives; only this reader writes it.
-        let consumer_pos = unsafe { &*self.consumer.ptr.as_ptr().cast::<AtomicU64>() };
-        // SAFETY: page 1 starts with the kernel's 8-byte-aligned `producer_pos`.
-        let producer_pos = unsafe { &*self.producer.ptr.as_ptr().cast::<AtomicU64>() };
+        let (consumer_pos, producer_pos) = self.positions();
         // SAFETY: the data follows page 1 for `size` bytes, mapped as long as `self` lives.
         let data = unsafe { self.producer.ptr.as_ptr().add(self.page) };
         let start = consumer_pos.load(Ordering::Relaxed);
@@ -134,19 +130,24 @@ impl RingReader {
         // Release: the kernel may reuse the space once it sees the new position.
         consumer_pos.store(pos, Ordering::Release);
     }
-}
 
-impl RingReader {
     /// Whether the ring holds records (committed or still being written) not yet read.
     pub fn holds_records(&self) -> bool {
-        // SAFETY: as in `read`: page 0 starts with `consumer_pos`, page 1 with `producer_pos`.
-        let (consumer_pos, producer_pos) = unsafe {
+        let (consumer_pos, producer_pos) = self.positions();
+        producer_pos.load(Ordering::Acquire) != consumer_pos.load(Ordering::Relaxed)
+    }
+
+    /// The kernel's `consumer_pos` (which only this reader writes) and `producer_pos`.
+    fn positions(&self) -> (&AtomicU64, &AtomicU64) {
+        // SAFETY: page 0 of the ring is the kernel's 8-byte-aligned `consumer_pos`, mapped
+        // writable for as long as `self` lives; only this reader writes it. Page 1 starts with
+        // the kernel's 8-byte-aligned `producer_pos`.
+        unsafe {
             (
                 &*self.consumer.ptr.as_ptr().cast::<AtomicU64>(),
                 &*self.producer.ptr.as_ptr().cast::<AtomicU64>(),
             )
-        };
-        producer_pos.load(Ordering::Acquire) != consumer_pos.load(Ordering::Relaxed)
+        }
     }
 }
 

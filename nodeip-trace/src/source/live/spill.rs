@@ -60,13 +60,11 @@ impl SpillFile {
                 std::fs::remove_file(&path)?;
                 Ok::<_, io::Error>(file)
             })?;
-        // The buffer is written once now: appends come from the drain thread in a burst,
-        // which should not fault its pages in then (nor grow it record by record).
-        let mut unwritten = std::hint::black_box(vec![1u8; WRITE_CHUNK + UNWRITTEN_SLACK]);
-        unwritten.clear();
         Ok(Self {
             file,
-            unwritten,
+            // Touched now: appends come from the drain thread in a burst, which should not
+            // fault its pages in then (nor grow it record by record).
+            unwritten: super::touched_buffer(WRITE_CHUNK + UNWRITTEN_SLACK),
             read_buf: Vec::new(),
             written: 0,
             read: 0,
