@@ -301,6 +301,7 @@ fn analyze_read_by<R: Read>(
     for (id, name) in known.genl_families {
         pipeline.netlink_decoder().learn_family(*id, name);
     }
+    pipeline.netlink_decoder().set_detail(sink.detail());
     for (netns, names) in known.interfaces {
         pipeline.learn_interfaces((*netns != 0).then_some(u64::from(*netns)), names);
     }

@@ -18,6 +18,7 @@ use crate::model::emitted::Emitted;
 use crate::model::event::{
     Event, EventBody, LostReport, RecordingHeader, RunSummary, SCHEMA_VERSION,
 };
+use crate::model::netlink::MessageDetail;
 use crate::pipeline::Pipeline;
 use crate::probe::features::KernelFeatures;
 use crate::probe::loader::{LiveTracer, TraceConfig};
@@ -478,6 +479,12 @@ impl Sinks {
         self.each(|s| s.finish())
     }
 
+    /// The most any output reads of a netlink message (none: [`MessageDetail::Shown`]).
+    fn detail(&self) -> MessageDetail {
+        let each = self.slots.iter().map(|slot| slot.sink.detail());
+        each.max().unwrap_or(MessageDetail::Shown)
+    }
+
     /// The outputs that failed, with why.
     fn failures(&self) -> Vec<String> {
         self.slots.iter().filter_map(|s| s.failed.clone()).collect()
@@ -835,6 +842,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             None,
         );
     }
+    pipeline.netlink_decoder().set_detail(sinks.detail());
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
     let header = meta_event(
         &clock,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::model::emitted::Emitted;
 use crate::model::event::EventBody;
+use crate::model::netlink::MessageDetail;
 use crate::sink::{EventSink, SinkError};
 
 /// A writer that counts the bytes written through it into a shared counter (or, without one,
@@ -149,6 +150,10 @@ impl EventSink for SizeLimitedSink {
     fn flush(&mut self) -> Result<(), SinkError> {
         self.inner.flush()
     }
+
+    fn detail(&self) -> MessageDetail {
+        self.inner.detail()
+    }
 }
 
 #[cfg(test)]
@@ -182,6 +187,19 @@ mod tests {
             Emitted::Event(e) => Emitted::SpanBegin(e),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn a_limited_output_reads_as_much_of_a_message_as_the_output_it_limits() {
+        let limited = |inner: Box<dyn EventSink>| {
+            let written = Arc::new(AtomicU64::new(0));
+            SizeLimitedSink::new(inner, LimitedRecords::Events, "out", written, 300).detail()
+        };
+        let text = crate::sink::text::TextTimelineSink::new(Vec::new(), "out", false);
+        let json = JsonLinesSink::new(Vec::new(), "out", false);
+        assert_eq!(text.detail(), MessageDetail::Shown);
+        assert_eq!(limited(Box::new(text)), MessageDetail::Shown);
+        assert_eq!(limited(Box::new(json)), MessageDetail::Full);
     }
 
     #[test]

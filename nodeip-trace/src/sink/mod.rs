@@ -16,6 +16,7 @@ pub mod view;
 use crate::model::emitted::Emitted;
 use crate::model::event::{Event, EventBody};
 use crate::model::frame::NetlinkFrame;
+use crate::model::netlink::MessageDetail;
 
 /// The output-format switch of the timeline commands (trace, analyze, replay, report):
 /// `--format text|json|html` (one-shot reports of doctor and explain take [`ReportFormat`]).
@@ -178,6 +179,11 @@ pub trait EventSink {
     fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// How much of each netlink message this sink reads: the decoder keeps no more than the
+    /// sinks it feeds read ([`MessageDetail::Full`] unless a sink says less).
+    fn detail(&self) -> MessageDetail {
+        MessageDetail::Full
+    }
 }
 
 /// Adapts a pcap/pcapng [`pcap::FrameSink`] to [`EventSink`]: frames are written, events ignored.
@@ -294,6 +300,11 @@ impl EventSink for FrameSinkAdapter {
     /// its last batch.
     fn flush(&mut self) -> Result<(), SinkError> {
         self.inner.flush().map_err(|e| self.pcap_err(e))
+    }
+
+    /// Frames are written as captured; of the events, only diagnoses and the summary are read.
+    fn detail(&self) -> MessageDetail {
+        MessageDetail::Shown
     }
 
     fn finish(&mut self) -> Result<(), SinkError> {

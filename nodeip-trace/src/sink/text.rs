@@ -11,7 +11,7 @@ use crate::model::event::{
 use crate::model::facts::{AddressFact, RouteFact};
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::model::getaddrinfo::{GetaddrinfoWhy, ResolverKind};
-use crate::model::netlink::{IpvsCommand, MessageBody, NetlinkMessage};
+use crate::model::netlink::{IpvsCommand, MessageBody, MessageDetail, NetlinkMessage};
 
 /// Renders the timeline as text.
 pub struct TextTimelineSink<W: Write> {
@@ -668,6 +668,11 @@ impl<W: Write> TextTimelineSink<W> {
 impl<W: Write> EventSink for TextTimelineSink<W> {
     fn flush(&mut self) -> Result<(), SinkError> {
         self.out.flush().map_err(|s| self.io(s))
+    }
+
+    /// A line per event shows named fields, never the attributes kept raw.
+    fn detail(&self) -> MessageDetail {
+        MessageDetail::Shown
     }
 
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {

@@ -5,7 +5,7 @@
 use super::attributes::{bit_names, collect_attributes, walk_attributes, Attribute};
 use super::{ipvs, DecodeError, NetlinkDecoder};
 use crate::model::netlink::{
-    GenlBody, GenlOperation, Hex, McastGroup, MessageBody, Name, NlctrlBody,
+    GenlBody, GenlOperation, Hex, McastGroup, MessageBody, MessageDetail, Name, NlctrlBody,
 };
 
 /// `GENL_ID_CTRL`: the fixed family id of nlctrl.
@@ -112,7 +112,8 @@ pub(crate) fn decode(
     let attributes_offset = offset + GENL_HDRLEN;
     match decoder.family_name(family_id) {
         Some(NLCTRL_NAME) => {
-            let body = decode_nlctrl(cmd, version, attributes, attributes_offset, errors);
+            let detail = decoder.detail();
+            let body = decode_nlctrl(cmd, version, detail, attributes, attributes_offset, errors);
             if let (Some(id), Some(name)) = (body.family_id, &body.family_name) {
                 if cmd == CTRL_CMD_NEWFAMILY || cmd == CTRL_CMD_GETFAMILY {
                     decoder.learn_family(id, name);
@@ -137,9 +138,12 @@ pub(crate) fn decode(
     }
 }
 
+/// An nlctrl message's attributes; with [`MessageDetail::Shown`] the operation and group lists
+/// and the other attributes are walked for their problems and not kept.
 fn decode_nlctrl(
     cmd: u8,
     version: u8,
+    detail: MessageDetail,
     attributes: &[u8],
     offset: usize,
     errors: &mut Vec<DecodeError>,
@@ -157,6 +161,7 @@ fn decode_nlctrl(
         mcast_groups: Vec::new(),
         other_attributes: Vec::new(),
     };
+    let keep = detail == MessageDetail::Full;
     // Ops and groups are arrays: a nested attribute per entry, each holding attributes.
     let mut ops: Vec<Attribute> = Vec::new();
     let mut groups: Vec<Attribute> = Vec::new();
@@ -169,18 +174,24 @@ fn decode_nlctrl(
             CTRL_ATTR_MAXATTR => body.maxattr = attribute.u32(),
             CTRL_ATTR_OPS => ops.push(attribute),
             CTRL_ATTR_MCAST_GROUPS => groups.push(attribute),
-            _ => body.other_attributes.push(attribute.to_raw()),
+            _ if keep => body.other_attributes.push(attribute.to_raw()),
+            _ => {}
         }
     }
     let family = body.family_name.clone();
     for array in ops {
         for entry in collect_attributes(array.value, array.value_offset(), errors) {
+            let fields = walk_attributes(entry.value, entry.value_offset(), errors);
+            if !keep {
+                fields.for_each(drop);
+                continue;
+            }
             let mut op = GenlOperation {
                 id: 0,
                 name: None,
                 flags: Vec::new(),
             };
-            for field in walk_attributes(entry.value, entry.value_offset(), errors) {
+            for field in fields {
                 match field.kind {
                     CTRL_ATTR_OP_ID => op.id = field.u32().unwrap_or(0),
                     CTRL_ATTR_OP_FLAGS => op.flags = bit_names(field.u32().unwrap_or(0), OP_FLAGS),
@@ -195,11 +206,16 @@ fn decode_nlctrl(
     }
     for array in groups {
         for entry in collect_attributes(array.value, array.value_offset(), errors) {
+            let fields = walk_attributes(entry.value, entry.value_offset(), errors);
+            if !keep {
+                fields.for_each(drop);
+                continue;
+            }
             let mut group = McastGroup {
                 name: String::new(),
                 id: 0,
             };
-            for field in walk_attributes(entry.value, entry.value_offset(), errors) {
+            for field in fields {
                 match field.kind {
                     CTRL_ATTR_MCAST_GRP_NAME => group.name = field.string(),
                     CTRL_ATTR_MCAST_GRP_ID => group.id = field.u32().unwrap_or(0),

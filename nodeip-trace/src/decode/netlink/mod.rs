@@ -26,8 +26,8 @@ pub use rtnetlink::{route_type_name, table_name};
 
 use crate::decode::record::c_string;
 use crate::model::netlink::{
-    DoneBody, ErrorBody, Hex, MessageBody, MessageHeader, Name, NetlinkMessage, RawBody,
-    RedactedBody,
+    DoneBody, ErrorBody, Hex, MessageBody, MessageDetail, MessageHeader, Name, NetlinkMessage,
+    RawBody, RedactedBody,
 };
 
 /// `NETLINK_ROUTE`: rtnetlink (links, addresses, routes, neighbours, rules).
@@ -357,6 +357,7 @@ const XFRM_MESSAGE_NAMES: &[&str] = &[
 pub struct NetlinkDecoder {
     families: BTreeMap<u16, String>,
     interfaces: BTreeMap<u32, String>,
+    detail: MessageDetail,
 }
 
 impl Default for NetlinkDecoder {
@@ -373,7 +374,18 @@ impl NetlinkDecoder {
         Self {
             families,
             interfaces: BTreeMap::new(),
+            detail: MessageDetail::Full,
         }
+    }
+
+    /// Keeps `detail` of each message from now on ([`MessageDetail::Full`] by default).
+    pub fn set_detail(&mut self, detail: MessageDetail) {
+        self.detail = detail;
+    }
+
+    /// How much of each message this decoder keeps.
+    pub fn detail(&self) -> MessageDetail {
+        self.detail
     }
 
     /// Records that generic netlink family `id` is `name` (e.g. `IPVS`).

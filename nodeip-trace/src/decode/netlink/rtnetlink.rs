@@ -20,8 +20,8 @@ use super::{address_family_name, link_walker, DecodeError, NetlinkDecoder};
 use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::{
-    AddressBody, Hex, LinkBody, MessageBody, Name, NeighbourBody, RawAttribute, RawBody, RouteBody,
-    RuleBody,
+    AddressBody, Hex, LinkBody, MessageBody, MessageDetail, Name, NeighbourBody, RawAttribute,
+    RawBody, RouteBody, RuleBody,
 };
 
 /// `RTM_*` message names, by type number.
@@ -196,7 +196,7 @@ pub(crate) fn decode(
     }
     if kind == ObjectKind::Link {
         if let Some(body) = link_walker::link_body(payload) {
-            let other = other_attributes(kind, payload, offset, errors);
+            let other = other_attributes(kind, decoder.detail(), payload, offset, errors);
             return link_message(decoder, type_id, body, other);
         }
     }
@@ -211,7 +211,7 @@ pub(crate) fn decode(
             return raw();
         }
     };
-    let other_attributes = other_attributes(kind, payload, offset, errors);
+    let other_attributes = other_attributes(kind, decoder.detail(), payload, offset, errors);
     match message {
         RouteNetlinkMessage::NewLink(link)
         | RouteNetlinkMessage::DelLink(link)
@@ -246,15 +246,22 @@ pub(crate) fn decode(
 const RTM_NEWLINK: u16 = 16;
 
 /// The attributes of a well-formed body (`payload`, at `offset` in the buffer) that its record
-/// does not show, raw; a malformed attribute ends them and is pushed to `errors`.
+/// does not show, raw; a malformed attribute ends them and is pushed to `errors`. With
+/// [`MessageDetail::Shown`] they are walked for their problems and none is kept.
 fn other_attributes(
     kind: ObjectKind,
+    detail: MessageDetail,
     payload: &[u8],
     offset: usize,
     errors: &mut Vec<DecodeError>,
 ) -> Vec<RawAttribute> {
     let header_len = kind.header_len();
     let region = &payload[header_len..];
+    let walk = walk_attributes(region, offset + header_len, errors);
+    if detail == MessageDetail::Shown {
+        walk.for_each(drop);
+        return Vec::new();
+    }
     // A link dump's body holds some thirty attributes of a few dozen bytes or more that its
     // record does not show: room for them at once, not a list grown four times. Other bodies
     // show most of theirs.
@@ -265,8 +272,7 @@ fn other_attributes(
     };
     let mut other = Vec::with_capacity(room);
     other.extend(
-        walk_attributes(region, offset + header_len, errors)
-            .filter(|attribute| !kind.shown_attributes().contains(&attribute.kind))
+        walk.filter(|attribute| !kind.shown_attributes().contains(&attribute.kind))
             .map(|attribute| attribute.to_raw()),
     );
     other

@@ -20,6 +20,20 @@ pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
 /// Serializes as a plain string.
 pub type Name = Cow<'static, str>;
 
+/// How much of each netlink message the decoder keeps, decided by what the outputs read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MessageDetail {
+    /// What the text timeline and the explainers read: every named field, but rtnetlink's
+    /// `other_attributes` and nlctrl's `ops`, `mcast_groups` and `other_attributes` stay
+    /// empty. The attributes left out are still walked, so their decoding problems are the
+    /// same as with [`MessageDetail::Full`]. (Keeping them raw was a tenth of `analyze`'s
+    /// time for a text timeline that never shows them.)
+    Shown,
+    /// Everything the decoder knows, for outputs that write whole messages (JSON, reports).
+    #[default]
+    Full,
+}
+
 /// The decoded `struct nlmsghdr`, with names.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageHeader {

@@ -9,7 +9,7 @@ use pcap_file::DataLink;
 
 use crate::decode::netlink::{ipvs_command, DecodedBuffer, NetlinkDecoder};
 use crate::golden::{decoded_frames_json, DecodedFrame};
-use crate::model::netlink::{MessageBody, NetlinkMessage};
+use crate::model::netlink::{MessageBody, MessageDetail, NetlinkMessage};
 
 pub(super) const BUSYBOX: &str = "busybox-ip-ipvsadm-getent";
 pub(super) const IPROUTE2: &str = "iproute2-secondary-ipvs";
@@ -30,8 +30,12 @@ pub(super) struct Frame {
 }
 
 pub(super) fn read_nlmon(fixture: &str) -> Vec<Frame> {
-    let path = repo_root().join(format!("tests/fixtures/nlmon/{fixture}.pcap"));
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    read_nlmon_at(&repo_root().join(format!("tests/fixtures/nlmon/{fixture}.pcap")))
+}
+
+/// The frames of the nlmon pcap at `path`.
+fn read_nlmon_at(path: &Path) -> Vec<Frame> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut reader = PcapReader::new(file).expect("pcap header");
     assert_eq!(reader.header().datalink, DataLink::NETLINK);
     let mut frames = Vec::new();
@@ -352,4 +356,68 @@ fn mangled_frames_never_panic() {
         }
     }
     assert!(total > 5000);
+}
+
+/// A fully decoded message without what [`MessageDetail::Shown`] leaves out; whether it had any.
+fn without_unshown(mut message: NetlinkMessage) -> (NetlinkMessage, bool) {
+    let had = match &mut message.body {
+        MessageBody::Link(b) => std::mem::take(&mut b.other_attributes).len(),
+        MessageBody::Address(b) => std::mem::take(&mut b.other_attributes).len(),
+        MessageBody::Route(b) => std::mem::take(&mut b.other_attributes).len(),
+        MessageBody::Neighbour(b) => std::mem::take(&mut b.other_attributes).len(),
+        MessageBody::Rule(b) => std::mem::take(&mut b.other_attributes).len(),
+        MessageBody::Nlctrl(b) => {
+            std::mem::take(&mut b.ops).len()
+                + std::mem::take(&mut b.mcast_groups).len()
+                + std::mem::take(&mut b.other_attributes).len()
+        }
+        _ => 0,
+    };
+    (message, had > 0)
+}
+
+#[test]
+fn shown_detail_is_full_detail_without_the_raw_lists_and_with_the_same_problems() {
+    let malformed = repo_root().join("tests/malformed");
+    let mut paths: Vec<PathBuf> = [BUSYBOX, IPROUTE2]
+        .iter()
+        .map(|f| repo_root().join(format!("tests/fixtures/nlmon/{f}.pcap")))
+        .collect();
+    for entry in std::fs::read_dir(&malformed).expect("tests/malformed") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        // The captures whose frames are good but whose netlink is not.
+        if name.ends_with(".pcap")
+            && ["attr-", "nlmsg-", "genl-"]
+                .iter()
+                .any(|p| name.starts_with(p))
+        {
+            paths.push(path);
+        }
+    }
+    let (mut left_out, mut problems) = (0, 0);
+    for path in &paths {
+        let (mut full, mut shown) = (NetlinkDecoder::new(), NetlinkDecoder::new());
+        shown.set_detail(MessageDetail::Shown);
+        for frame in read_nlmon_at(path) {
+            let expected = full.decode(frame.protocol, &frame.bytes);
+            let got = shown.decode(frame.protocol, &frame.bytes);
+            let at = format!("{} frame {}", path.display(), frame.number);
+            assert_eq!(got.errors, expected.errors, "{at}: problems");
+            problems += expected.errors.len();
+            let expected: Vec<NetlinkMessage> = expected
+                .messages
+                .into_iter()
+                .map(|m| {
+                    let (message, had) = without_unshown(m);
+                    left_out += usize::from(had);
+                    message
+                })
+                .collect();
+            assert_eq!(got.messages, expected, "{at}: messages");
+        }
+    }
+    // The comparison bites: messages lost lists, and problems were compared.
+    assert!(left_out > 20, "{left_out} messages had lists to leave out");
+    assert!(problems > 5, "{problems} problems compared");
 }
