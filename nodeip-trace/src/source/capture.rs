@@ -442,6 +442,70 @@ fn plausible_block(bytes: &[u8], endian: Endian) -> Option<(usize, Endian)> {
         .then_some((total as usize, endian))
 }
 
+/// A classic pcap file's byte order and whether its timestamps are in nanoseconds, from its
+/// magic number.
+fn pcap_byte_order(magic: [u8; 4]) -> Option<(Endian, bool)> {
+    match u32::from_le_bytes(magic) {
+        0xa1b2_c3d4 => Some((Endian::Little, false)),
+        0xa1b2_3c4d => Some((Endian::Little, true)),
+        0xd4c3_b2a1 => Some((Endian::Big, false)),
+        0x4d3c_b2a1 => Some((Endian::Big, true)),
+        _ => None,
+    }
+}
+
+/// A frame of a capture in memory, read in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameInPlace<'a> {
+    /// Netlink protocol, from the nlmon header.
+    pub protocol: u16,
+    /// The netlink bytes after the nlmon header.
+    pub bytes: &'a [u8],
+    /// Where the frame's record ends in the capture.
+    pub end: usize,
+}
+
+/// The frames of a classic netlink pcap held in memory (a mapped file), read in place: no byte
+/// is copied, where a [`CaptureReader`] copies every frame out of its input. `None` when
+/// `capture` is not a classic pcap of link type 253 (pcapng, say): read it with a
+/// [`CaptureReader`]. The frames are those the reader returns (a record past the snap length or
+/// without a netlink nlmon header is passed over, as the reader skips it), and the walk ends
+/// quietly where the reader would fail. A first pass that looks for a few messages (`analyze`'s
+/// interface names) reads a mapped file this way at the cost of the memory reads alone.
+pub fn pcap_frames_in_place(capture: &[u8]) -> Option<impl Iterator<Item = FrameInPlace<'_>>> {
+    let header = capture.get(..24)?;
+    let (endian, _) = pcap_byte_order(header[..4].try_into().ok()?)?;
+    let snaplen = endian.u32(header, 16);
+    if endian.u32(header, 20) & 0x0fff_ffff != u32::from(LINKTYPE_NETLINK) {
+        return None;
+    }
+    let mut at = 24;
+    Some(std::iter::from_fn(move || loop {
+        let head = capture.get(at..at + 16)?;
+        let caplen = endian.u32(head, 8);
+        if caplen > MAX_RECORD_LEN {
+            return None;
+        }
+        let start = at + 16;
+        let end = start + caplen as usize;
+        let record = capture.get(start..end)?;
+        at = end;
+        if snaplen != 0 && caplen > snaplen {
+            continue;
+        }
+        match NlmonHeader::decode(record) {
+            Some(nlmon) if nlmon.hatype == ARPHRD_NETLINK => {
+                return Some(FrameInPlace {
+                    protocol: nlmon.protocol,
+                    bytes: &record[NLMON_HEADER_LEN..],
+                    end,
+                })
+            }
+            _ => continue,
+        }
+    }))
+}
+
 /// How far ahead of its reads a [`PrefetchedBytes`] has the CPU fetch the capture.
 const PREFETCH_AHEAD: usize = 8 << 10;
 /// A CPU cache line.
@@ -709,12 +773,9 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn read_pcap_header(&mut self, at: Position, magic: [u8; 4]) -> Result<(), CaptureError> {
-        let (endian, nanos) = match u32::from_le_bytes(magic) {
-            0xa1b2_c3d4 => (Endian::Little, false),
-            0xa1b2_3c4d => (Endian::Little, true),
-            0xd4c3_b2a1 => (Endian::Big, false),
-            0x4d3c_b2a1 => (Endian::Big, true),
-            _ => {
+        let (endian, nanos) = match pcap_byte_order(magic) {
+            Some(order) => order,
+            None => {
                 let hint = match magic {
                     [0x1f, 0x8b, ..] => " (this is gzip: decompress it first)",
                     [0x34, 0xcd, 0xb2, 0xa1] | [0xa1, 0xb2, 0xcd, 0x34] => {

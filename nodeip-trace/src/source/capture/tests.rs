@@ -58,11 +58,8 @@ fn read_everything_by<R: Read>(
     }
 }
 
-/// The unbuffered reader (over a mapped file, prefetched or not) reads every fixture and every
-/// capture of the malformed corpus exactly as the buffered one: the same frames, problems and
-/// final error.
-#[test]
-fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
+/// The fixtures and every capture of the malformed corpus.
+fn corpus_paths() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut paths: Vec<PathBuf> = FIXTURES
         .iter()
@@ -75,7 +72,15 @@ fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
         }
     }
     assert!(paths.len() > 40, "{}", paths.len());
-    for path in paths {
+    paths
+}
+
+/// The unbuffered reader (over a mapped file, prefetched or not) reads every fixture and every
+/// capture of the malformed corpus exactly as the buffered one: the same frames, problems and
+/// final error.
+#[test]
+fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
+    for path in corpus_paths() {
         let bytes = std::fs::read(&path).unwrap();
         let buffered = read_everything(&bytes);
         let unbuffered = read_everything_by(CaptureReader::unbuffered(&bytes[..]));
@@ -94,6 +99,34 @@ fn the_unbuffered_reader_reads_what_the_buffered_one_reads() {
             path.display()
         );
     }
+}
+
+/// A classic pcap read in place gives the frames the reader returns (protocol and bytes), up to
+/// where the reader stops; any other capture is declined.
+#[test]
+fn frames_read_in_place_are_the_frames_the_reader_returns() {
+    let mut walked = 0;
+    for path in corpus_paths() {
+        let bytes = std::fs::read(&path).unwrap();
+        let (frames, _, _) = read_everything(&bytes);
+        let expected: Vec<(u16, &[u8])> = frames
+            .iter()
+            .map(|f| (f.frame.protocol, &f.frame.bytes[..]))
+            .collect();
+        let Some(walk) = pcap_frames_in_place(&bytes) else {
+            let format = CaptureReader::new(&bytes[..]).map(|r| r.format());
+            assert!(
+                !matches!(format, Ok(CaptureFormat::Pcap)),
+                "{}: a classic netlink pcap was declined",
+                path.display()
+            );
+            continue;
+        };
+        let got: Vec<(u16, &[u8])> = walk.map(|f| (f.protocol, f.bytes)).collect();
+        assert_eq!(got, expected, "{}", path.display());
+        walked += 1;
+    }
+    assert!(walked > 20, "{walked} captures read in place");
 }
 
 /// Prefetched bytes read as the bytes themselves, whatever the sizes asked for.
