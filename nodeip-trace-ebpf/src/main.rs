@@ -51,11 +51,15 @@ static BATCH_WAKEUPS: Global<u32> = Global::new(0);
 /// Submit flag for records the reader must see at once (`BPF_RB_FORCE_WAKEUP`).
 const WAKE_NOW: u64 = 2;
 
-/// Element 0 is 1 while the reader waits for a wake-up on an empty ring (userspace sets it):
+/// Element 0 is 1 while the reader waits for a wake-up on an empty ring (userspace sets it in
+/// its mapping of the map):
 /// the next record wakes it, and sets it back to 0, so a burst that starts on a quiet ring is
 /// read from its first record on instead of at the reader's next timeout, with one wake-up.
 #[map]
-static READER_WAITING: Array<u32> = Array::with_max_entries(1, 0);
+static READER_WAITING: Array<u32> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+
+/// `BPF_F_MMAPABLE`: an array the reader maps and sets without a system call.
+const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// The flags to submit a record to `EVENTS` with (see `BATCH_WAKEUPS` and `READER_WAITING`).
 #[inline(always)]

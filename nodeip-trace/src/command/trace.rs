@@ -27,7 +27,7 @@ use crate::probe::{tracefs, ProbeError};
 use crate::sink::json::JsonLinesSink;
 use crate::sink::limit::{CountingWriter, LimitedRecords, SizeLimitedSink};
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
-use crate::source::live::{LiveSource, RecordQueue, SpillConfig};
+use crate::source::live::{LiveSource, RecordQueue, SpillConfig, WaitingFlag};
 
 /// Options of a trace run (validated by the CLI).
 #[derive(Clone, Debug)]
@@ -717,9 +717,14 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             known += 1;
         }
     }
+    let waiting =
+        WaitingFlag::new(tracer.take_reader_waiting_flag()?).map_err(|source| TraceError::Io {
+            what: "mapping the READER_WAITING flag",
+            source,
+        })?;
     let mut source = LiveSource::new(
         tracer.take_ring_buffer()?,
-        Some(tracer.take_reader_waiting_flag()?),
+        Some(waiting),
         opts.spill.clone(),
     )
     .map_err(|source| TraceError::Io {

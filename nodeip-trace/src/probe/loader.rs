@@ -953,15 +953,12 @@ impl LiveTracer {
     }
 
     /// Takes the flag map by which the ring's reader asks to be woken at the next record
-    /// (`READER_WAITING`, a one-element array; see `source::live`).
-    pub fn take_reader_waiting_flag(
-        &mut self,
-    ) -> Result<aya::maps::Array<MapData, u32>, ProbeError> {
-        let map = self
-            .ebpf
-            .take_map("READER_WAITING")
-            .ok_or_else(|| ProbeError::MissingMap("READER_WAITING".into()))?;
-        aya::maps::Array::try_from(map).map_err(map_error("READER_WAITING"))
+    /// (`READER_WAITING`, a one-element mappable array; see `source::live::WaitingFlag`).
+    pub fn take_reader_waiting_flag(&mut self) -> Result<MapData, ProbeError> {
+        match self.ebpf.take_map("READER_WAITING") {
+            Some(aya::maps::Map::Array(map)) => Ok(map),
+            _ => Err(ProbeError::MissingMap("READER_WAITING".into())),
+        }
     }
 
     /// Adds a thread group to the pid filter.

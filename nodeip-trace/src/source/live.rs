@@ -19,7 +19,7 @@ use tokio::io::unix::AsyncFd;
 mod ring;
 mod spill;
 
-use ring::RingReader;
+use ring::{RingMapping, RingReader};
 use spill::SpillFile;
 
 use crate::decode::record::{parse_record, KernelRecord, RecordError};
@@ -350,8 +350,43 @@ const WAKE_CONSUMER_BYTES: usize = 1 << 20;
 /// passes of a millisecond's records, not record by record.
 const DRAIN_BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// The kernel side's `READER_WAITING` flag (element 0 of a one-element array map).
-pub type WaitingFlag = aya::maps::Array<MapData, u32>;
+/// The kernel side's `READER_WAITING` flag (element 0 of a one-element `BPF_F_MMAPABLE` array
+/// map), mapped into this process: the drain thread reads and sets it without a system call.
+/// (Set with a `bpf()` call before every idle wait, it cost the idle thread a second system
+/// call each 10 ms; a 6.12 guest under QEMU TCG once oopsed on the return from that call, at
+/// the syscall-exit tracepoint's patch site.)
+pub struct WaitingFlag {
+    /// The map: its fd keeps the mapping's memory alive.
+    _map: MapData,
+    /// The map's value area, its first page.
+    mapping: RingMapping,
+}
+
+// SAFETY: the mapping is owned by this value and touched only through an atomic.
+unsafe impl Send for WaitingFlag {}
+
+impl WaitingFlag {
+    /// Maps the flag's map (created `BPF_F_MMAPABLE`).
+    pub fn new(map: MapData) -> std::io::Result<Self> {
+        use std::os::fd::{AsFd as _, AsRawFd as _};
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .map_err(|_| std::io::Error::other("sysconf(_SC_PAGESIZE) failed"))?;
+        let mapping = RingMapping::new(map.fd().as_fd().as_raw_fd(), page, 0, true)?;
+        Ok(Self { _map: map, mapping })
+    }
+
+    /// Sets the flag unless it is set: the kernel side clears it when it wakes the reader.
+    fn raise(&self) {
+        // SAFETY: the mapping's first 4 bytes are element 0 (a u32, 8-byte aligned at a page
+        // start), live while `self` is; the kernel side reads and writes them too, so they are
+        // only ever accessed atomically here.
+        let flag = unsafe { &*self.mapping.as_ptr().cast::<std::sync::atomic::AtomicU32>() };
+        if flag.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            flag.store(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
 
 /// The ring and the queue it is emptied into, behind one lock.
 struct RingAndQueue {
@@ -547,7 +582,7 @@ impl Drop for LiveSource {
 /// The drain thread: a pass over the ring, then a pause — a millisecond after a pass that moved
 /// records, found the queue full or left records in the ring, else a wait on the ring's fd for
 /// a kernel wake-up of up to [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
-fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, mut waiting: Option<WaitingFlag>) {
+fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<WaitingFlag>) {
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
         let (moved, refused, backlog, left) = {
             let mut inner = shared.lock();
@@ -571,8 +606,8 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, mut waiting: Optio
             // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One that
             // came between the pass and the flag needs no wake-up: poll returns at once while
             // the ring holds data.
-            if let Some(flag) = waiting.as_mut() {
-                let _ = flag.set(0, 1, 0);
+            if let Some(flag) = &waiting {
+                flag.raise();
             }
             let mut pollfd = libc::pollfd {
                 fd: ring_fd,

@@ -25,7 +25,7 @@ const DISCARD_BIT: u32 = 1 << 30;
 const HEADER_LEN: usize = 8;
 
 /// A memory mapping of the ring's map fd, unmapped on drop.
-struct RingMapping {
+pub(super) struct RingMapping {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
 }
@@ -33,7 +33,7 @@ struct RingMapping {
 impl RingMapping {
     /// Maps `len` bytes of the map `fd` at byte `offset` (a page multiple), read-only or
     /// read-write.
-    fn new(fd: RawFd, len: usize, offset: usize, writable: bool) -> io::Result<Self> {
+    pub(super) fn new(fd: RawFd, len: usize, offset: usize, writable: bool) -> io::Result<Self> {
         let prot = if writable {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
@@ -59,6 +59,11 @@ impl RingMapping {
         let ptr = std::ptr::NonNull::new(ptr.cast::<u8>())
             .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
         Ok(Self { ptr, len })
+    }
+
+    /// The mapping's first byte.
+    pub(super) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
     }
 }
 
