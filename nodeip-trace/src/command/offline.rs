@@ -270,22 +270,20 @@ fn link_names_read_by<R: Read>(reader: Result<CaptureReader<R>, CaptureError>) -
 
 /// [`link_names`] of a classic pcap file mapped into memory, its frames read in place
 /// ([`pcap_frames_in_place`]: a first pass that copied every frame out of the mapping was
-/// 8% of `analyze --format text`), the pages read past let go as [`MappedCaptureReader`] does.
+/// 8% of `analyze --format text`), the pages read past let go ([`ReleaseBehind`]) as a
+/// [`MappedCaptureReader`]'s are.
 fn link_names_in_place<'a>(
     frames: impl Iterator<Item = FrameInPlace<'a>>,
     mapped: &MappedFile,
 ) -> InterfaceNames {
     let mut names = InterfaceNames::new();
-    let mut released = 0;
+    let mut behind = ReleaseBehind::default();
     for frame in frames {
         // Classic pcap frames are of no namespace our writer named.
         add_link_names(&mut names, 0, frame.protocol, frame.bytes);
-        if frame.end - released >= RELEASE_EVERY {
-            mapped.release_before(frame.end);
-            released = frame.end;
-        }
+        behind.reached(mapped, frame.end, false);
     }
-    mapped.release_before(mapped.len());
+    behind.reached(mapped, mapped.len(), true);
     names
 }
 
@@ -511,9 +509,9 @@ const RELEASE_EVERY: usize = 4 << 20;
 struct MappedCaptureReader<'a> {
     bytes: PrefetchedBytes<'a>,
     mapped: &'a MappedFile,
-    /// Bytes read so far, and the point before which pages were released.
+    /// Bytes read so far.
     read: usize,
-    released: usize,
+    behind: ReleaseBehind,
 }
 
 impl<'a> MappedCaptureReader<'a> {
@@ -522,7 +520,7 @@ impl<'a> MappedCaptureReader<'a> {
             bytes: PrefetchedBytes::new(&mapped[..]),
             mapped,
             read: 0,
-            released: 0,
+            behind: ReleaseBehind::default(),
         }
     }
 }
@@ -531,11 +529,26 @@ impl std::io::Read for MappedCaptureReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.bytes.read(buf)?;
         self.read += n;
-        if self.read - self.released >= RELEASE_EVERY || n == 0 {
-            self.mapped.release_before(self.read);
-            self.released = self.read;
-        }
+        self.behind.reached(self.mapped, self.read, n == 0);
         Ok(n)
+    }
+}
+
+/// Lets the pages a front-to-back reader of a mapped file has passed go, every
+/// [`RELEASE_EVERY`] bytes and at the end ([`MappedFile::release_before`]).
+#[derive(Debug, Default)]
+struct ReleaseBehind {
+    /// The point before which pages were released.
+    released: usize,
+}
+
+impl ReleaseBehind {
+    /// The reader is at byte `read` of `mapped`; `done` when it has finished.
+    fn reached(&mut self, mapped: &MappedFile, read: usize, done: bool) {
+        if read - self.released >= RELEASE_EVERY || done {
+            mapped.release_before(read);
+            self.released = read;
+        }
     }
 }
 

@@ -454,6 +454,14 @@ fn pcap_byte_order(magic: [u8; 4]) -> Option<(Endian, bool)> {
     }
 }
 
+/// The snap length and link type of a classic pcap file header, from its 20 bytes after the
+/// magic number.
+fn pcap_header_fields(endian: Endian, after_magic: &[u8]) -> (u32, u32) {
+    let snaplen = endian.u32(after_magic, 12);
+    let linktype = endian.u32(after_magic, 16) & 0x0fff_ffff; // upper bits: FCS info
+    (snaplen, linktype)
+}
+
 /// A frame of a capture in memory, read in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameInPlace<'a> {
@@ -475,8 +483,8 @@ pub struct FrameInPlace<'a> {
 pub fn pcap_frames_in_place(capture: &[u8]) -> Option<impl Iterator<Item = FrameInPlace<'_>>> {
     let header = capture.get(..24)?;
     let (endian, _) = pcap_byte_order(header[..4].try_into().ok()?)?;
-    let snaplen = endian.u32(header, 16);
-    if endian.u32(header, 20) & 0x0fff_ffff != u32::from(LINKTYPE_NETLINK) {
+    let (snaplen, linktype) = pcap_header_fields(endian, &header[4..]);
+    if linktype != u32::from(LINKTYPE_NETLINK) {
         return None;
     }
     let mut at = 24;
@@ -788,8 +796,7 @@ impl<R: Read> CaptureReader<R> {
         };
         let mut rest = [0u8; 20];
         self.fill(&mut rest, "pcap file header", at)?;
-        let snaplen = endian.u32(&rest, 12);
-        let linktype = endian.u32(&rest, 16) & 0x0fff_ffff; // upper bits: FCS info
+        let (snaplen, linktype) = pcap_header_fields(endian, &rest);
         self.state = State::Pcap {
             endian,
             nanos,

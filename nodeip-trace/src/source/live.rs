@@ -369,10 +369,8 @@ impl WaitingFlag {
     /// Maps the flag's map (created `BPF_F_MMAPABLE`).
     pub fn new(map: MapData) -> std::io::Result<Self> {
         use std::os::fd::{AsFd as _, AsRawFd as _};
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .map_err(|_| std::io::Error::other("sysconf(_SC_PAGESIZE) failed"))?;
-        let mapping = RingMapping::new(map.fd().as_fd().as_raw_fd(), page, 0, true)?;
+        let fd = map.fd().as_fd().as_raw_fd();
+        let mapping = RingMapping::new(fd, ring::page_size()?, 0, true)?;
         Ok(Self { _map: map, mapping })
     }
 

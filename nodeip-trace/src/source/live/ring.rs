@@ -24,6 +24,13 @@ const DISCARD_BIT: u32 = 1 << 30;
 /// Bytes of a record's header.
 const HEADER_LEN: usize = 8;
 
+/// The size of a memory page: what a map's mappings are counted in.
+pub(super) fn page_size() -> io::Result<usize> {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .map_err(|_| io::Error::other("sysconf(_SC_PAGESIZE) failed"))
+}
+
 /// A memory mapping of the ring's map fd, unmapped on drop.
 pub(super) struct RingMapping {
     ptr: std::ptr::NonNull<u8>,
@@ -103,9 +110,7 @@ impl RingReader {
                 format!("ring buffer of {size} bytes: not a power of two"),
             ));
         }
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .map_err(|_| io::Error::other("sysconf(_SC_PAGESIZE) failed"))?;
+        let page = page_size()?;
         let fd = map.fd().as_fd().as_raw_fd();
         let consumer = RingMapping::new(fd, page, 0, true)?;
         let producer = RingMapping::new(fd, page + size, page, false)?;

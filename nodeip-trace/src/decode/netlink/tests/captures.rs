@@ -30,7 +30,12 @@ pub(super) struct Frame {
 }
 
 pub(super) fn read_nlmon(fixture: &str) -> Vec<Frame> {
-    read_nlmon_at(&repo_root().join(format!("tests/fixtures/nlmon/{fixture}.pcap")))
+    read_nlmon_at(&fixture_path(fixture))
+}
+
+/// The path of the nlmon fixture named `fixture`.
+fn fixture_path(fixture: &str) -> PathBuf {
+    repo_root().join(format!("tests/fixtures/nlmon/{fixture}.pcap"))
 }
 
 /// The frames of the nlmon pcap at `path`.
@@ -379,10 +384,7 @@ fn without_unshown(mut message: NetlinkMessage) -> (NetlinkMessage, bool) {
 #[test]
 fn shown_detail_is_full_detail_without_the_raw_lists_and_with_the_same_problems() {
     let malformed = repo_root().join("tests/malformed");
-    let mut paths: Vec<PathBuf> = [BUSYBOX, IPROUTE2]
-        .iter()
-        .map(|f| repo_root().join(format!("tests/fixtures/nlmon/{f}.pcap")))
-        .collect();
+    let mut paths: Vec<PathBuf> = [BUSYBOX, IPROUTE2].map(fixture_path).into();
     for entry in std::fs::read_dir(&malformed).expect("tests/malformed") {
         let path = entry.expect("entry").path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
