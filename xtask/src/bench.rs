@@ -900,7 +900,7 @@ fn utc_minute() -> anyhow::Result<String> {
 /// under nlmon0 + tcpdump and under nodeip-trace (`tests/src/bin/storm_bench.rs`), appended to
 /// BENCHMARKS.md.
 pub fn bench_vm(kernel: crate::kernels::Kernel) -> anyhow::Result<()> {
-    let bench = crate::vm::vm_bench(kernel, crate::vm::DEFAULT_TIMEOUT_SECS)?;
+    let bench = crate::vm::vm_bench(kernel, crate::vm::BENCH_TIMEOUT_SECS)?;
     let mut report = String::new();
     let _ = writeln!(
         report,

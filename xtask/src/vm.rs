@@ -73,12 +73,35 @@ impl Suite {
             Suite::Smoke => "smoke",
         }
     }
+
+    /// Seconds before a guest running this suite counts as hung: the full suite takes about
+    /// 17 minutes under TCG here, the smoke set under 3. A hang the guest's own guard
+    /// ([`guest_guard_secs`]) cannot end — the kernel's, say — costs at most this.
+    pub fn timeout_secs(self) -> u64 {
+        match self {
+            Suite::Full => 2400,
+            Suite::Smoke => 900,
+        }
+    }
+}
+
+/// Seconds a guest step (one test binary, or doctor before them) may run before the guest's
+/// guard prints every task's state and kernel stack and kills it: about three times the
+/// slowest run measured (resolver_orders 419 s, the others at most 196 s, under TCG).
+fn guest_guard_secs(name: &str) -> u64 {
+    match name {
+        "resolver_orders" => 1500,
+        _ => 600,
+    }
 }
 
 /// What a guest runs after `doctor`.
 enum GuestJob<'a> {
-    /// These test binaries.
-    Tests(&'a [&'a str]),
+    /// These test binaries, each `repeat` times in a row (a flaky test shows itself).
+    Tests {
+        selected: &'a [&'a str],
+        repeat: u32,
+    },
     /// The storm benchmark (`STORM_BENCH`) and no tests.
     Bench,
 }
@@ -87,8 +110,16 @@ impl GuestJob<'_> {
     /// Whether the test binary `name` runs.
     fn runs(&self, name: &str) -> bool {
         match self {
-            GuestJob::Tests(selected) => selected.contains(&name),
+            GuestJob::Tests { selected, .. } => selected.contains(&name),
             GuestJob::Bench => false,
+        }
+    }
+
+    /// How many times each selected test binary runs.
+    fn repeat(&self) -> u32 {
+        match self {
+            GuestJob::Tests { repeat, .. } => *repeat,
+            GuestJob::Bench => 0,
         }
     }
 }
@@ -150,8 +181,43 @@ const ARTIFACTS_END: &str = "@@VM-ARTIFACTS-END";
 /// Where guest tests leave captures (`NODEIP_VM_ARTIFACTS`).
 const GUEST_ARTIFACTS: &str = "/tmp/vm-artifacts";
 
-/// Seconds before the guest counts as hung (a full run takes about 20 minutes under TCG here).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 2700;
+/// Printed by the guest's guard when a step overran (`@@VM-HUNG name seconds`), before the
+/// tasks' states and kernel stacks.
+const HUNG_MARKER: &str = "@@VM-HUNG";
+/// Ends a guard's report.
+const HUNG_END_MARKER: &str = "@@VM-HUNG-END";
+
+/// The guest's guard, a shell function: `guarded NAME SECONDS COMMAND...` runs the command in
+/// the foreground (background jobs of a script start with SIGINT ignored, which the tests' own
+/// SIGINTs would then miss) and, when it is still running after SECONDS, prints `HUNG_MARKER`,
+/// every task's state, wait channel and kernel stack, the blocked tasks (sysrq `w`) and the
+/// kernel log's tail, then kills it and every nodeip-trace it left. Its status is the
+/// command's (137 when killed).
+const GUEST_GUARD: &str = r#"guarded() {
+  name=$1; limit=$2; shift 2
+  rm -f /run/guarded.pid
+  ( sleep "$limit"
+    pid=$(cat /run/guarded.pid 2>/dev/null)
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || exit 0
+    echo "@@VM-HUNG $name $limit"
+    for t in /proc/[0-9]*; do
+      echo "--- task ${t#/proc/} $(cat $t/comm 2>/dev/null) $(grep '^State' $t/status 2>/dev/null) wchan $(cat $t/wchan 2>/dev/null)"
+      cat $t/stack 2>/dev/null
+    done
+    echo w > /proc/sysrq-trigger 2>/dev/null
+    dmesg | tail -n 150
+    echo "@@VM-HUNG-END"
+    kill -9 "$pid"; killall -9 nodeip-trace 2>/dev/null ) &
+  dog=$!
+  sh -c 'echo $$ > /run/guarded.pid; exec "$@"' guarded "$@"
+  rc=$?
+  kill "$dog" 2>/dev/null
+  return $rc
+}
+"#;
+
+/// Seconds before a guest running the storm benchmark counts as hung.
+pub const BENCH_TIMEOUT_SECS: u64 = 2700;
 
 /// Options of the task.
 pub struct VmOptions {
@@ -160,10 +226,13 @@ pub struct VmOptions {
     /// Kernel package to boot (`linux-image-…`, one kernel only); default: the one its suite's
     /// `linux-image-cloud-amd64` depends on.
     pub kernel_package: Option<String>,
-    /// Seconds before the guest is considered hung.
-    pub timeout_secs: u64,
+    /// Seconds before the guest is considered hung (default: its suite's
+    /// [`Suite::timeout_secs`]).
+    pub timeout_secs: Option<u64>,
     /// Run only these test binaries (default: the kernel's suite).
     pub only: Vec<String>,
+    /// Runs of each test binary in one boot (at least 1).
+    pub repeat: u32,
 }
 
 impl VmOptions {
@@ -404,22 +473,24 @@ fn init_script(
         s,
         "export NODEIP_VM_ARTIFACTS={GUEST_ARTIFACTS}; mkdir -p {GUEST_ARTIFACTS}"
     );
+    s.push_str(GUEST_GUARD);
     // doctor's report, shown and kept (text and JSON) for the kernel-support table.
+    let first = guest_guard_secs("");
     let _ = writeln!(
         s,
-        "{tool} doctor > {GUEST_ARTIFACTS}/doctor.txt 2>&1; echo \"@@VM-DOCTOR-EXIT $?\"; cat {GUEST_ARTIFACTS}/doctor.txt",
+        "guarded doctor-report {first} sh -c '{tool} doctor > {GUEST_ARTIFACTS}/doctor.txt 2>&1'; echo \"@@VM-DOCTOR-EXIT $?\"; cat {GUEST_ARTIFACTS}/doctor.txt",
         tool = tool.display()
     );
     let _ = writeln!(
         s,
-        "{} doctor --format json > {GUEST_ARTIFACTS}/doctor.json 2>/dev/null",
+        "guarded doctor-json {first} sh -c '{} doctor --format json > {GUEST_ARTIFACTS}/doctor.json 2>/dev/null'",
         tool.display()
     );
     // What `trace --hooks auto` really attached (the header names each hook, failures with
     // the kernel's reason), next to what doctor planned.
     let _ = writeln!(
         s,
-        "{} trace --format json --duration 1 > /tmp/trace.json 2> {GUEST_ARTIFACTS}/trace-start.txt; head -n 1 /tmp/trace.json > {GUEST_ARTIFACTS}/trace-header.json; cat {GUEST_ARTIFACTS}/trace-start.txt",
+        "guarded trace-start {first} sh -c '{} trace --format json --duration 1 > /tmp/trace.json 2> {GUEST_ARTIFACTS}/trace-start.txt'; head -n 1 /tmp/trace.json > {GUEST_ARTIFACTS}/trace-header.json; cat {GUEST_ARTIFACTS}/trace-start.txt",
         tool.display()
     );
     let skips: String = GUEST_SKIPS
@@ -438,12 +509,15 @@ fn init_script(
             );
         }
     }
-    for (name, exe) in tests.iter().filter(|(n, _)| job.runs(n)) {
-        let _ = writeln!(
-            s,
-            "echo \"@@VM-RUN {name}\"; {} --test-threads=1{skips}; echo \"{RESULT_MARKER} {name} $?\"",
-            exe.display()
-        );
+    for _ in 0..job.repeat() {
+        for (name, exe) in tests.iter().filter(|(n, _)| job.runs(n)) {
+            let _ = writeln!(
+                s,
+                "echo \"{RUN_MARKER} {name}\"; guarded {name} {} {} --test-threads=1{skips}; echo \"{RESULT_MARKER} {name} $?\"",
+                guest_guard_secs(name),
+                exe.display()
+            );
+        }
     }
     let _ = writeln!(
         s,
@@ -582,6 +656,8 @@ struct GuestReport {
     /// `uname -r` in the guest.
     release: Option<String>,
     finished: bool,
+    /// Steps the guest's guard killed: `(step, seconds it allowed)`.
+    hung: Vec<(String, u64)>,
     /// The base64 text of the artifacts tar.gz.
     artifacts: String,
 }
@@ -591,6 +667,7 @@ fn parse_console(log: &str) -> GuestReport {
     let mut cases: Vec<(String, Vec<(String, String)>)> = Vec::new();
     let mut release = None;
     let mut finished = false;
+    let mut hung = Vec::new();
     let mut artifacts = String::new();
     let mut in_artifacts = false;
     for line in log.lines().map(|l| l.trim_end_matches('\r')) {
@@ -608,6 +685,15 @@ fn parse_console(log: &str) -> GuestReport {
         }
         if let Some(name) = line.strip_prefix(RUN_MARKER) {
             cases.push((name.trim().to_string(), Vec::new()));
+        }
+        if let Some(rest) = line
+            .strip_prefix(HUNG_MARKER)
+            .and_then(|r| r.strip_prefix(' '))
+        {
+            let mut words = rest.split_whitespace();
+            if let (Some(step), Some(secs)) = (words.next(), words.next()) {
+                hung.push((step.to_string(), secs.parse().unwrap_or(0)));
+            }
         }
         if let Some(r) = line.strip_prefix(KERNEL_MARKER) {
             release = Some(r.trim().to_string());
@@ -628,8 +714,43 @@ fn parse_console(log: &str) -> GuestReport {
         cases,
         release,
         finished,
+        hung,
         artifacts,
     }
+}
+
+/// What of a guest's console a failed run prints: every guard's report (`HUNG_MARKER` to its
+/// end) and the last `tail` lines, without the artifacts' base64.
+fn console_excerpt(log: &str, tail: usize) -> String {
+    let mut in_artifacts = false;
+    let mut in_hung = false;
+    let mut reports = Vec::new();
+    let mut kept = Vec::new();
+    for line in log.lines().map(|l| l.trim_end_matches('\r')) {
+        if line.starts_with(ARTIFACTS_BEGIN) {
+            in_artifacts = true;
+        }
+        if !in_artifacts {
+            in_hung |= line.starts_with(HUNG_MARKER);
+            if in_hung {
+                reports.push(line);
+            }
+            in_hung &= !line.starts_with(HUNG_END_MARKER);
+            kept.push(line);
+        }
+        in_artifacts &= !line.starts_with(ARTIFACTS_END);
+    }
+    let last = &kept[kept.len().saturating_sub(tail)..];
+    let mut out = String::new();
+    for line in reports
+        .iter()
+        .chain(["... the console's last lines:"].iter())
+        .chain(last)
+    {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Unpacks the guest's artifacts into `dir` (replacing what an earlier run left).
@@ -891,30 +1012,48 @@ fn run_kernel(
         &Boot {
             kernel,
             kernel_package: options.kernel_package.as_deref(),
-            timeout_secs: options.timeout_secs,
+            timeout_secs: options.timeout_secs.unwrap_or(suite.timeout_secs()),
         },
         built,
-        &GuestJob::Tests(&selected),
+        &GuestJob::Tests {
+            selected: &selected,
+            repeat: options.repeat,
+        },
         &label,
     )?;
     let mut failed = Vec::new();
     let mut binaries = Vec::new();
     for name in &selected {
-        let exit = report
+        let exits: Vec<i32> = report
             .results
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| *c);
-        match exit {
-            Some(0) => println!("  ok      {name}"),
+            .filter(|(n, _)| n == name)
+            .map(|(_, c)| *c)
+            .collect();
+        let runs = format!("{} of {} run(s)", exits.len(), options.repeat);
+        let first_failure = exits.iter().copied().find(|c| *c != 0);
+        match first_failure {
+            None if exits.len() == options.repeat as usize => {
+                println!("  ok      {name} ({runs})");
+            }
             Some(code) => {
-                println!("  FAILED  {name} (exit {code})");
+                let bad = exits.iter().filter(|c| **c != 0).count();
+                println!("  FAILED  {name} (exit {code}; {bad} of {runs} failed)");
                 failed.push(*name);
             }
             None => {
-                println!("  MISSING {name} (no result: the guest hung, crashed or timed out)");
+                println!(
+                    "  MISSING {name} (results from {runs}: the guest hung, crashed or timed out)"
+                );
                 failed.push(*name);
             }
+        }
+        let mut failed_cases = BTreeSet::new();
+        for (_, cases) in report.cases.iter().filter(|(n, _)| n == name) {
+            failed_cases.extend(cases.iter().filter(|(_, o)| o == "FAILED").map(|(t, _)| t));
+        }
+        for test in failed_cases {
+            println!("            {test}: FAILED");
         }
         let cases = report
             .cases
@@ -923,14 +1062,15 @@ fn run_kernel(
             .find(|(n, _)| n == name)
             .map(|(_, c)| c.as_slice())
             .unwrap_or_default();
-        for (test, outcome) in cases.iter().filter(|(_, o)| o == "FAILED") {
-            println!("            {test}: {outcome}");
-        }
         binaries.push(json!({
             "name": name,
-            "exit": exit,
+            "exit": first_failure.or(exits.first().copied()),
+            "runs": exits.len(),
             "tests": cases.iter().map(|(t, o)| json!({"test": t, "outcome": o})).collect::<Vec<_>>(),
         }));
+    }
+    for (step, secs) in &report.hung {
+        println!("  HUNG    {step}: still running after {secs} s, killed by the guest's guard");
     }
     let saved = workspace_root().join("target/vm-kernels").join(kernel.name);
     std::fs::create_dir_all(&saved)?;
@@ -959,7 +1099,13 @@ fn run_kernel(
         serde_json::to_string_pretty(&results)? + "\n",
     )?;
     println!("vm-test: doctor report and results in {}", saved.display());
-    if !report.finished || !failed.is_empty() {
+    if !report.finished || !failed.is_empty() || !report.hung.is_empty() {
+        // The console is all a CI log keeps of the guest: what it says goes into the output.
+        let log = std::fs::read_to_string(&console).unwrap_or_default();
+        println!(
+            "vm-test: the guest's console, its guards' reports and its last lines:\n{}",
+            console_excerpt(&log, 80)
+        );
         bail!(
             "{failed:?} failed{}; see {}",
             if report.finished {
@@ -996,6 +1142,27 @@ mod tests {
     }
 
     #[test]
+    fn a_guarded_step_that_hung_is_reported_with_its_tasks() {
+        let log = "@@VM-RUN doctor\r\n@@VM-HUNG doctor 600\r\n--- task 1 init\r\n\
+                   [<0>] do_wait+0x1/0x2\r\n@@VM-HUNG-END\r\n@@VM-RESULT doctor 137\r\n\
+                   @@VM-ARTIFACTS-BEGIN\r\nQUJD\r\n@@VM-ARTIFACTS-END\r\n@@VM-DONE\r\n";
+        let report = parse_console(log);
+        assert_eq!(report.hung, [("doctor".to_string(), 600)]);
+        assert_eq!(report.results, [("doctor".to_string(), 137)]);
+        let excerpt = console_excerpt(log, 3);
+        assert!(
+            excerpt.starts_with("@@VM-HUNG doctor 600\n--- task 1 init\n"),
+            "{excerpt}"
+        );
+        assert!(excerpt.contains("@@VM-HUNG-END\n... the console's last lines:\n"));
+        assert!(!excerpt.contains("QUJD"), "{excerpt}");
+        assert!(
+            excerpt.ends_with("@@VM-RESULT doctor 137\n@@VM-DONE\n"),
+            "{excerpt}"
+        );
+    }
+
+    #[test]
     fn a_bench_guest_runs_the_storm_bench_and_no_test() {
         let tests = [
             ("doctor".to_string(), PathBuf::from("/t/doctor-1")),
@@ -1008,8 +1175,17 @@ mod tests {
         )));
         assert!(!bench.contains("/t/doctor-1"), "{bench}");
         let selected = ["doctor"];
-        let run = init_script("6.1.0", &[], &tests, tool, &GuestJob::Tests(&selected));
-        assert!(run.contains("/t/doctor-1 --test-threads=1"), "{run}");
+        let job = GuestJob::Tests {
+            selected: &selected,
+            repeat: 2,
+        };
+        let run = init_script("6.1.0", &[], &tests, tool, &job);
+        assert_eq!(
+            run.matches("guarded doctor 600 /t/doctor-1 --test-threads=1")
+                .count(),
+            2,
+            "{run}"
+        );
         assert!(!run.contains("storm_bench"), "{run}");
     }
 
