@@ -98,11 +98,11 @@ impl Rfc3339Cache {
         out[..20].copy_from_slice(&self.prefix);
         put_digits(&mut out[20..29], nanos);
         out[29] = b'Z';
-        // ASCII only: checked in one pass (`from_utf8_lossy` walked it in chunks, 0.7% per
-        // event), one copy.
-        std::str::from_utf8(&out)
-            .map(str::to_owned)
-            .unwrap_or_default()
+        debug_assert!(out.is_ascii());
+        // SAFETY: `out` is ASCII: the prefix's digits and separators (`second_prefix` writes
+        // nothing else), nine digits and `Z`, so it is UTF-8. (Validating it again was 1.5% of
+        // `analyze --format text`.)
+        unsafe { String::from_utf8_unchecked(out.to_vec()) }
     }
 }
 

@@ -74,15 +74,16 @@ fn command_name(family: Option<&str>, cmd: u8) -> Option<Name> {
 /// `nl80211 cmd 5`, `genl family 0x25 cmd 5`; without a command, just the family.
 pub(crate) fn message_type_name(decoder: &NetlinkDecoder, family_id: u16, cmd: Option<u8>) -> Name {
     let family = decoder.family_name(family_id);
-    let family_label = family.map_or_else(|| format!("genl family {family_id:#x}"), str::to_string);
+    // Made only when the name needs it: most messages are of a known family's known command.
+    let family_label =
+        || family.map_or_else(|| format!("genl family {family_id:#x}"), str::to_string);
     match (family, cmd) {
-        (_, None) => family_label.into(),
+        (_, None) => family_label().into(),
         (Some(NLCTRL_NAME), Some(cmd)) => {
             format!("{NLCTRL_NAME} {}", ctrl_command_name(cmd)).into()
         }
-        (family, Some(cmd)) => {
-            command_name(family, cmd).unwrap_or_else(|| format!("{family_label} cmd {cmd}").into())
-        }
+        (family, Some(cmd)) => command_name(family, cmd)
+            .unwrap_or_else(|| format!("{} cmd {cmd}", family_label()).into()),
     }
 }
 

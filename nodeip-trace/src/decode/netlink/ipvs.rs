@@ -285,7 +285,8 @@ fn decode_daemon(nest: Attribute, errors: &mut Vec<DecodeError>) -> IpvsDaemon {
 }
 
 /// Stats counters: u32 or u64 by value length (`STATS` mixes both, `STATS64` is all u64).
-fn decode_stats(nest: Attribute, errors: &mut Vec<DecodeError>) -> BTreeMap<String, u64> {
+/// The counters of a `STATS`/`STATS64` nest, by their names (static: no string per counter).
+fn decode_stats(nest: Attribute, errors: &mut Vec<DecodeError>) -> BTreeMap<Name, u64> {
     let mut stats = BTreeMap::new();
     for attribute in collect_attributes(nest.value, nest.value_offset(), errors) {
         let Some(name) = STATS_NAMES.get(usize::from(attribute.kind).wrapping_sub(1)) else {
@@ -296,7 +297,7 @@ fn decode_stats(nest: Attribute, errors: &mut Vec<DecodeError>) -> BTreeMap<Stri
             _ => attribute.u32().map(u64::from),
         };
         if let Some(value) = value {
-            stats.insert(name.to_string(), value);
+            stats.insert(Name::Borrowed(name), value);
         }
     }
     stats

@@ -241,6 +241,23 @@ pub enum DecodeError {
     },
 }
 
+/// How many messages `bytes` holds, by their length fields (a dump's buffer holds dozens: its
+/// message list grown one by one copied each message several times over). A length that is
+/// too small or runs over ends the count, as it ends decoding.
+fn message_count(bytes: &[u8]) -> usize {
+    let mut count = 0;
+    let mut offset = 0;
+    while let Some(len) = bytes.get(offset..).and_then(|rest| read_u32(rest, 0)) {
+        let len = len as usize;
+        if len < NLMSG_HDRLEN || len > bytes.len() - offset {
+            break;
+        }
+        count += 1;
+        offset = offset.saturating_add(align4(len));
+    }
+    count
+}
+
 /// The result of decoding one buffer: every message that could be decoded, and what could not.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DecodedBuffer {
@@ -306,7 +323,11 @@ fn flag_meaning(type_id: u16, type_name: &str) -> FlagMeaning {
     if type_id == NLMSG_ERROR || type_id == NLMSG_DONE {
         return FlagMeaning::Ack;
     }
-    let last = type_name.rsplit(' ').next().unwrap_or(type_name);
+    // The last word (a byte search: `rsplit`'s searcher was 2% of decoding).
+    let last = match type_name.bytes().rposition(|b| b == b' ') {
+        Some(space) => &type_name[space + 1..],
+        None => type_name,
+    };
     let verb = ["RTM_", "XFRM_MSG_", "CTRL_CMD_", "IPVS_CMD_"]
         .iter()
         .find_map(|prefix| last.strip_prefix(prefix))
@@ -426,7 +447,10 @@ impl NetlinkDecoder {
     /// Decodes one send/recv buffer (one or more messages) of netlink `protocol`
     /// (0 = ROUTE, 16 = GENERIC, 6 = XFRM, others raw).
     pub fn decode(&mut self, protocol: u16, bytes: &[u8]) -> DecodedBuffer {
-        let mut out = DecodedBuffer::default();
+        let mut out = DecodedBuffer {
+            messages: Vec::with_capacity(message_count(bytes)),
+            errors: Vec::new(),
+        };
         let mut offset = 0;
         while offset < bytes.len() {
             let rest = &bytes[offset..];

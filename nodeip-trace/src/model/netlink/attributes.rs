@@ -33,21 +33,47 @@ pub enum Hex {
     Text(String),
 }
 
+/// Each byte's two lower-case hex digits.
+static HEX_PAIRS: [[u8; 2]; 256] = {
+    let mut table = [[0u8; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = [HEX_DIGITS[b >> 4], HEX_DIGITS[b & 0xf]];
+        b += 1;
+    }
+    table
+};
+
+/// `bytes` as hex text in `buf` (whose length is at least twice theirs).
+fn hex_in<'b>(bytes: &[u8], buf: &'b mut [u8]) -> &'b str {
+    let text = &mut buf[..2 * bytes.len()];
+    for (pair, &b) in text.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(b)]);
+    }
+    debug_assert!(text.is_ascii());
+    // SAFETY: every byte of `text` was just written from `HEX_PAIRS`, which holds only ASCII
+    // digits and letters, so it is UTF-8. (Validating it was a tenth of writing a raw
+    // attribute's hex.)
+    unsafe { std::str::from_utf8_unchecked(text) }
+}
+
+/// `bytes` (at most `N / 2` of them) serialized as a hex string made on the stack.
+fn serialize_hex_in<const N: usize, S: serde::Serializer>(
+    bytes: &[u8],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(hex_in(bytes, &mut [0u8; N]))
+}
+
 impl std::fmt::Display for Hex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Hex::Text(text) => f.write_str(text),
             Hex::Bytes(bytes) => {
-                // A stack buffer per 32 bytes: no allocation, few writes.
-                let mut buf = [0u8; 64];
-                for chunk in bytes.chunks(32) {
-                    for (i, &b) in chunk.iter().enumerate() {
-                        buf[2 * i] = HEX_DIGITS[usize::from(b >> 4)];
-                        buf[2 * i + 1] = HEX_DIGITS[usize::from(b & 0xf)];
-                    }
-                    let text = std::str::from_utf8(&buf[..2 * chunk.len()])
-                        .map_err(|_| std::fmt::Error)?;
-                    f.write_str(text)?;
+                // A stack buffer per piece: no allocation, few writes.
+                let mut buf = [0u8; 1024];
+                for chunk in bytes.chunks(buf.len() / 2) {
+                    f.write_str(hex_in(chunk, &mut buf))?;
                 }
                 Ok(())
             }
@@ -75,8 +101,17 @@ impl PartialEq<&str> for Hex {
 }
 
 impl Serialize for Hex {
+    /// A string; a raw attribute of up to 512 bytes (nearly all) is made into text on the
+    /// stack, in a buffer sized to it (zeroing a large one for a four-byte value cost more than
+    /// the value), and handed over whole.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        match self {
+            Hex::Bytes(bytes) if bytes.len() <= 16 => serialize_hex_in::<32, S>(bytes, serializer),
+            Hex::Bytes(bytes) if bytes.len() <= 512 => {
+                serialize_hex_in::<1024, S>(bytes, serializer)
+            }
+            _ => serializer.collect_str(self),
+        }
     }
 }
 

@@ -80,7 +80,7 @@ pub struct IpvsService {
     pub pe_name: Option<String>,
     /// Counters (from `STATS64` when present, else `STATS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stats: Option<BTreeMap<String, u64>>,
+    pub stats: Option<BTreeMap<Name, u64>>,
     /// Attributes not interpreted here, raw.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_attributes: Vec<RawAttribute>,
@@ -133,7 +133,7 @@ pub struct IpvsDest {
     pub tun_flags: Option<u16>,
     /// Counters (from `STATS64` when present, else `STATS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stats: Option<BTreeMap<String, u64>>,
+    pub stats: Option<BTreeMap<Name, u64>>,
     /// Attributes not interpreted here, raw.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_attributes: Vec<RawAttribute>,
