@@ -116,7 +116,7 @@ enum Task {
         kernel_package: Option<String>,
         /// Seconds before the guest counts as hung. Default: 2400 for the whole suite, 900 for
         /// the smoke set. Within it, the guest's own guard ends any one test binary that
-        /// overruns (600 s; resolver_orders 1500 s), printing every task's kernel stack.
+        /// overruns (600 s; resolver_orders 1500 s; see --guard), printing every task's kernel stack.
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
         /// Run only this test binary (repeatable), e.g. `--test vm_real_ipvs`.
@@ -126,6 +126,10 @@ enum Task {
         /// (e.g. `--kernel 5.10 --test doctor --repeat 20`).
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
+        /// Seconds the guest's guard gives each test binary (and doctor before them) before
+        /// it prints every task's kernel stack and ends it. Default: 600 (resolver_orders 1500).
+        #[arg(long, value_name = "SECONDS")]
+        guard: Option<u64>,
     },
     /// Build the static release binary (x86_64-unknown-linux-musl, eBPF object embedded, no
     /// debug info) and target/dist/nodeip-trace-<version>-x86_64-linux-musl.tar.gz (binary,
@@ -231,6 +235,7 @@ fn main() -> anyhow::Result<()> {
                 timeout_secs: None,
                 only: Vec::new(),
                 repeat: 1,
+                guard_secs: None,
             })
         }
         Task::Demo { no_setup } => {
@@ -246,12 +251,14 @@ fn main() -> anyhow::Result<()> {
             timeout,
             only,
             repeat,
+            guard,
         } => vm::vm_test(vm::VmOptions {
             kernels: vm::VmOptions::kernels(&kernels, smoke)?,
             kernel_package,
             timeout_secs: timeout,
             only,
             repeat,
+            guard_secs: guard,
         }),
         Task::KernelTable => kernels::write_table(),
         Task::Dist => dist::dist().map(drop),

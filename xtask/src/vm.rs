@@ -97,10 +97,12 @@ fn guest_guard_secs(name: &str) -> u64 {
 
 /// What a guest runs after `doctor`.
 enum GuestJob<'a> {
-    /// These test binaries, each `repeat` times in a row (a flaky test shows itself).
+    /// These test binaries, each `repeat` times in a row (a flaky test shows itself); the
+    /// guard's seconds for every step when `guard` is given.
     Tests {
         selected: &'a [&'a str],
         repeat: u32,
+        guard: Option<u64>,
     },
     /// The storm benchmark (`STORM_BENCH`) and no tests.
     Bench,
@@ -112,6 +114,16 @@ impl GuestJob<'_> {
         match self {
             GuestJob::Tests { selected, .. } => selected.contains(&name),
             GuestJob::Bench => false,
+        }
+    }
+
+    /// Seconds the guard gives step `name`.
+    fn guard_secs(&self, name: &str) -> u64 {
+        match self {
+            GuestJob::Tests {
+                guard: Some(secs), ..
+            } => *secs,
+            _ => guest_guard_secs(name),
         }
     }
 
@@ -199,7 +211,7 @@ const GUEST_GUARD: &str = r#"guarded() {
   ( sleep "$limit"
     pid=$(cat /run/guarded.pid 2>/dev/null)
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || exit 0
-    echo "@@VM-HUNG $name $limit"
+    echo; echo "@@VM-HUNG $name $limit"
     for t in /proc/[0-9]*; do
       echo "--- task ${t#/proc/} $(cat $t/comm 2>/dev/null) $(grep '^State' $t/status 2>/dev/null) wchan $(cat $t/wchan 2>/dev/null)"
       cat $t/stack 2>/dev/null
@@ -233,6 +245,8 @@ pub struct VmOptions {
     pub only: Vec<String>,
     /// Runs of each test binary in one boot (at least 1).
     pub repeat: u32,
+    /// Seconds the guest's guard gives each step (default: [`guest_guard_secs`]).
+    pub guard_secs: Option<u64>,
 }
 
 impl VmOptions {
@@ -475,7 +489,7 @@ fn init_script(
     );
     s.push_str(GUEST_GUARD);
     // doctor's report, shown and kept (text and JSON) for the kernel-support table.
-    let first = guest_guard_secs("");
+    let first = job.guard_secs("");
     let _ = writeln!(
         s,
         "guarded doctor-report {first} sh -c '{tool} doctor > {GUEST_ARTIFACTS}/doctor.txt 2>&1'; echo \"@@VM-DOCTOR-EXIT $?\"; cat {GUEST_ARTIFACTS}/doctor.txt",
@@ -514,7 +528,7 @@ fn init_script(
             let _ = writeln!(
                 s,
                 "echo \"{RUN_MARKER} {name}\"; guarded {name} {} {} --test-threads=1{skips}; echo \"{RESULT_MARKER} {name} $?\"",
-                guest_guard_secs(name),
+                job.guard_secs(name),
                 exe.display()
             );
         }
@@ -677,7 +691,9 @@ fn parse_console(log: &str) -> GuestReport {
             artifacts.push_str(line.trim());
         }
         in_artifacts |= line.starts_with(ARTIFACTS_BEGIN);
-        if let Some(rest) = line.strip_prefix(RESULT_MARKER) {
+        // The guard's and the result's markers may follow a test's unfinished line.
+        let from_marker = |marker: &str| line.find(marker).map(|at| &line[at + marker.len()..]);
+        if let Some(rest) = from_marker(RESULT_MARKER) {
             let mut words = rest.split_whitespace();
             if let (Some(name), Some(code)) = (words.next(), words.next()) {
                 results.push((name.to_string(), code.parse().unwrap_or(-1)));
@@ -686,10 +702,7 @@ fn parse_console(log: &str) -> GuestReport {
         if let Some(name) = line.strip_prefix(RUN_MARKER) {
             cases.push((name.trim().to_string(), Vec::new()));
         }
-        if let Some(rest) = line
-            .strip_prefix(HUNG_MARKER)
-            .and_then(|r| r.strip_prefix(' '))
-        {
+        if let Some(rest) = from_marker(HUNG_MARKER).and_then(|r| r.strip_prefix(' ')) {
             let mut words = rest.split_whitespace();
             if let (Some(step), Some(secs)) = (words.next(), words.next()) {
                 hung.push((step.to_string(), secs.parse().unwrap_or(0)));
@@ -731,7 +744,7 @@ fn console_excerpt(log: &str, tail: usize) -> String {
             in_artifacts = true;
         }
         if !in_artifacts {
-            in_hung |= line.starts_with(HUNG_MARKER);
+            in_hung |= line.contains(HUNG_MARKER);
             if in_hung {
                 reports.push(line);
             }
@@ -978,8 +991,112 @@ pub fn vm_bench(kernel: Kernel, timeout_secs: u64) -> anyhow::Result<GuestBench>
     })
 }
 
+/// How one test binary did in one boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Every run exited 0.
+    Passed,
+    /// A run failed on its own (not ended by the guard): the first failing exit status, and
+    /// how many runs failed.
+    Failed { exit: i32, runs_failed: usize },
+    /// The guard ended it, or the guest stopped before it reported every run: a hang.
+    Hung,
+}
+
+/// Each selected binary's verdict in `report`, with its JSON for results.json.
+fn judge(
+    report: &GuestReport,
+    selected: &[&str],
+    repeat: u32,
+) -> Vec<(Verdict, serde_json::Value)> {
+    selected
+        .iter()
+        .map(|name| {
+            let exits: Vec<i32> = report
+                .results
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, c)| *c)
+                .collect();
+            let first_failure = exits.iter().copied().find(|c| *c != 0);
+            let guarded = report.hung.iter().any(|(step, _)| step == name);
+            let verdict = match first_failure {
+                _ if guarded || exits.len() < repeat as usize => Verdict::Hung,
+                Some(exit) => Verdict::Failed {
+                    exit,
+                    runs_failed: exits.iter().filter(|c| **c != 0).count(),
+                },
+                None => Verdict::Passed,
+            };
+            let cases = report
+                .cases
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| c.as_slice())
+                .unwrap_or_default();
+            let json = json!({
+                "name": name,
+                "exit": first_failure.or(exits.first().copied()),
+                "runs": exits.len(),
+                "hung": verdict == Verdict::Hung,
+                "tests": cases.iter().map(|(t, o)| json!({"test": t, "outcome": o})).collect::<Vec<_>>(),
+            });
+            (verdict, json)
+        })
+        .collect()
+}
+
+/// Prints each binary's verdict, its failed tests, and the steps the guard ended.
+fn print_verdicts(
+    report: &GuestReport,
+    selected: &[&str],
+    verdicts: &[(Verdict, serde_json::Value)],
+    repeat: u32,
+) {
+    for (name, (verdict, json)) in selected.iter().zip(verdicts) {
+        let runs = format!("{} of {repeat} run(s)", json["runs"]);
+        match verdict {
+            Verdict::Passed => println!("  ok      {name} ({runs})"),
+            Verdict::Failed { exit, runs_failed } => println!(
+                "  FAILED  {name} (exit {exit}; {runs_failed} failed, results from {runs})"
+            ),
+            Verdict::Hung => println!(
+                "  HUNG    {name} (results from {runs}: ended by the guest's guard, or the guest hung, crashed or timed out)"
+            ),
+        }
+        let mut failed_cases = BTreeSet::new();
+        for (_, cases) in report.cases.iter().filter(|(n, _)| n == name) {
+            failed_cases.extend(cases.iter().filter(|(_, o)| o == "FAILED").map(|(t, _)| t));
+        }
+        for test in failed_cases {
+            println!("            {test}: FAILED");
+        }
+    }
+    for (step, secs) in &report.hung {
+        println!("  guard   {step}: still running after {secs} s, ended by the guest's guard");
+    }
+}
+
+/// Prints what a guest that did not pass left on its console: all a CI log keeps of it.
+fn print_console(console: &Path) {
+    let log = std::fs::read_to_string(console).unwrap_or_default();
+    println!(
+        "vm-test: the guest's console, its guards' reports and its last lines:\n{}",
+        console_excerpt(&log, 80)
+    );
+}
+
+/// Whether a boot passed: it finished, no step hung, and every binary passed.
+fn boot_passed(report: &GuestReport, verdicts: &[(Verdict, serde_json::Value)]) -> bool {
+    report.finished && report.hung.is_empty() && verdicts.iter().all(|(v, _)| *v == Verdict::Passed)
+}
+
 /// Boots one kernel with `suite`'s tests; saves its doctor report and results in
-/// `target/vm-kernels/<kernel>/`.
+/// `target/vm-kernels/<kernel>/`. A boot in which binaries hung (and none failed on its own)
+/// is followed by one more boot of those binaries, to tell a guest that hung once under TCG
+/// from a test that hangs: the kernel passes when they pass there, reported as flaky, with the
+/// first boot's console in the output.
 fn run_kernel(
     cache: &Path,
     kernel: Kernel,
@@ -1000,78 +1117,71 @@ fn run_kernel(
             suite.tests()
         );
     }
-    let label = format!("{} suite", suite.name());
+    let how = Boot {
+        kernel,
+        kernel_package: options.kernel_package.as_deref(),
+        timeout_secs: options.timeout_secs.unwrap_or(suite.timeout_secs()),
+    };
+    let run = |tests: &[&str], label: &str| {
+        let job = GuestJob::Tests {
+            selected: tests,
+            repeat: options.repeat,
+            guard: options.guard_secs,
+        };
+        boot(cache, &how, built, &job, label)
+    };
+    let mut booted = run(&selected, &format!("{} suite", suite.name()))?;
+    let mut verdicts = judge(&booted.report, &selected, options.repeat);
+    print_verdicts(&booted.report, &selected, &verdicts, options.repeat);
+    let mut binaries: Vec<serde_json::Value> = verdicts.iter().map(|(_, j)| j.clone()).collect();
+    let mut retried = Vec::new();
+    let mut passed = boot_passed(&booted.report, &verdicts);
+    let failed_alone = verdicts
+        .iter()
+        .any(|(v, _)| matches!(v, Verdict::Failed { .. }));
+    if !passed {
+        print_console(&booted.console);
+    }
+    if !passed && !failed_alone {
+        retried = selected
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, (v, _))| *v == Verdict::Hung)
+            .map(|(name, _)| *name)
+            .collect();
+        if retried.is_empty() {
+            // Only a step before the tests hung: run them all again.
+            retried = selected.clone();
+        }
+        println!(
+            "vm-test: kernel {}: {retried:?} hung (console above); booting once more with them, to tell a guest that hung once from a test that hangs",
+            kernel.name
+        );
+        booted = run(&retried, "retry of the hung")?;
+        verdicts = judge(&booted.report, &retried, options.repeat);
+        print_verdicts(&booted.report, &retried, &verdicts, options.repeat);
+        passed = boot_passed(&booted.report, &verdicts);
+        if passed {
+            println!(
+                "vm-test: kernel {}: FLAKY: {retried:?} passed on the second boot after hanging on the first (its console is above)",
+                kernel.name
+            );
+        } else {
+            print_console(&booted.console);
+        }
+        for (name, (_, json)) in retried.iter().zip(&verdicts) {
+            if let Some(slot) = binaries.iter_mut().find(|b| b["name"] == *name) {
+                slot["retry"] = json.clone();
+            }
+        }
+    }
     let Booted {
         report,
         package,
         guest_secs,
         console,
         artifacts,
-    } = boot(
-        cache,
-        &Boot {
-            kernel,
-            kernel_package: options.kernel_package.as_deref(),
-            timeout_secs: options.timeout_secs.unwrap_or(suite.timeout_secs()),
-        },
-        built,
-        &GuestJob::Tests {
-            selected: &selected,
-            repeat: options.repeat,
-        },
-        &label,
-    )?;
-    let mut failed = Vec::new();
-    let mut binaries = Vec::new();
-    for name in &selected {
-        let exits: Vec<i32> = report
-            .results
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, c)| *c)
-            .collect();
-        let runs = format!("{} of {} run(s)", exits.len(), options.repeat);
-        let first_failure = exits.iter().copied().find(|c| *c != 0);
-        match first_failure {
-            None if exits.len() == options.repeat as usize => {
-                println!("  ok      {name} ({runs})");
-            }
-            Some(code) => {
-                let bad = exits.iter().filter(|c| **c != 0).count();
-                println!("  FAILED  {name} (exit {code}; {bad} of {runs} failed)");
-                failed.push(*name);
-            }
-            None => {
-                println!(
-                    "  MISSING {name} (results from {runs}: the guest hung, crashed or timed out)"
-                );
-                failed.push(*name);
-            }
-        }
-        let mut failed_cases = BTreeSet::new();
-        for (_, cases) in report.cases.iter().filter(|(n, _)| n == name) {
-            failed_cases.extend(cases.iter().filter(|(_, o)| o == "FAILED").map(|(t, _)| t));
-        }
-        for test in failed_cases {
-            println!("            {test}: FAILED");
-        }
-        let cases = report
-            .cases
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| c.as_slice())
-            .unwrap_or_default();
-        binaries.push(json!({
-            "name": name,
-            "exit": first_failure.or(exits.first().copied()),
-            "runs": exits.len(),
-            "tests": cases.iter().map(|(t, o)| json!({"test": t, "outcome": o})).collect::<Vec<_>>(),
-        }));
-    }
-    for (step, secs) in &report.hung {
-        println!("  HUNG    {step}: still running after {secs} s, killed by the guest's guard");
-    }
+    } = booted;
     let saved = workspace_root().join("target/vm-kernels").join(kernel.name);
     std::fs::create_dir_all(&saved)?;
     for file in [
@@ -1092,6 +1202,7 @@ fn run_kernel(
         "release": report.release,
         "finished": report.finished,
         "guest_seconds": guest_secs.round(),
+        "retried": retried,
         "binaries": binaries,
     });
     std::fs::write(
@@ -1099,13 +1210,21 @@ fn run_kernel(
         serde_json::to_string_pretty(&results)? + "\n",
     )?;
     println!("vm-test: doctor report and results in {}", saved.display());
-    if !report.finished || !failed.is_empty() || !report.hung.is_empty() {
-        // The console is all a CI log keeps of the guest: what it says goes into the output.
-        let log = std::fs::read_to_string(&console).unwrap_or_default();
-        println!(
-            "vm-test: the guest's console, its guards' reports and its last lines:\n{}",
-            console_excerpt(&log, 80)
-        );
+    if !passed {
+        // The verdicts are of the last boot: of the retried binaries when there was a retry.
+        let last = if retried.is_empty() {
+            &selected
+        } else {
+            &retried
+        };
+        let mut failed: Vec<&str> = last
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, (v, _))| *v != Verdict::Passed)
+            .map(|(name, _)| *name)
+            .collect();
+        failed.extend(report.hung.iter().map(|(step, _)| step.as_str()));
+        failed.dedup();
         bail!(
             "{failed:?} failed{}; see {}",
             if report.finished {
@@ -1143,7 +1262,8 @@ mod tests {
 
     #[test]
     fn a_guarded_step_that_hung_is_reported_with_its_tasks() {
-        let log = "@@VM-RUN doctor\r\n@@VM-HUNG doctor 600\r\n--- task 1 init\r\n\
+        // The marker may come after a test's unfinished line.
+        let log = "@@VM-RUN doctor\r\ntest t ... @@VM-HUNG doctor 600\r\n--- task 1 init\r\n\
                    [<0>] do_wait+0x1/0x2\r\n@@VM-HUNG-END\r\n@@VM-RESULT doctor 137\r\n\
                    @@VM-ARTIFACTS-BEGIN\r\nQUJD\r\n@@VM-ARTIFACTS-END\r\n@@VM-DONE\r\n";
         let report = parse_console(log);
@@ -1151,7 +1271,7 @@ mod tests {
         assert_eq!(report.results, [("doctor".to_string(), 137)]);
         let excerpt = console_excerpt(log, 3);
         assert!(
-            excerpt.starts_with("@@VM-HUNG doctor 600\n--- task 1 init\n"),
+            excerpt.starts_with("test t ... @@VM-HUNG doctor 600\n--- task 1 init\n"),
             "{excerpt}"
         );
         assert!(excerpt.contains("@@VM-HUNG-END\n... the console's last lines:\n"));
@@ -1160,6 +1280,35 @@ mod tests {
             excerpt.ends_with("@@VM-RESULT doctor 137\n@@VM-DONE\n"),
             "{excerpt}"
         );
+    }
+
+    #[test]
+    fn binaries_that_hung_are_told_from_those_that_failed() {
+        let log = "@@VM-RUN a\ntest x ... ok\n@@VM-RESULT a 0\n@@VM-RESULT a 0\n\
+                   @@VM-RUN b\ntest y ... FAILED\n@@VM-RESULT b 101\n@@VM-RESULT b 0\n\
+                   @@VM-RUN c\n@@VM-HUNG c 600\n@@VM-HUNG-END\n@@VM-RESULT c 137\n\
+                   @@VM-RESULT c 0\n@@VM-RUN d\n@@VM-RESULT d 0\n";
+        let report = parse_console(log);
+        let verdicts: Vec<Verdict> = judge(&report, &["a", "b", "c", "d"], 2)
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::Passed,
+                Verdict::Failed {
+                    exit: 101,
+                    runs_failed: 1
+                },
+                Verdict::Hung,
+                // One run of two reported: the guest stopped during the second.
+                Verdict::Hung,
+            ]
+        );
+        assert!(!boot_passed(&report, &judge(&report, &["a"], 2)));
+        let clean = parse_console("@@VM-RESULT a 0\n@@VM-DONE\n");
+        assert!(boot_passed(&clean, &judge(&clean, &["a"], 1)));
     }
 
     #[test]
@@ -1178,6 +1327,7 @@ mod tests {
         let job = GuestJob::Tests {
             selected: &selected,
             repeat: 2,
+            guard: None,
         };
         let run = init_script("6.1.0", &[], &tests, tool, &job);
         assert_eq!(
