@@ -133,35 +133,52 @@ fn write_netlink(out: &mut impl Write, n: &NetlinkEvent) -> std::io::Result<()> 
         crate::model::frame::Direction::Send => "→",
         crate::model::frame::Direction::Recv => "←",
     };
-    let mut parts: Vec<String> = Vec::new();
-    for m in &n.messages {
-        parts.push(crate::sink::text::message_summary(m));
-    }
     write!(out, "netlink {arrow} {} {} bytes", n.protocol, n.bytes)?;
     if n.truncated {
         write!(out, " (captured {} — CUT)", n.captured)?;
     }
-    if !parts.is_empty() {
-        write!(out, ": {}", summarise_runs(&parts).join("; "))?;
-    }
+    write_summary_runs(out, n.messages.iter().map(|m| &**m))?;
     if !n.decode_errors.is_empty() {
         write!(out, " [decode: {}]", n.decode_errors.join("; "))?;
     }
     Ok(())
 }
 
-/// Collapses consecutive identical summaries into `text ×N`.
-fn summarise_runs(parts: &[String]) -> Vec<String> {
-    let mut out: Vec<(String, usize)> = Vec::new();
-    for p in parts {
-        match out.last_mut() {
-            Some((last, n)) if last == p => *n += 1,
-            _ => out.push((p.clone(), 1)),
+/// Writes `: ` and the messages' summaries, `; ` between them, consecutive identical ones
+/// collapsed into `text ×N`; nothing without messages. Two buffers, reused: a String per
+/// message, cloned per run and joined, was a tenth of the text timeline's allocations.
+fn write_summary_runs<'m>(
+    out: &mut impl Write,
+    messages: impl Iterator<Item = &'m NetlinkMessage>,
+) -> std::io::Result<()> {
+    let (mut run, mut next) = (Vec::new(), Vec::new());
+    let (mut count, mut lead) = (0usize, ": ");
+    let mut write_run = |out: &mut dyn Write, run: &[u8], count: usize| {
+        out.write_all(lead.as_bytes())?;
+        lead = "; ";
+        out.write_all(run)?;
+        match count {
+            1 => Ok(()),
+            n => write!(out, " ×{n}"),
         }
+    };
+    for m in messages {
+        next.clear();
+        write_message_summary(&mut next, m)?;
+        if count > 0 && next == run {
+            count += 1;
+            continue;
+        }
+        if count > 0 {
+            write_run(out, &run, count)?;
+        }
+        std::mem::swap(&mut run, &mut next);
+        count = 1;
     }
-    out.into_iter()
-        .map(|(p, n)| if n > 1 { format!("{p} ×{n}") } else { p })
-        .collect()
+    if count > 0 {
+        write_run(out, &run, count)?;
+    }
+    Ok(())
 }
 
 /// ` LABEL VALUE` when there is a value.

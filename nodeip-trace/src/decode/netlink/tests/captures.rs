@@ -381,14 +381,13 @@ fn without_unshown(mut message: NetlinkMessage) -> (NetlinkMessage, bool) {
     (message, had > 0)
 }
 
-#[test]
-fn shown_detail_is_full_detail_without_the_raw_lists_and_with_the_same_problems() {
+/// The fixtures, and the malformed captures whose frames are good but whose netlink is not.
+fn fixtures_and_malformed_netlink() -> Vec<PathBuf> {
     let malformed = repo_root().join("tests/malformed");
     let mut paths: Vec<PathBuf> = [BUSYBOX, IPROUTE2].map(fixture_path).into();
     for entry in std::fs::read_dir(&malformed).expect("tests/malformed") {
         let path = entry.expect("entry").path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        // The captures whose frames are good but whose netlink is not.
         if name.ends_with(".pcap")
             && ["attr-", "nlmsg-", "genl-"]
                 .iter()
@@ -397,6 +396,12 @@ fn shown_detail_is_full_detail_without_the_raw_lists_and_with_the_same_problems(
             paths.push(path);
         }
     }
+    paths
+}
+
+#[test]
+fn shown_detail_is_full_detail_without_the_raw_lists_and_with_the_same_problems() {
+    let paths = fixtures_and_malformed_netlink();
     let (mut left_out, mut problems) = (0, 0);
     for path in &paths {
         let (mut full, mut shown) = (NetlinkDecoder::new(), NetlinkDecoder::new());
@@ -422,4 +427,49 @@ fn shown_detail_is_full_detail_without_the_raw_lists_and_with_the_same_problems(
     // The comparison bites: messages lost lists, and problems were compared.
     assert!(left_out > 20, "{left_out} messages had lists to leave out");
     assert!(problems > 5, "{problems} problems compared");
+}
+
+/// A message as `#[serde(flatten)]` of its header writes it: the judge of `NetlinkMessage`'s
+/// hand-written `Serialize`.
+#[derive(serde::Serialize)]
+struct FlattenedMessage<'a> {
+    #[serde(flatten)]
+    header: &'a crate::model::netlink::MessageHeader,
+    body: &'a MessageBody,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: &'a Option<String>,
+}
+
+#[test]
+fn messages_serialize_as_their_flattened_header_and_body_would() {
+    let paths = fixtures_and_malformed_netlink();
+    let (mut messages, mut with_error) = (0, 0);
+    for path in &paths {
+        let mut decoder = NetlinkDecoder::new();
+        for frame in read_nlmon_at(path) {
+            for m in decoder.decode(frame.protocol, &frame.bytes).messages {
+                let flattened = FlattenedMessage {
+                    header: &m.header,
+                    body: &m.body,
+                    error: &m.error,
+                };
+                assert_eq!(
+                    serde_json::to_string(&m).unwrap(),
+                    serde_json::to_string(&flattened).unwrap(),
+                    "{} frame {}",
+                    path.display(),
+                    frame.number
+                );
+                let back: NetlinkMessage =
+                    serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+                assert_eq!(back.header, m.header);
+                messages += 1;
+                with_error += usize::from(m.error.is_some());
+            }
+        }
+    }
+    assert!(
+        messages > 100 && with_error > 0,
+        "{messages} messages, {with_error} with an error"
+    );
 }
