@@ -426,10 +426,17 @@ fn table(runs: &[SavedRun]) -> String {
             else {
                 return "not run".into();
             };
+            // A binary that hung and was booted again (vm-test's single retry) is judged by
+            // that second run, and says so.
+            let retried = b.get("retry").filter(|r| r.is_object());
+            let b = retried.unwrap_or(b);
             let tests = b["tests"].as_array().cloned().unwrap_or_default();
             let count = |o: &str| tests.iter().filter(|t| t["outcome"] == o).count();
             let (ok, failed) = (count("ok"), count("FAILED"));
             match b["exit"].as_i64() {
+                Some(0) if retried.is_some() => {
+                    format!("pass ({ok}) on a second boot, hung on the first")
+                }
                 Some(0) => format!("pass ({ok})"),
                 Some(_) if failed > 0 => format!("**FAIL** ({failed} of {})", ok + failed),
                 Some(code) => format!("**FAIL** (exit {code})"),
