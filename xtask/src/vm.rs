@@ -683,14 +683,10 @@ fn parse_console(log: &str) -> GuestReport {
     let mut finished = false;
     let mut hung = Vec::new();
     let mut artifacts = String::new();
-    let mut in_artifacts = false;
-    for line in log.lines().map(|l| l.trim_end_matches('\r')) {
-        if line.starts_with(ARTIFACTS_END) {
-            in_artifacts = false;
-        } else if in_artifacts {
+    for (line, in_artifacts) in console_lines(log) {
+        if in_artifacts && !line.starts_with(ARTIFACTS_BEGIN) && !line.starts_with(ARTIFACTS_END) {
             artifacts.push_str(line.trim());
         }
-        in_artifacts |= line.starts_with(ARTIFACTS_BEGIN);
         // The guard's and the result's markers may follow a test's unfinished line.
         let from_marker = |marker: &str| line.find(marker).map(|at| &line[at + marker.len()..]);
         if let Some(rest) = from_marker(RESULT_MARKER) {
@@ -732,26 +728,32 @@ fn parse_console(log: &str) -> GuestReport {
     }
 }
 
+/// The console's lines (without the serial line's `\r`), each with whether it belongs to the
+/// artifacts' block, its two markers included.
+fn console_lines(log: &str) -> impl Iterator<Item = (&str, bool)> {
+    let mut in_block = false;
+    log.lines().map(move |line| {
+        let line = line.trim_end_matches('\r');
+        in_block |= line.starts_with(ARTIFACTS_BEGIN);
+        let this = in_block;
+        in_block &= !line.starts_with(ARTIFACTS_END);
+        (line, this)
+    })
+}
+
 /// What of a guest's console a failed run prints: every guard's report (`HUNG_MARKER` to its
 /// end) and the last `tail` lines, without the artifacts' base64.
 fn console_excerpt(log: &str, tail: usize) -> String {
-    let mut in_artifacts = false;
     let mut in_hung = false;
     let mut reports = Vec::new();
     let mut kept = Vec::new();
-    for line in log.lines().map(|l| l.trim_end_matches('\r')) {
-        if line.starts_with(ARTIFACTS_BEGIN) {
-            in_artifacts = true;
+    for (line, _) in console_lines(log).filter(|(_, in_artifacts)| !in_artifacts) {
+        in_hung |= line.contains(HUNG_MARKER);
+        if in_hung {
+            reports.push(line);
         }
-        if !in_artifacts {
-            in_hung |= line.contains(HUNG_MARKER);
-            if in_hung {
-                reports.push(line);
-            }
-            in_hung &= !line.starts_with(HUNG_END_MARKER);
-            kept.push(line);
-        }
-        in_artifacts &= !line.starts_with(ARTIFACTS_END);
+        in_hung &= !line.starts_with(HUNG_END_MARKER);
+        kept.push(line);
     }
     let last = &kept[kept.len().saturating_sub(tail)..];
     let mut out = String::new();
@@ -1223,8 +1225,11 @@ fn run_kernel(
             .filter(|(_, (v, _))| *v != Verdict::Passed)
             .map(|(name, _)| *name)
             .collect();
-        failed.extend(report.hung.iter().map(|(step, _)| step.as_str()));
-        failed.dedup();
+        for (step, _) in &report.hung {
+            if !failed.contains(&step.as_str()) {
+                failed.push(step);
+            }
+        }
         bail!(
             "{failed:?} failed{}; see {}",
             if report.finished {

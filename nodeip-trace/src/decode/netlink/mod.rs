@@ -241,19 +241,48 @@ pub enum DecodeError {
     },
 }
 
-/// How many messages `bytes` holds, by their length fields (a dump's buffer holds dozens: its
-/// message list grown one by one copied each message several times over). A length that is
-/// too small or runs over ends the count, as it ends decoding.
+/// The header of the message at `offset` in `bytes`, its length checked against the buffer:
+/// `Ok(None)` past the last message, or why the walk cannot go on there. Both the count that
+/// sizes the message list and the decoding walk by it.
+fn message_at(bytes: &[u8], offset: usize) -> Result<Option<RawHeader>, DecodeError> {
+    let Some(rest) = bytes.get(offset..).filter(|rest| !rest.is_empty()) else {
+        return Ok(None);
+    };
+    // Zeros after the last message are padding (iproute2 sends its whole request buffer; the
+    // kernel stops at a zero length too).
+    if rest.iter().all(|&b| b == 0) {
+        return Ok(None);
+    }
+    let Some(header) = RawHeader::parse(rest) else {
+        return Err(DecodeError::TruncatedHeader {
+            offset,
+            available: rest.len(),
+        });
+    };
+    let len = header.len as usize;
+    if len < NLMSG_HDRLEN {
+        return Err(DecodeError::LengthTooSmall {
+            offset,
+            len: header.len,
+        });
+    }
+    if len > rest.len() {
+        return Err(DecodeError::LengthOverrun {
+            offset,
+            len: header.len,
+            available: rest.len(),
+        });
+    }
+    Ok(Some(header))
+}
+
+/// How many messages `bytes` holds, walked as decoding walks it (a dump's buffer holds
+/// dozens: its message list grown one by one copied each message several times over).
 fn message_count(bytes: &[u8]) -> usize {
-    let mut count = 0;
-    let mut offset = 0;
-    while let Some(len) = bytes.get(offset..).and_then(|rest| read_u32(rest, 0)) {
-        let len = len as usize;
-        if len < NLMSG_HDRLEN || len > bytes.len() - offset {
-            break;
-        }
+    let (mut count, mut offset) = (0, 0);
+    while let Ok(Some(header)) = message_at(bytes, offset) {
         count += 1;
-        offset = offset.saturating_add(align4(len));
+        offset = offset.saturating_add(align4(header.len as usize));
     }
     count
 }
@@ -452,36 +481,17 @@ impl NetlinkDecoder {
             errors: Vec::new(),
         };
         let mut offset = 0;
-        while offset < bytes.len() {
-            let rest = &bytes[offset..];
-            // Zeros after the last message are padding (iproute2 sends its whole request
-            // buffer; the kernel stops at a zero length too).
-            if rest.iter().all(|&b| b == 0) {
-                break;
-            }
-            let Some(header) = RawHeader::parse(rest) else {
-                out.errors.push(DecodeError::TruncatedHeader {
-                    offset,
-                    available: rest.len(),
-                });
-                break;
+        loop {
+            let header = match message_at(bytes, offset) {
+                Ok(Some(header)) => header,
+                Ok(None) => break,
+                Err(error) => {
+                    out.errors.push(error);
+                    break;
+                }
             };
             let len = header.len as usize;
-            if len < NLMSG_HDRLEN {
-                out.errors.push(DecodeError::LengthTooSmall {
-                    offset,
-                    len: header.len,
-                });
-                break;
-            }
-            if len > rest.len() {
-                out.errors.push(DecodeError::LengthOverrun {
-                    offset,
-                    len: header.len,
-                    available: rest.len(),
-                });
-                break;
-            }
+            let rest = &bytes[offset..];
             let payload = &rest[NLMSG_HDRLEN..len];
             let message = self.decode_message(protocol, &header, payload, offset, &mut out.errors);
             out.messages.push(message);

@@ -57,6 +57,10 @@ fn hex_in<'b>(bytes: &[u8], buf: &'b mut [u8]) -> &'b str {
     unsafe { std::str::from_utf8_unchecked(text) }
 }
 
+/// Bytes whose hex is made in one stack buffer: nearly every raw attribute; longer ones are
+/// written in pieces of this size.
+const HEX_ON_STACK: usize = 512;
+
 /// `bytes` (at most `N / 2` of them) serialized as a hex string made on the stack.
 fn serialize_hex_in<const N: usize, S: serde::Serializer>(
     bytes: &[u8],
@@ -71,8 +75,8 @@ impl std::fmt::Display for Hex {
             Hex::Text(text) => f.write_str(text),
             Hex::Bytes(bytes) => {
                 // A stack buffer per piece: no allocation, few writes.
-                let mut buf = [0u8; 1024];
-                for chunk in bytes.chunks(buf.len() / 2) {
+                let mut buf = [0u8; 2 * HEX_ON_STACK];
+                for chunk in bytes.chunks(HEX_ON_STACK) {
                     f.write_str(hex_in(chunk, &mut buf))?;
                 }
                 Ok(())
@@ -101,14 +105,14 @@ impl PartialEq<&str> for Hex {
 }
 
 impl Serialize for Hex {
-    /// A string; a raw attribute of up to 512 bytes (nearly all) is made into text on the
-    /// stack, in a buffer sized to it (zeroing a large one for a four-byte value cost more than
-    /// the value), and handed over whole.
+    /// A string; a raw attribute of up to [`HEX_ON_STACK`] bytes (nearly all) is made into
+    /// text on the stack, in a buffer sized to it (zeroing a large one for a four-byte value
+    /// cost more than the value), and handed over whole.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Hex::Bytes(bytes) if bytes.len() <= 16 => serialize_hex_in::<32, S>(bytes, serializer),
-            Hex::Bytes(bytes) if bytes.len() <= 512 => {
-                serialize_hex_in::<1024, S>(bytes, serializer)
+            Hex::Bytes(bytes) if bytes.len() <= HEX_ON_STACK => {
+                serialize_hex_in::<{ 2 * HEX_ON_STACK }, S>(bytes, serializer)
             }
             _ => serializer.collect_str(self),
         }
