@@ -209,7 +209,8 @@ struct TraceArgs {
     #[arg(long, value_name = "PATH")]
     cgroup: Option<String>,
     /// Timeline format on stdout (none is rendered when stdout is /dev/null, as GNU grep does:
-    /// `trace --pcap F >/dev/null` spends nothing on a timeline nobody reads).
+    /// `trace --pcap F >/dev/null` spends nothing on a timeline nobody reads; with a plain pcap
+    /// as the only output, nothing is even decoded: buffers are framed as captured).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     format: OutputFormat,
     /// Also write the JSON-lines recording here (replay it later with `nodeip-trace replay`).

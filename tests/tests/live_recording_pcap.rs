@@ -10,7 +10,7 @@
 use std::process::Command;
 
 use nodeip_trace_tests::tshark::{event_counts, tshark_counts, tshark_problems};
-use nodeip_trace_tests::{analyze_json, require_root, tool, Netns};
+use nodeip_trace_tests::{analyze_json, require_root, tool, BackgroundTrace, Netns, ScratchDir};
 use serde_json::Value;
 
 /// The nlctrl `CTRL_CMD_NEWFAMILY` frames our pcap writers add (seq 0, port id 0) so that
@@ -233,4 +233,103 @@ fn a_streamed_pcapng_says_its_diagnoses_are_elsewhere() {
         "the capture itself still shows what happened"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The packet data of each record of a classic pcap file.
+fn pcap_records(path: &str) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut at = 24;
+    let mut records = Vec::new();
+    while at + 16 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        records.push(bytes[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    assert_eq!(at, bytes.len(), "{path} ends inside a record");
+    records
+}
+
+/// Issue 20: a trace whose only output is a plain pcap file reads no events, so it makes none:
+/// buffers are reassembled and framed, not decoded. Its capture holds the same frames as a
+/// full trace (JSON recording and pcap) running beside it, and its summary says what it did.
+#[test]
+fn a_pcap_only_trace_frames_the_same_buffers_without_decoding() {
+    require_root();
+    let ns = Netns::new("pcaponly");
+    let peer = Netns::new("pcaponlyp");
+    ns.veth_to("veth0", &peer, "veth1");
+    ns.ip(&["addr", "add", "192.0.2.40/24", "dev", "veth0"]);
+    let scratch = ScratchDir::new("pcaponly");
+    // A name of its own, so both tracers take exactly this workload's traffic.
+    let ip = scratch.file("nit-pcap-ip");
+    std::fs::copy("/usr/bin/ip", &ip).unwrap();
+    let (only, full, ready) = (
+        scratch.file("only.pcap"),
+        scratch.file("full.pcap"),
+        scratch.file("only.ready"),
+    );
+    let stderr = scratch.file("only.stderr");
+    let mut frames_only = Command::new(tool())
+        .args([
+            "trace",
+            "--comm",
+            "nit-pcap-ip",
+            "--pcap",
+            &only,
+            "--ready-file",
+            &ready,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let full_trace =
+        BackgroundTrace::start("pcapfull", &["--comm", "nit-pcap-ip", "--pcap", &full]).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::path::Path::new(&ready).exists() {
+        assert!(std::time::Instant::now() < deadline, "not attached in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Requests, replies, and dumps of several buffers (200 routes).
+    let batch = scratch.file("routes.batch");
+    let routes: String = (1..=200)
+        .map(|i| format!("route add 198.51.100.{i}/32 dev veth0\n"))
+        .collect();
+    std::fs::write(&batch, routes).unwrap();
+    let script = format!(
+        "{ip} -n {0} route get 192.0.2.40 >/dev/null && {ip} -n {0} -batch {batch} && \
+         {ip} -n {0} route show >/dev/null && {ip} -n {0} -4 addr show >/dev/null",
+        ns.name
+    );
+    let run = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (events, full_stderr) = full_trace.stop().unwrap();
+    // SAFETY: kill with our child's pid.
+    unsafe { libc::kill(frames_only.id() as i32, libc::SIGINT) };
+    assert!(frames_only.wait().unwrap().success());
+    let said = std::fs::read_to_string(&stderr).unwrap();
+
+    let (mut ours, mut theirs) = (pcap_records(&only), pcap_records(&full));
+    let buffers = events.iter().filter(|e| e["kind"] == "netlink").count();
+    assert!(
+        buffers > 200,
+        "the full trace saw the workload: {full_stderr}"
+    );
+    assert_eq!(ours.len(), buffers, "one frame per buffer: {said}");
+    assert!(
+        said.contains(&format!(
+            "nodeip-trace: {buffers} netlink buffers captured (no events made: no output reads them), 0 lost"
+        )),
+        "{said}"
+    );
+    // The same frames; two rings may order buffers of different CPUs differently.
+    ours.sort();
+    theirs.sort();
+    assert!(ours == theirs, "the two captures differ");
+    assert!(tshark_problems(std::path::Path::new(&only)).is_empty());
 }

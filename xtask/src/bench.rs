@@ -170,16 +170,29 @@ struct Tracer {
 impl Tracer {
     /// Starts `trace --format json EXTRA…` with its stdout (the JSON lines) to `dir/rec.jsonl`.
     fn start(tool: &Path, dir: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        let stdout = std::fs::File::create(dir.join("rec.jsonl"))?;
+        Self::start_with_output(tool, dir, &["--format", "json"], stdout.into(), extra)
+    }
+
+    /// Starts `trace OUTPUT… EXTRA…` with its stdout to `stdout`.
+    fn start_with_output(
+        tool: &Path,
+        dir: &Path,
+        output: &[&str],
+        stdout: Stdio,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         let ready = dir.join("ready");
         let stderr = dir.join("tracer.stderr");
         let _ = std::fs::remove_file(&ready);
         let started = Instant::now();
         let child = Command::new(tool)
-            .args(["trace", "--format", "json"])
+            .arg("trace")
+            .args(output)
             .args(extra)
             .arg("--ready-file")
             .arg(&ready)
-            .stdout(std::fs::File::create(dir.join("rec.jsonl"))?)
+            .stdout(stdout)
             .stderr(std::fs::File::create(&stderr)?)
             .spawn()
             .context("starting nodeip-trace")?;
@@ -194,6 +207,39 @@ impl Tracer {
             stderr,
             startup: started.elapsed(),
         })
+    }
+
+    /// The CPU time (user + system, all threads) it has used so far, from `/proc/PID/stat`.
+    fn cpu_so_far(&self) -> anyhow::Result<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .with_context(|| format!("reading /proc/{}/stat", self.pid))?;
+        // After the command name (which may hold spaces), fields 14 and 15 are utime and stime.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+            .sum();
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Ok(Duration::from_nanos(ticks * 1_000_000_000 / per_second))
+    }
+
+    /// Waits until its CPU time stops rising (it has caught up with what was traced), polling
+    /// every 300 ms, at most `limit`; returns the CPU time then.
+    fn cpu_when_idle(&self, limit: Duration) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let mut last = self.cpu_so_far()?;
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = self.cpu_so_far()?;
+            if now == last || started.elapsed() > limit {
+                return Ok(now);
+            }
+            last = now;
+        }
     }
 
     /// SIGINT, then its usage and stderr.
@@ -391,26 +437,40 @@ fn consumer_stopped(
     )
 }
 
+/// Writes an `ip -batch` file of `count` `route get` lines (addresses in the namespace's /16).
+fn write_route_gets(path: &Path, count: usize) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for i in 0..count {
+        let _ = writeln!(text, "route get 10.77.{}.{}", (i / 250) % 250, i % 250 + 1);
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
 
-/// "N events, M lost" from the tracer's last stderr line.
+/// From the tracer's summary line, "N events, M lost" (or, when no output read events, "N
+/// netlink buffers captured (…), M lost"): (N, M).
 pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
     let line = stderr
         .lines()
         .rev()
-        .find(|l| l.contains(" events, "))
+        .find(|l| l.starts_with("nodeip-trace: ") && l.contains(" lost"))
         .unwrap_or_default();
-    let nums: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    (
-        nums.first().copied().unwrap_or(0),
-        nums.get(1).copied().unwrap_or(0),
-    )
+    let number = |text: &str| -> u64 {
+        text.trim_start_matches(|c: char| !c.is_ascii_digit())
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let lost = line
+        .split_once(" lost")
+        .and_then(|(before, _)| before.rsplit_once(' '))
+        .map_or(0, |(_, n)| number(n));
+    (number(line), lost)
 }
 
 /// Netlink calls lost (`netlink_calls_ringbuf_full` in the tracer's summary line); each of
@@ -510,11 +570,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
 
     // 1. Netlink storm: ip -batch of route gets.
     let batch = dir.join("route-gets.batch");
-    let mut text = String::new();
-    for i in 0..sizes.route_gets {
-        let _ = writeln!(text, "route get 10.77.{}.{}", (i / 250) % 250, i % 250 + 1);
-    }
-    std::fs::write(&batch, text)?;
+    write_route_gets(&batch, sizes.route_gets)?;
     let ip_batch = |c: &mut Command| {
         c.args(["-n", &ns.name, "-batch"]).arg(&batch);
     };
@@ -738,6 +794,82 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     }
     commands.push(format!(
         "ip netns exec NS target/release/load_gen netlink {} under nodeip-trace trace --format json --comm load_gen --ring-buffer-mib {DEFAULT_RING_MIB}|64|256|1 > FILE",
+        sizes.burst_requests
+    ));
+
+    // 4b. The issue's burst: `ip -batch` of route gets at the default ring, once per output,
+    // with the tracer's CPU per event from just before the burst until it has caught up.
+    let burst_batch = dir.join("burst.batch");
+    write_route_gets(&burst_batch, sizes.burst_requests)?;
+    let out_file = dir.join("burst.out");
+    let out_arg = out_file.to_string_lossy().into_owned();
+    let json_output = ["--format", "json", "--output", out_arg.as_str()];
+    let pcap_output = ["--pcap", out_arg.as_str()];
+    // Issue 20's targets: ≤ 1.5 µs per event for JSON, ≤ 1 µs for the pcap; none for text.
+    // Per event of the burst: the events the JSON run made of it (a pcap-only trace makes none,
+    // only frames, one per buffer).
+    let mut burst_events = 0;
+    for (label, output, target_us) in [
+        ("--format json --output F", &json_output[..], Some(1.5)),
+        ("--pcap F", &pcap_output[..], Some(1.0)),
+        ("--format text", &["--format", "text"][..], None),
+    ] {
+        // The text timeline to a file: into /dev/null none would be rendered.
+        let stdout = if output.contains(&"text") {
+            std::fs::File::create(&out_file)?.into()
+        } else {
+            Stdio::null()
+        };
+        let t = Tracer::start_with_output(&tool, &dir, output, stdout, &["--comm", "ip"])?;
+        std::thread::sleep(Duration::from_millis(500));
+        let before = t.cpu_so_far()?;
+        let took = timed(
+            Command::new("ip")
+                .args(["-n", &ns.name, "-batch"])
+                .arg(&burst_batch),
+        )?;
+        let after = t.cpu_when_idle(Duration::from_secs(120))?;
+        let (usage, stderr) = t.stop()?;
+        tracer_rss = tracer_rss.max(usage.max_rss_kib);
+        tracer_pss = tracer_pss.max(usage.pss_kib);
+        let (made, lost) = summary_of(&stderr);
+        let frames_only = stderr.contains("netlink buffers captured");
+        if burst_events == 0 {
+            burst_events = made;
+        }
+        let cpu = after.saturating_sub(before);
+        let per_event_us = cpu.as_secs_f64() * 1e6 / burst_events.max(1) as f64;
+        let what_made = if frames_only {
+            format!(
+                "{made} frames, no events made ({:.2} µs/frame); per event of the burst's {burst_events} (the JSON run's)",
+                cpu.as_secs_f64() * 1e6 / made.max(1) as f64
+            )
+        } else {
+            format!("{made} events")
+        };
+        let target = match target_us {
+            Some(us) => format!("0 lost, ≤ {us} µs/event"),
+            None => "0 lost".into(),
+        };
+        rows.push(Row {
+            what: format!(
+                "burst: ip -batch of {} route gets, default {DEFAULT_RING_MIB} MiB ring, {label}",
+                sizes.burst_requests
+            ),
+            measured: format!(
+                "burst {:.3} s; tracer CPU {:.2} s for {what_made}: {per_event_us:.2} µs/event; lost {lost}; tracer RSS {} MiB",
+                took.as_secs_f64(),
+                cpu.as_secs_f64(),
+                usage.max_rss_kib >> 10
+            ),
+            ratio: None,
+            target,
+            met: Some(lost == 0 && made > 0 && target_us.is_none_or(|us| per_event_us <= us)),
+        });
+    }
+    let _ = std::fs::remove_file(&out_file);
+    commands.push(format!(
+        "ip -n NS -batch FILE ({} `route get` lines) under nodeip-trace trace --comm ip --format json --output F | --pcap F | --format text, stdout to /dev/null but for text (to a file), default ring; tracer CPU: /proc/PID/stat utime+stime from 0.5 s after start until it stops rising (10 ms ticks), over the summary's events",
         sizes.burst_requests
     ));
 
@@ -1018,4 +1150,18 @@ fn render(
         let _ = writeln!(s, "- `{c}`");
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summary_of;
+
+    #[test]
+    fn the_summary_line_gives_what_was_made_and_lost() {
+        let events = "nodeip-trace: note: x\nnodeip-trace: 400003 events, 7 lost ({\"a\": 7}); stopped by SIGINT; record queue peak 0.5 MiB of 24\n";
+        assert_eq!(summary_of(events), (400003, 7));
+        let frames = "nodeip-trace: 200000 netlink buffers captured (no events made: no output reads them), 0 lost; stopped by SIGINT; record queue peak 0.4 MiB of 24";
+        assert_eq!(summary_of(frames), (200000, 0));
+        assert_eq!(summary_of("nothing"), (0, 0));
+    }
 }

@@ -354,6 +354,8 @@ struct SinkSlot {
 struct Sinks {
     slots: Vec<SinkSlot>,
     counts: BTreeMap<String, u64>,
+    /// Netlink buffers written out as frames.
+    frames: u64,
     /// `--max-output-mib` in bytes.
     max_output_bytes: Option<u64>,
     /// Records dropped by each size-limited output (name, count).
@@ -459,8 +461,13 @@ impl Sinks {
 
     fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
         // Every event counts, a resolver call opening its span included.
-        if let Some(e) = item.event() {
-            *self.counts.entry(e.body.kind().to_string()).or_default() += 1;
+        match item {
+            Emitted::Frame(_) => self.frames += 1,
+            _ => {
+                if let Some(e) = item.event() {
+                    *self.counts.entry(e.body.kind().to_string()).or_default() += 1;
+                }
+            }
         }
         self.each(|s| s.write(item))
     }
@@ -483,6 +490,11 @@ impl Sinks {
     fn detail(&self) -> MessageDetail {
         let each = self.slots.iter().map(|slot| slot.sink.detail());
         each.max().unwrap_or(MessageDetail::Shown)
+    }
+
+    /// Whether any output reads events (see [`EventSink::reads_events`]).
+    fn reads_events(&self) -> bool {
+        self.slots.iter().any(|slot| slot.sink.reads_events())
     }
 
     /// The outputs that failed, with why.
@@ -772,6 +784,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut sinks = Sinks {
         slots: Vec::new(),
         counts: BTreeMap::new(),
+        frames: 0,
         max_output_bytes: opts.max_output_bytes,
         dropped: Vec::new(),
     };
@@ -848,6 +861,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         );
     }
     pipeline.netlink_decoder().set_detail(sinks.detail());
+    if !sinks.reads_events() {
+        pipeline.make_frames_only();
+    }
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
     let header = meta_event(
         &clock,
@@ -1097,9 +1113,18 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let _ = sinks.finish();
     let failures = sinks.failures();
     let total: u64 = summary.events.values().sum();
+    // Without an output that reads events, none were made: what was captured is the frames.
+    let made = if sinks.reads_events() {
+        format!("{total} events")
+    } else {
+        format!(
+            "{} netlink buffers captured (no events made: no output reads them)",
+            sinks.frames
+        )
+    };
     let _ = writeln!(
         std::io::stderr(),
-        "nodeip-trace: {total} events, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}{}",
+        "nodeip-trace: {made}, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}{}",
         if lost.counts.is_empty() {
             String::new()
         } else {

@@ -57,6 +57,9 @@ pub struct Pipeline {
     processes: Option<Box<dyn ProcessDirectory>>,
     /// The cgroup id each process's records carried last.
     cgroup_by_pid: IdMap<u32, u64>,
+    /// False when no output reads events (a plain pcap file alone): netlink buffers are then
+    /// reassembled and framed, and nothing is decoded, paired, explained or made an event.
+    events_wanted: bool,
 }
 
 fn task_of(pid_tgid: u64, comm: &[u8]) -> Task {
@@ -84,7 +87,14 @@ impl Pipeline {
             diagnoser: Diagnoser::new(),
             processes: None,
             cgroup_by_pid: IdMap::default(),
+            events_wanted: true,
         }
+    }
+
+    /// Makes frames only (see [`Pipeline::on_frame`]): for outputs that read no events, such as
+    /// a plain pcap file, which takes the bytes as captured and nothing decoded from them.
+    pub fn make_frames_only(&mut self) {
+        self.events_wanted = false;
     }
 
     /// Attributes every event to its process with `directory` (live tracing).
@@ -330,6 +340,8 @@ impl Pipeline {
                     self.on_frame(frame, out);
                 }
             }
+            // Frames only: no other record makes one.
+            _ if !self.events_wanted => {}
             KernelRecord::Fib4Lookup(r) | KernelRecord::Fib6Lookup(r) => {
                 let lookup = if r.header.kind == nodeip_trace_common::KIND_FIB6_LOOKUP {
                     self.routes.decode_v6(&r.raw)
@@ -432,13 +444,17 @@ impl Pipeline {
         self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
     }
 
-    /// Handles one whole netlink buffer (live after reassembly, or read from a capture).
+    /// Handles one whole netlink buffer (live after reassembly, or read from a capture): its
+    /// frame, and its event with the messages decoded, unless only frames are made
+    /// ([`Pipeline::make_frames_only`]).
     pub fn on_frame(&mut self, mut frame: NetlinkFrame, out: &mut Vec<Emitted>) {
-        let decoded = self.decode_frame(&frame);
-        // IPsec keys never reach a sink (pcap files keep raw bytes).
-        if frame.protocol == crate::decode::netlink::NETLINK_XFRM {
-            crate::decode::netlink::redact_xfrm(&mut frame.bytes);
+        if !self.events_wanted {
+            redact_ipsec_keys(&mut frame);
+            out.push(Emitted::Frame(frame));
+            return;
         }
+        let decoded = self.decode_frame(&frame);
+        redact_ipsec_keys(&mut frame);
         let task = frame.task.clone().unwrap_or_default();
         let direction = frame.direction.unwrap_or(Direction::Send);
         let bytes = frame.total_len.max(frame.bytes.len() as u32);
@@ -510,6 +526,14 @@ impl Pipeline {
         for d in self.diagnoser.finish() {
             out.push(Emitted::Event(Box::new(d)));
         }
+    }
+}
+
+/// IPsec keys never reach a sink, not even a pcap file of raw bytes: an XFRM buffer's keys are
+/// blanked (after it was decoded, when it is).
+fn redact_ipsec_keys(frame: &mut NetlinkFrame) {
+    if frame.protocol == crate::decode::netlink::NETLINK_XFRM {
+        crate::decode::netlink::redact_xfrm(&mut frame.bytes);
     }
 }
 

@@ -1,4 +1,5 @@
-//! Pipeline tests: interface names per network namespace, and conversations under getaddrinfo.
+//! Pipeline tests: interface names per network namespace, conversations under getaddrinfo, and
+//! frames only.
 use super::*;
 
 /// Two namespaces whose interface 2 has different names; pid 10 is in the first, 20 in the second.
@@ -82,4 +83,42 @@ fn without_a_directory_one_table_serves_all() {
     let mut out = Vec::new();
     pipeline.on_frame(frame_from(0, route_reply(5)), &mut out);
     assert_eq!(route_devs(&out), ["eth0"]);
+}
+
+#[test]
+fn frames_only_makes_the_frame_and_no_event() {
+    let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
+    pipeline.make_frames_only();
+    let mut out = Vec::new();
+    let bytes = route_reply(5);
+    pipeline.on_frame(frame_from(10, bytes.clone()), &mut out);
+    pipeline.finish(&mut out);
+    assert_eq!(out.len(), 1, "one frame and nothing else");
+    match &out[0] {
+        Emitted::Frame(f) => assert_eq!(f.bytes, bytes),
+        _ => panic!("not a frame"),
+    }
+}
+
+#[test]
+fn frames_only_still_blanks_ipsec_keys() {
+    let mut full = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
+    let mut frames_only = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());
+    frames_only.make_frames_only();
+    let mut xfrm = frame_from(10, route_reply(5));
+    xfrm.protocol = crate::decode::netlink::NETLINK_XFRM;
+    let framed = |pipeline: &mut Pipeline| {
+        let mut out = Vec::new();
+        pipeline.on_frame(xfrm.clone(), &mut out);
+        out.into_iter()
+            .find_map(|e| match e {
+                Emitted::Frame(f) => Some(f.bytes),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let (a, b) = (framed(&mut full), framed(&mut frames_only));
+    assert_eq!(a, b);
+    assert!(a[16..].iter().all(|&b| b == 0), "body blanked: {a:?}");
+    assert_eq!(a[..16], xfrm.bytes[..16], "header kept");
 }

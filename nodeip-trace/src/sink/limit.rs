@@ -154,6 +154,10 @@ impl EventSink for SizeLimitedSink {
     fn detail(&self) -> MessageDetail {
         self.inner.detail()
     }
+
+    fn reads_events(&self) -> bool {
+        self.inner.reads_events()
+    }
 }
 
 #[cfg(test)]

@@ -184,6 +184,11 @@ pub trait EventSink {
     fn detail(&self) -> MessageDetail {
         MessageDetail::Full
     }
+    /// Whether this sink reads events at all: when no sink does (a plain pcap file alone), the
+    /// pipeline makes frames only.
+    fn reads_events(&self) -> bool {
+        true
+    }
 }
 
 /// Adapts a pcap/pcapng [`pcap::FrameSink`] to [`EventSink`]: frames are written, events ignored.
@@ -305,6 +310,12 @@ impl EventSink for FrameSinkAdapter {
     /// Frames are written as captured; of the events, only diagnoses and the summary are read.
     fn detail(&self) -> MessageDetail {
         MessageDetail::Shown
+    }
+
+    /// Only for the diagnoses and summary it writes as section comments (pcapng), or says are
+    /// not in a stream; a plain pcap file has nowhere to put them and reads frames alone.
+    fn reads_events(&self) -> bool {
+        !matches!(self.section, pcap::SectionComments::Dropped) || self.closing.is_some()
     }
 
     fn finish(&mut self) -> Result<(), SinkError> {

@@ -667,3 +667,36 @@ fn the_adapter_puts_diagnoses_and_summary_in_the_section_header_at_the_end() {
         SectionComments::Stream
     );
 }
+
+#[test]
+fn a_plain_pcap_reads_no_events_and_a_pcapng_its_diagnoses() {
+    use crate::sink::limit::{LimitedRecords, SizeLimitedSink};
+    use crate::sink::{EventSink, FrameSinkAdapter};
+    let plain = || {
+        FrameSinkAdapter::new(
+            Box::new(NlmonWriter::new(Vec::new()).unwrap()),
+            "plain",
+            Default::default(),
+        )
+    };
+    assert!(
+        !plain().reads_events(),
+        "frames only: nowhere to put events"
+    );
+    let limited = SizeLimitedSink::new(
+        Box::new(plain()),
+        LimitedRecords::Frames,
+        "plain",
+        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        1 << 20,
+    );
+    assert!(
+        !limited.reads_events(),
+        "a limit reads what its output reads"
+    );
+    let commented = plain().with_section_comments(SectionComments::Stream);
+    assert!(
+        commented.reads_events(),
+        "says on stderr what a stream missed"
+    );
+}
