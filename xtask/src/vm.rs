@@ -212,8 +212,8 @@ const GUEST_GUARD: &str = r#"guarded() {
     pid=$(cat /run/guarded.pid 2>/dev/null)
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || exit 0
     echo; echo "@@VM-HUNG $name $limit"
-    for t in /proc/[0-9]*; do
-      echo "--- task ${t#/proc/} $(cat $t/comm 2>/dev/null) $(grep '^State' $t/status 2>/dev/null) wchan $(cat $t/wchan 2>/dev/null)"
+    for t in /proc/[0-9]*/task/[0-9]*; do
+      echo "--- task ${t#/proc/} $(cat $t/comm 2>/dev/null) $(grep '^State' $t/status 2>/dev/null) wchan $(cat $t/wchan 2>/dev/null) syscall $(cat $t/syscall 2>/dev/null)"
       cat $t/stack 2>/dev/null
     done
     echo w > /proc/sysrq-trigger 2>/dev/null
@@ -230,6 +230,10 @@ const GUEST_GUARD: &str = r#"guarded() {
 
 /// Seconds before a guest running the storm benchmark counts as hung.
 pub const BENCH_TIMEOUT_SECS: u64 = 2700;
+
+/// The guest's guard on the storm benchmark (it takes about 300 s under TCG): past this, the
+/// guard prints every task's stack and ends it, well before the host's [`BENCH_TIMEOUT_SECS`].
+const BENCH_GUARD_SECS: u64 = 1500;
 
 /// Options of the task.
 pub struct VmOptions {
@@ -518,7 +522,7 @@ fn init_script(
         if let Some((_, exe)) = tests.iter().find(|(n, _)| n == STORM_BENCH) {
             let _ = writeln!(
                 s,
-                "{} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"storm_bench exited $?\"",
+                "guarded {STORM_BENCH} {BENCH_GUARD_SECS} {} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"storm_bench exited $?\"",
                 exe.display()
             );
         }
@@ -970,14 +974,22 @@ pub fn vm_bench(kernel: Kernel, timeout_secs: u64) -> anyhow::Result<GuestBench>
         timeout_secs,
     };
     let booted = boot(&cache, &how, &built, &GuestJob::Bench, "storm bench")?;
-    let table =
-        std::fs::read_to_string(booted.artifacts.join(BENCH_ARTIFACT)).with_context(|| {
-            format!(
-                "the guest wrote no {BENCH_ARTIFACT} (finished: {}); see {}",
-                booted.report.finished,
-                booted.console.display()
-            )
-        })?;
+    let table = std::fs::read_to_string(booted.artifacts.join(BENCH_ARTIFACT));
+    if table.is_err() {
+        // A hung capturer's threads (storm_bench's own report) or the guard's: in the output.
+        let log = std::fs::read_to_string(&booted.console).unwrap_or_default();
+        println!(
+            "bench --vm: the guest's console, its guards' reports and its last lines:\n{}",
+            console_excerpt(&log, 300)
+        );
+    }
+    let table = table.with_context(|| {
+        format!(
+            "the guest wrote no {BENCH_ARTIFACT} (finished: {}); see {}",
+            booted.report.finished,
+            booted.console.display()
+        )
+    })?;
     let doctor: serde_json::Value = std::fs::read(booted.artifacts.join("doctor.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -1325,7 +1337,7 @@ mod tests {
         let tool = Path::new("/t/nodeip-trace");
         let bench = init_script("6.1.0", &[], &tests, tool, &GuestJob::Bench);
         assert!(bench.contains(&format!(
-            "/t/storm_bench --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}"
+            "guarded {STORM_BENCH} {BENCH_GUARD_SECS} /t/storm_bench --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}"
         )));
         assert!(!bench.contains("/t/doctor-1"), "{bench}");
         let selected = ["doctor"];

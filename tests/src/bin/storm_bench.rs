@@ -84,14 +84,61 @@ struct Capturer {
     stderr: PathBuf,
 }
 
+/// How long a capturer may take to exit after SIGINT before it counts as hung.
+const EXIT_LIMIT: Duration = Duration::from_secs(120);
+
 impl Capturer {
-    /// Stops it with SIGINT and returns its stderr.
+    /// Stops it with SIGINT and returns its stderr. One that has not exited within
+    /// [`EXIT_LIMIT`] is reported (every thread's state, wait channel, syscall and kernel stack,
+    /// on stderr: the guest's console) and killed, and the benchmark fails.
     fn stop(mut self) -> Result<String> {
+        let pid = self.child.id();
         // SAFETY: kill with our child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        self.child.wait()?;
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        let deadline = Instant::now() + EXIT_LIMIT;
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                eprintln!(
+                    "storm_bench: the capturer (pid {pid}) did not exit within {} s of SIGINT; its threads:\n{}",
+                    EXIT_LIMIT.as_secs(),
+                    threads_of(pid)
+                );
+                eprintln!(
+                    "storm_bench: its stderr:\n{}",
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
+                bail!("the capturer hung on exit (its threads are printed above)");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         Ok(std::fs::read_to_string(&self.stderr).unwrap_or_default())
     }
+}
+
+/// Every thread of `pid`: its name, state, wait channel, system call and kernel stack.
+fn threads_of(pid: u32) -> String {
+    let mut out = String::new();
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return "(gone)".into();
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let state = read(dir.join("status"))
+            .lines()
+            .find(|l| l.starts_with("State:"))
+            .unwrap_or_default()
+            .to_string();
+        out.push_str(&format!(
+            "--- thread {} {} {state} wchan {} syscall {}\n{}",
+            task.file_name().to_string_lossy(),
+            read(dir.join("comm")).trim(),
+            read(dir.join("wchan")).trim(),
+            read(dir.join("syscall")).trim(),
+            read(dir.join("stack"))
+        ));
+    }
+    out
 }
 
 impl Drop for Capturer {
@@ -306,11 +353,12 @@ impl Bench {
         let (storm, cpu) =
             self.measure(&capturer, |_| ready.exists(), mode == Mode::TraceStopped)?;
         let text = capturer.stop()?;
-        // "nodeip-trace: 80004 events, 0 lost; stopped by …"
+        // "nodeip-trace: 80004 events, 0 lost; stopped by …", or with a pcap alone "nodeip-trace:
+        // 40002 netlink buffers captured (no events made: …), 0 lost; …"
         let summary = text
             .lines()
             .rev()
-            .find(|l| l.contains(" events, ") && l.contains(" lost"))
+            .find(|l| l.starts_with("nodeip-trace: ") && l.contains(" lost"))
             .unwrap_or("no summary line")
             .trim_start_matches("nodeip-trace: ");
         let summary = summary.split(';').next().unwrap_or(summary);
