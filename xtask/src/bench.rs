@@ -209,8 +209,8 @@ impl Tracer {
         })
     }
 
-    /// The CPU time (user + system, all threads) it has used so far, from `/proc/PID/stat`.
-    fn cpu_so_far(&self) -> anyhow::Result<Duration> {
+    /// Its user and system CPU time so far (all threads), from `/proc/PID/stat`.
+    fn cpu_split(&self) -> anyhow::Result<(Duration, Duration)> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
             .with_context(|| format!("reading /proc/{}/stat", self.pid))?;
         // After the command name (which may hold spaces), fields 14 and 15 are utime and stime.
@@ -218,24 +218,27 @@ impl Tracer {
             .rsplit_once(')')
             .map(|(_, rest)| rest.split_whitespace().collect())
             .unwrap_or_default();
-        let ticks: u64 = [11, 12]
-            .iter()
-            .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-            .sum();
         // SAFETY: sysconf has no preconditions.
         let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        Ok(Duration::from_nanos(ticks * 1_000_000_000 / per_second))
+        let field = |i: usize| {
+            let ticks: u64 = fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0);
+            Duration::from_nanos(ticks * 1_000_000_000 / per_second)
+        };
+        Ok((field(11), field(12)))
     }
 
-    /// Waits until its CPU time stops rising (it has caught up with what was traced), polling
-    /// every 300 ms, at most `limit`; returns the CPU time then.
-    fn cpu_when_idle(&self, limit: Duration) -> anyhow::Result<Duration> {
+    /// Waits until it has caught up with what was traced — busy for under a tenth of a 300 ms
+    /// window (an idle tracer still polls: "no CPU at all" may never come) — at most `limit`;
+    /// returns its user and system CPU time then.
+    fn cpu_when_idle(&self, limit: Duration) -> anyhow::Result<(Duration, Duration)> {
+        let window = Duration::from_millis(300);
         let started = Instant::now();
-        let mut last = self.cpu_so_far()?;
+        let mut last = self.cpu_split()?;
         loop {
-            std::thread::sleep(Duration::from_millis(300));
-            let now = self.cpu_so_far()?;
-            if now == last || started.elapsed() > limit {
+            std::thread::sleep(window);
+            let now = self.cpu_split()?;
+            let busy = (now.0 + now.1).saturating_sub(last.0 + last.1);
+            if busy < window / 10 || started.elapsed() > limit {
                 return Ok(now);
             }
             last = now;
@@ -822,13 +825,13 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         };
         let t = Tracer::start_with_output(&tool, &dir, output, stdout, &["--comm", "ip"])?;
         std::thread::sleep(Duration::from_millis(500));
-        let before = t.cpu_so_far()?;
+        let (user_before, system_before) = t.cpu_split()?;
         let took = timed(
             Command::new("ip")
                 .args(["-n", &ns.name, "-batch"])
                 .arg(&burst_batch),
         )?;
-        let after = t.cpu_when_idle(Duration::from_secs(120))?;
+        let (user_after, system_after) = t.cpu_when_idle(Duration::from_secs(120))?;
         let (usage, stderr) = t.stop()?;
         tracer_rss = tracer_rss.max(usage.max_rss_kib);
         tracer_pss = tracer_pss.max(usage.pss_kib);
@@ -837,7 +840,9 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         if burst_events == 0 {
             burst_events = made;
         }
-        let cpu = after.saturating_sub(before);
+        let user = user_after.saturating_sub(user_before);
+        let system = system_after.saturating_sub(system_before);
+        let cpu = user + system;
         let per_event_us = cpu.as_secs_f64() * 1e6 / burst_events.max(1) as f64;
         let what_made = if frames_only {
             format!(
@@ -857,9 +862,11 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
                 sizes.burst_requests
             ),
             measured: format!(
-                "burst {:.3} s; tracer CPU {:.2} s for {what_made}: {per_event_us:.2} µs/event; lost {lost}; tracer RSS {} MiB",
+                "burst {:.3} s; tracer CPU {:.2} s (user {:.2}, system {:.2}) for {what_made}: {per_event_us:.2} µs/event; lost {lost}; tracer RSS {} MiB",
                 took.as_secs_f64(),
                 cpu.as_secs_f64(),
+                user.as_secs_f64(),
+                system.as_secs_f64(),
                 usage.max_rss_kib >> 10
             ),
             ratio: None,
