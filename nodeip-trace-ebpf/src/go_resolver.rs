@@ -8,8 +8,9 @@
 //!   userspace): the same array, now sorted;
 //! - the entry and every RET of `net.(*Resolver).goLookupHostOrder` (`LookupHost`): the
 //!   `/etc/hosts` answer it returns unsorted (a sorted answer is the sort's record);
-//! - the entry of `net._C2func_getaddrinfo` (cgo builds): a mark on the thread, so the C
-//!   library's getaddrinfo that follows says it was Go's lookup.
+//! - the entry of the C wrapper `net._C2func_getaddrinfo` calls (cgo builds; the glue's own
+//!   entry when the wrapper is not found): a mark on the thread, so the C library's getaddrinfo
+//!   that follows says it was Go's lookup.
 //! A goroutine moves between threads, so everything is keyed by its `g` (R14 in Go's
 //! ABIInternal on amd64, Go ≥ 1.17), with the thread group.
 //!
@@ -147,9 +148,10 @@ pub fn go_host_return(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// `net._C2func_getaddrinfo` entry (cgo builds): this thread is about to call the C library's
-/// getaddrinfo for Go's `net`; the getaddrinfo return probe takes the mark. (The call runs on
-/// the same thread: cgo locks the goroutine to it until the C function returns.)
+/// Entry of the C wrapper `_cgo_<hash>_C2func_getaddrinfo` (cgo builds): this thread is about
+/// to call the C library's getaddrinfo for Go's `net`; the getaddrinfo return probe takes the
+/// mark. (The wrapper runs on the system stack of the thread that makes the call. At the Go
+/// glue's entry, the fallback, the goroutine may still be preempted and move to another thread.)
 #[uprobe]
 pub fn go_cgo_getaddrinfo(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();

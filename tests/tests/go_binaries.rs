@@ -161,3 +161,44 @@ fn a_stripped_static_musl_go_program_s_getaddrinfo_is_found_through_the_cgo_glue
         );
     }
 }
+
+/// The cgo mark's probe point: the C wrapper `_cgo_<hash>_C2func_getaddrinfo` that the Go glue
+/// calls, found through the glue for glibc (dynamic) and static musl builds — where `nm` puts
+/// that symbol — so the mark is set on the thread that calls the C library, not at the Go
+/// glue's entry, after which the goroutine may move to another thread.
+#[test]
+fn the_cgo_mark_goes_on_the_c_wrapper_nm_names() {
+    for toolchain in require_go_toolchains() {
+        for static_musl in [false, true] {
+            let how = GoBuild {
+                cgo: true,
+                stripped: false,
+                static_musl,
+            };
+            let out = toolchain.client("lookup_ip.go", how).unwrap();
+            let binary = GoBinary::open(&out).unwrap();
+            let found = binary
+                .cgo_wrapper_offset()
+                .unwrap_or_else(|why| panic!("{}: {why}", out.display()));
+            let nm = Command::new("nm").arg(&out).output().unwrap();
+            let vaddr = String::from_utf8_lossy(&nm.stdout)
+                .lines()
+                .find_map(|l| {
+                    let mut w = l.split_whitespace();
+                    let (addr, kind, name) = (w.next()?, w.next()?, w.next()?);
+                    (name.starts_with("_cgo_")
+                        && name.ends_with("_C2func_getaddrinfo")
+                        && kind.eq_ignore_ascii_case("t"))
+                    .then(|| u64::from_str_radix(addr, 16).ok())
+                    .flatten()
+                })
+                .unwrap_or_else(|| panic!("nm lists no C wrapper in {}", out.display()));
+            assert_eq!(
+                Some(found),
+                binary.elf.file_offset(vaddr),
+                "{}",
+                out.display()
+            );
+        }
+    }
+}

@@ -158,31 +158,9 @@ impl GoBinary {
     /// instruction accessor (`__errno_location`) is `getaddrinfo`. Errs with why when any step
     /// does not match (another compiler's wrapper, a dynamic program).
     pub fn cgo_getaddrinfo_offset(&self) -> Result<u64, &'static str> {
-        use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
-        let glue = self
-            .function(GO_CGO_GETADDRINFO)
-            .ok_or("no net._C2func_getaddrinfo (not a cgo build)")?;
-        let code_at = |vaddr: u64, len: usize| -> Option<&[u8]> {
-            let at = self.elf.file_offset(vaddr)? as usize;
-            let bytes = self.elf.bytes();
-            bytes.get(at..(at + len).min(bytes.len()))
-        };
-        let glue_len = glue.end.saturating_sub(glue.entry) as usize;
-        let glue_code = code_at(glue.entry, glue_len).ok_or("cgo glue outside the file")?;
-        let mut decoder = Decoder::with_ip(64, glue_code, glue.entry, DecoderOptions::NONE);
-        let pointer = decoder
-            .iter()
-            .find(|i| {
-                i.mnemonic() == Mnemonic::Mov
-                    && i.op_count() == 2
-                    && i.op1_kind() == OpKind::Memory
-                    && i.memory_base() == Register::RIP
-            })
-            .map(|i| i.ip_rel_memory_address())
-            .ok_or("no load of the C wrapper's address in the cgo glue")?;
-        let wrapper = code_at(pointer, 8)
-            .and_then(|b| u64_at(b, 0))
-            .ok_or("the C wrapper's address is not in the file")?;
+        use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
+        let wrapper = self.cgo_wrapper_address()?;
+        let code_at = |vaddr: u64, len: usize| self.code_at(vaddr, len);
         let wrapper_code = code_at(wrapper, 512).ok_or("the C wrapper is not in the file")?;
         let mut calls = Vec::new();
         for i in Decoder::with_ip(64, wrapper_code, wrapper, DecoderOptions::NONE).iter() {
@@ -220,6 +198,51 @@ impl GoBinary {
                 .ok_or("getaddrinfo is not in the file"),
             _ => Err("the C wrapper's calls do not single out getaddrinfo"),
         }
+    }
+
+    /// The file offset of the C wrapper `_cgo_<hash>_C2func_getaddrinfo` (see
+    /// [`GoBinary::cgo_getaddrinfo_offset`]): C code that runs on the thread that calls the C
+    /// library's getaddrinfo, with no Go scheduling in between — unlike the entry of the Go glue
+    /// `net._C2func_getaddrinfo`, after which the goroutine may be preempted and go on on
+    /// another thread (seen under QEMU's TCG: the mark was left on the first thread).
+    pub fn cgo_wrapper_offset(&self) -> Result<u64, &'static str> {
+        let wrapper = self.cgo_wrapper_address()?;
+        self.elf
+            .file_offset(wrapper)
+            .ok_or("the C wrapper is not in the file")
+    }
+
+    /// `len` bytes of the file at virtual address `vaddr` (fewer at its end).
+    fn code_at(&self, vaddr: u64, len: usize) -> Option<&[u8]> {
+        let at = self.elf.file_offset(vaddr)? as usize;
+        let bytes = self.elf.bytes();
+        bytes.get(at..(at + len).min(bytes.len()))
+    }
+
+    /// The address of the C wrapper the Go glue `net._C2func_getaddrinfo` calls through
+    /// `runtime.cgocall`: loaded from a Go variable (`MOVQ sym(SB), AX`).
+    fn cgo_wrapper_address(&self) -> Result<u64, &'static str> {
+        use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+        let glue = self
+            .function(GO_CGO_GETADDRINFO)
+            .ok_or("no net._C2func_getaddrinfo (not a cgo build)")?;
+        let code_at = |vaddr: u64, len: usize| self.code_at(vaddr, len);
+        let glue_len = glue.end.saturating_sub(glue.entry) as usize;
+        let glue_code = code_at(glue.entry, glue_len).ok_or("cgo glue outside the file")?;
+        let mut decoder = Decoder::with_ip(64, glue_code, glue.entry, DecoderOptions::NONE);
+        let pointer = decoder
+            .iter()
+            .find(|i| {
+                i.mnemonic() == Mnemonic::Mov
+                    && i.op_count() == 2
+                    && i.op1_kind() == OpKind::Memory
+                    && i.memory_base() == Register::RIP
+            })
+            .map(|i| i.ip_rel_memory_address())
+            .ok_or("no load of the C wrapper's address in the cgo glue")?;
+        code_at(pointer, 8)
+            .and_then(|b| u64_at(b, 0))
+            .ok_or("the C wrapper's address is not in the file")
     }
 
     /// Whether a section named `name` exists.

@@ -481,8 +481,8 @@ impl LiveTracer {
     /// uprobes at every RET of `net.sortByRFC6724withSrcs`, at its entry (the program of the
     /// binary's sources layout), at the entry of `goLookupIPCNAMEOrder` (the name), at the entry
     /// and every RET of `goLookupHostOrder` (`LookupHost`'s unsorted hosts-file answers) — never
-    /// uretprobes — and, in cgo builds, at the entry of `net._C2func_getaddrinfo` (so the C
-    /// library's getaddrinfo says it was Go's). Returns the Go version probed; an error when
+    /// uretprobes — and, in cgo builds, at the entry of the C wrapper `net._C2func_getaddrinfo`
+    /// calls (so the C library's getaddrinfo says it was Go's). Returns the Go version probed; an error when
     /// the binary's resolver cannot be probed (the cgo mark is attached even then).
     pub fn attach_go(
         &mut self,
@@ -495,12 +495,14 @@ impl LiveTracer {
             reason,
         };
         if let Some(cgo) = binary.probes(GO_CGO_GETADDRINFO) {
-            self.attach_go_at(
-                (path, shown),
-                "go_cgo_getaddrinfo",
-                cgo.entry_offset,
-                GO_CGO_GETADDRINFO,
-            )?;
+            // At the C wrapper the Go glue calls, on the thread that then calls getaddrinfo;
+            // the glue's own entry only when the wrapper cannot be found (a goroutine may move
+            // to another thread between the two).
+            let (offset, function) = match binary.cgo_wrapper_offset() {
+                Ok(offset) => (offset, "the cgo wrapper of net._C2func_getaddrinfo"),
+                Err(_) => (cgo.entry_offset, GO_CGO_GETADDRINFO),
+            };
+            self.attach_go_at((path, shown), "go_cgo_getaddrinfo", offset, function)?;
         }
         let version = binary.version.clone().unwrap_or_default();
         let layout = SourcesLayout::of(&version);
