@@ -132,16 +132,7 @@ fn a_stripped_static_musl_go_program_s_getaddrinfo_is_found_through_the_cgo_glue
                     out.display()
                 );
                 // nm's address of getaddrinfo, as a file offset.
-                let nm = Command::new("nm").arg(&out).output().unwrap();
-                let vaddr = String::from_utf8_lossy(&nm.stdout)
-                    .lines()
-                    .find_map(|l| {
-                        let mut w = l.split_whitespace();
-                        let (addr, kind, name) = (w.next()?, w.next()?, w.next()?);
-                        (name == "getaddrinfo" && kind.eq_ignore_ascii_case("t"))
-                            .then(|| u64::from_str_radix(addr, 16).ok())
-                            .flatten()
-                    })
+                let vaddr = nm_text_address(&out, |name| name == "getaddrinfo")
                     .expect("nm lists getaddrinfo");
                 assert_eq!(
                     Some(found),
@@ -180,19 +171,10 @@ fn the_cgo_mark_goes_on_the_c_wrapper_nm_names() {
             let found = binary
                 .cgo_wrapper_offset()
                 .unwrap_or_else(|why| panic!("{}: {why}", out.display()));
-            let nm = Command::new("nm").arg(&out).output().unwrap();
-            let vaddr = String::from_utf8_lossy(&nm.stdout)
-                .lines()
-                .find_map(|l| {
-                    let mut w = l.split_whitespace();
-                    let (addr, kind, name) = (w.next()?, w.next()?, w.next()?);
-                    (name.starts_with("_cgo_")
-                        && name.ends_with("_C2func_getaddrinfo")
-                        && kind.eq_ignore_ascii_case("t"))
-                    .then(|| u64::from_str_radix(addr, 16).ok())
-                    .flatten()
-                })
-                .unwrap_or_else(|| panic!("nm lists no C wrapper in {}", out.display()));
+            let vaddr = nm_text_address(&out, |name| {
+                name.starts_with("_cgo_") && name.ends_with("_C2func_getaddrinfo")
+            })
+            .unwrap_or_else(|| panic!("nm lists no C wrapper in {}", out.display()));
             assert_eq!(
                 Some(found),
                 binary.elf.file_offset(vaddr),
@@ -201,4 +183,16 @@ fn the_cgo_mark_goes_on_the_c_wrapper_nm_names() {
             );
         }
     }
+}
+
+/// The address `nm` gives the first code symbol of `binary` whose name `wanted` accepts.
+fn nm_text_address(binary: &Path, wanted: impl Fn(&str) -> bool) -> Option<u64> {
+    let nm = Command::new("nm").arg(binary).output().unwrap();
+    String::from_utf8_lossy(&nm.stdout).lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        let (addr, kind, name) = (w.next()?, w.next()?, w.next()?);
+        (wanted(name) && kind.eq_ignore_ascii_case("t"))
+            .then(|| u64::from_str_radix(addr, 16).ok())
+            .flatten()
+    })
 }
