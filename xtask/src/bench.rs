@@ -876,7 +876,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(&out_file);
     commands.push(format!(
-        "ip -n NS -batch FILE ({} `route get` lines) under nodeip-trace trace --comm ip --format json --output F | --pcap F | --format text, stdout to /dev/null but for text (to a file), default ring; tracer CPU: /proc/PID/stat utime+stime from 0.5 s after start until it stops rising (10 ms ticks), over the summary's events",
+        "ip -n NS -batch FILE ({} `route get` lines) under nodeip-trace trace --comm ip --format json --output F | --pcap F | --format text, stdout to /dev/null but for text (to a file), default ring; tracer CPU: /proc/PID/stat utime+stime from 0.5 s after start until it is busy for under a tenth of a 300 ms window (10 ms ticks), over the events the JSON run made of the burst",
         sizes.burst_requests
     ));
 

@@ -160,8 +160,9 @@ impl GoBinary {
     pub fn cgo_getaddrinfo_offset(&self) -> Result<u64, &'static str> {
         use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
         let wrapper = self.cgo_wrapper_address()?;
-        let code_at = |vaddr: u64, len: usize| self.code_at(vaddr, len);
-        let wrapper_code = code_at(wrapper, 512).ok_or("the C wrapper is not in the file")?;
+        let wrapper_code = self
+            .code_at(wrapper, 512)
+            .ok_or("the C wrapper is not in the file")?;
         let mut calls = Vec::new();
         for i in Decoder::with_ip(64, wrapper_code, wrapper, DecoderOptions::NONE).iter() {
             match i.mnemonic() {
@@ -179,7 +180,7 @@ impl GoBinary {
             .ok_or("the C wrapper does not call _cgo_topofstack twice")?;
         // An accessor returns within its first few instructions.
         let tiny = |target: u64| {
-            code_at(target, 32).is_some_and(|code| {
+            self.code_at(target, 32).is_some_and(|code| {
                 Decoder::with_ip(64, code, target, DecoderOptions::NONE)
                     .iter()
                     .take(4)
@@ -226,9 +227,10 @@ impl GoBinary {
         let glue = self
             .function(GO_CGO_GETADDRINFO)
             .ok_or("no net._C2func_getaddrinfo (not a cgo build)")?;
-        let code_at = |vaddr: u64, len: usize| self.code_at(vaddr, len);
         let glue_len = glue.end.saturating_sub(glue.entry) as usize;
-        let glue_code = code_at(glue.entry, glue_len).ok_or("cgo glue outside the file")?;
+        let glue_code = self
+            .code_at(glue.entry, glue_len)
+            .ok_or("cgo glue outside the file")?;
         let mut decoder = Decoder::with_ip(64, glue_code, glue.entry, DecoderOptions::NONE);
         let pointer = decoder
             .iter()
@@ -240,7 +242,7 @@ impl GoBinary {
             })
             .map(|i| i.ip_rel_memory_address())
             .ok_or("no load of the C wrapper's address in the cgo glue")?;
-        code_at(pointer, 8)
+        self.code_at(pointer, 8)
             .and_then(|b| u64_at(b, 0))
             .ok_or("the C wrapper's address is not in the file")
     }
