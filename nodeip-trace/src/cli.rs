@@ -210,7 +210,8 @@ struct TraceArgs {
     cgroup: Option<String>,
     /// Timeline format on stdout (none is rendered when stdout is /dev/null, as GNU grep does:
     /// `trace --pcap F >/dev/null` spends nothing on a timeline nobody reads; with a plain pcap
-    /// as the only output, nothing is even decoded: buffers are framed as captured).
+    /// as the only output, nothing is even decoded: buffers are framed as captured, and route
+    /// lookups, resolver calls and kernel handlers, which a pcap cannot hold, are not traced).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     format: OutputFormat,
     /// Also write the JSON-lines recording here (replay it later with `nodeip-trace replay`).

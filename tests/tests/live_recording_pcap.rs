@@ -327,6 +327,22 @@ fn a_pcap_only_trace_frames_the_same_buffers_without_decoding() {
         )),
         "{said}"
     );
+    // What a pcap cannot hold is not traced at all: the hooks for it are not attached.
+    assert!(
+        said.contains("route lookups, resolver calls and kernel handler calls are not traced"),
+        "{said}"
+    );
+    let attached = |stderr: &str| -> usize {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("hooks attached in"))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(
+        attached(&said) < attached(&full_stderr),
+        "fewer hooks than the full trace's: {said}\n{full_stderr}"
+    );
     // The same frames; two rings may order buffers of different CPUs differently.
     ours.sort();
     theirs.sort();

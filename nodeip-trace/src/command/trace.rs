@@ -353,7 +353,8 @@ struct SinkSlot {
 /// the trace goes on with the others, and stops only when none is left.
 struct Sinks {
     slots: Vec<SinkSlot>,
-    counts: BTreeMap<String, u64>,
+    /// Events written, by kind (a `&'static str` key: counting allocates nothing).
+    counts: BTreeMap<&'static str, u64>,
     /// Netlink buffers written out as frames.
     frames: u64,
     /// `--max-output-mib` in bytes.
@@ -465,7 +466,7 @@ impl Sinks {
             Emitted::Frame(_) => self.frames += 1,
             _ => {
                 if let Some(e) = item.event() {
-                    *self.counts.entry(e.body.kind().to_string()).or_default() += 1;
+                    *self.counts.entry(e.body.kind()).or_default() += 1;
                 }
             }
         }
@@ -689,6 +690,93 @@ const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 /// ≈ 5 MiB of them under a JSON burst.
 const RECORDS_PER_BATCH: usize = 1024;
 
+/// The outputs a trace writes, opened before anything is attached: what they read decides
+/// which hooks are worth attaching (a plain pcap alone needs the netlink capture only). Also
+/// whether stdout carries machine output (a traced command's stdout then goes to stderr), and
+/// the generic-netlink families known up front (id → name).
+fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>), TraceError> {
+    let stdout_machine = opts.format.is_some_and(|f| f != OutputFormat::Text)
+        || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
+        || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
+    let mut sinks = Sinks {
+        slots: Vec::new(),
+        counts: BTreeMap::new(),
+        frames: 0,
+        max_output_bytes: opts.max_output_bytes,
+        dropped: Vec::new(),
+    };
+    // Buffered, flushed after each batch of records (a line-buffered stdout made one write per
+    // event: a third of the tracer's time under load).
+    if let Some(format) = opts.format {
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+        sinks.add(timeline_sink(format, out, "stdout", false), None);
+    }
+    if let Some(path) = &opts.output {
+        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        let (out, written) = sinks.file_writer(file);
+        let name = path.display().to_string();
+        sinks.add_file(
+            Box::new(JsonLinesSink::new(out, name.clone(), false)),
+            LimitedRecords::Events,
+            name,
+            written,
+            Some(path.clone()),
+        );
+    }
+    if let Some(path) = &opts.report {
+        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        sinks.add(
+            Box::new(
+                crate::sink::html::HtmlReportSink::new(
+                    std::io::BufWriter::new(file),
+                    path.display().to_string(),
+                )
+                .with_source("a live trace"),
+            ),
+            None,
+        );
+    }
+    let mut families = crate::probe::kernel_dump::genl_families();
+    families.extend(opts.genl_families.iter().cloned());
+    if let Some(path) = &opts.pcap {
+        let (writer, written) = pcap_writer(&sinks, path, false)?;
+        let name = path.display().to_string();
+        sinks.add_file(
+            Box::new(crate::sink::FrameSinkAdapter::new(
+                writer,
+                name.clone(),
+                families.clone(),
+            )),
+            LimitedRecords::Frames,
+            name,
+            written,
+            None,
+        );
+    }
+    if let Some(path) = &opts.pcapng {
+        let (writer, written) = pcap_writer(&sinks, path, true)?;
+        let name = path.display().to_string();
+        sinks.add_file(
+            Box::new(
+                crate::sink::FrameSinkAdapter::new(writer, name.clone(), families.clone())
+                    .with_section_comments(crate::sink::pcap::SectionComments::for_output(path))
+                    .with_closing_comment(Box::new(crate::command::explain::node_audit_summary)),
+            ),
+            LimitedRecords::Frames,
+            name,
+            written,
+            None,
+        );
+    }
+    Ok((sinks, stdout_machine, families))
+}
+
 /// Runs a trace.
 pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     for path in [&opts.output, &opts.pcap, &opts.pcapng, &opts.report]
@@ -721,6 +809,15 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     if !opts.command.is_empty() {
         config.filter_by_pid = true;
         config.follow_forks = true;
+    }
+    let (mut sinks, stdout_machine, families) = open_sinks(&opts)?;
+    let frames_only = !sinks.reads_events();
+    if frames_only {
+        // Nothing reads events: route lookups, resolver calls and kernel handler calls would
+        // be recorded in the kernel only to be dropped here. Netlink buffers alone are captured.
+        config.route_lookups = false;
+        config.getaddrinfo = false;
+        config.kernel_handlers = false;
     }
     let mut tracer = LiveTracer::start(&config, &features, &features.libcs)?;
     let mut known = 0usize;
@@ -777,91 +874,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         executable_probes.scan_all(&mut tracer);
     }
 
-    // Sinks.
-    let stdout_machine = opts.format.is_some_and(|f| f != OutputFormat::Text)
-        || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
-        || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
-    let mut sinks = Sinks {
-        slots: Vec::new(),
-        counts: BTreeMap::new(),
-        frames: 0,
-        max_output_bytes: opts.max_output_bytes,
-        dropped: Vec::new(),
-    };
-    // Buffered, flushed after each batch of records (a line-buffered stdout made one write per
-    // event: a third of the tracer's time under load).
-    if let Some(format) = opts.format {
-        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
-        sinks.add(timeline_sink(format, out, "stdout", false), None);
-    }
-    if let Some(path) = &opts.output {
-        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
-            path: path.clone(),
-            source,
-        })?;
-        let (out, written) = sinks.file_writer(file);
-        let name = path.display().to_string();
-        sinks.add_file(
-            Box::new(JsonLinesSink::new(out, name.clone(), false)),
-            LimitedRecords::Events,
-            name,
-            written,
-            Some(path.clone()),
-        );
-    }
-    if let Some(path) = &opts.report {
-        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
-            path: path.clone(),
-            source,
-        })?;
-        sinks.add(
-            Box::new(
-                crate::sink::html::HtmlReportSink::new(
-                    std::io::BufWriter::new(file),
-                    path.display().to_string(),
-                )
-                .with_source("a live trace"),
-            ),
-            None,
-        );
-    }
-    let mut families = crate::probe::kernel_dump::genl_families();
-    families.extend(opts.genl_families.iter().cloned());
     for (id, name) in &families {
         pipeline.netlink_decoder().learn_family(*id, name);
     }
-    if let Some(path) = &opts.pcap {
-        let (writer, written) = pcap_writer(&sinks, path, false)?;
-        let name = path.display().to_string();
-        sinks.add_file(
-            Box::new(crate::sink::FrameSinkAdapter::new(
-                writer,
-                name.clone(),
-                families.clone(),
-            )),
-            LimitedRecords::Frames,
-            name,
-            written,
-            None,
-        );
-    }
-    if let Some(path) = &opts.pcapng {
-        let (writer, written) = pcap_writer(&sinks, path, true)?;
-        let name = path.display().to_string();
-        sinks.add_file(
-            Box::new(
-                crate::sink::FrameSinkAdapter::new(writer, name.clone(), families.clone())
-                    .with_section_comments(crate::sink::pcap::SectionComments::for_output(path))
-                    .with_closing_comment(Box::new(crate::command::explain::node_audit_summary)),
-            ),
-            LimitedRecords::Frames,
-            name,
-            written,
-            None,
-        );
-    }
     pipeline.netlink_decoder().set_detail(sinks.detail());
-    if !sinks.reads_events() {
+    if frames_only {
         pipeline.make_frames_only();
     }
     let hooks: Vec<String> = tracer.hooks.iter().map(|h| h.describe()).collect();
@@ -899,7 +916,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         started.elapsed().as_millis(),
         tracer.netlink_capture,
         config.hooks.name(),
-        if handler_summary.is_empty() {
+        if !config.kernel_handlers {
+            "none (a plain pcap alone: route lookups, resolver calls and kernel handler calls \
+             are not traced, as no output reads them; add --format or -o to have them)"
+                .to_string()
+        } else if handler_summary.is_empty() {
             "none".to_string()
         } else {
             handler_summary
@@ -1104,7 +1125,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         ))))?;
     }
     let summary = RunSummary {
-        events: sinks.counts.clone(),
+        events: sinks
+            .counts
+            .iter()
+            .map(|(kind, n)| (kind.to_string(), *n))
+            .collect(),
         lost: lost_total,
         stopped_by: stopped_by.clone(),
     };

@@ -95,6 +95,9 @@ pub struct TraceConfig {
     pub filter_by_pid: bool,
     /// Which hooks the kernel handler probes may use.
     pub hooks: HookPreference,
+    /// Probe the kernel's netlink handlers (route get, address and link dumps, IPVS commands)
+    /// as `hooks` allows; off, none is attached (their traffic is still captured).
+    pub kernel_handlers: bool,
 }
 
 /// The ring buffer's default size in MiB. The consumer empties the ring into its own queue at
@@ -118,6 +121,7 @@ impl Default for TraceConfig {
             route_lookups: true,
             filter_by_pid: false,
             hooks: HookPreference::Auto,
+            kernel_handlers: true,
         }
     }
 }
@@ -305,9 +309,14 @@ impl LiveTracer {
         let capture_plan = features.capture(config.hooks);
         let handler_plan = features.plan(config.hooks);
         // fentry/fexit need the kernel's BTF, parsed once (only when a plan uses fentry).
+        let handlers = if config.kernel_handlers {
+            &handler_plan[..]
+        } else {
+            &[]
+        };
         let wants_fentry = config.netlink
             && std::iter::once(&capture_plan)
-                .chain(&handler_plan)
+                .chain(handlers)
                 .any(|p| p.mode == Some(KernelHookMode::Fentry));
         let btf = if wants_fentry {
             Btf::from_sys_fs().ok()
@@ -401,7 +410,7 @@ impl LiveTracer {
                 status,
             });
         }
-        if config.netlink {
+        if config.netlink && config.kernel_handlers {
             self.attach_handlers(&handler_plan, config.hooks, features, btf.as_ref());
         }
         if config.getaddrinfo {

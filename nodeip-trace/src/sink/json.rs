@@ -3,41 +3,56 @@ use std::io::Write;
 use std::sync::Arc;
 
 use super::{EventSink, SinkError};
-use crate::model::event::Event;
+use crate::model::event::{Event, EventBody, NetlinkConversation, NetlinkEvent};
+use crate::model::frame::Direction;
+use crate::model::netlink::{Name, NetlinkMessage};
 use crate::model::process::ProcessAttribution;
 
 pub mod compact;
 
-/// Processes whose attribution JSON is kept (a node's busy deciders; beyond, the oldest goes).
-const PROCESSES_KEPT: usize = 16;
+/// Values whose JSON is kept, per cache: a node's busy deciders (processes), and the requests of
+/// the last paired `netlink` events (their conversations follow within a few events); beyond,
+/// the oldest goes.
+const JSON_KEPT: usize = 16;
 
-/// The JSON of the process attributions written last. An event's `process` is the same `Arc`
-/// for every event of that process (the process table makes one per pid and cgroup), so its
-/// JSON — executable, four ancestors, cgroup: a fifth of a live line's strings, 7% of the
-/// consumer's CPU under a JSON burst — is made once, then copied.
-#[derive(Default)]
-struct ProcessJson {
-    kept: Vec<(Arc<ProcessAttribution>, Vec<u8>)>,
+/// The JSON of values shared by `Arc` and written again and again, made once, then copied.
+///
+/// - An event's `process` is the same `Arc` for every event of that process (the process table
+///   makes one per pid and cgroup). Its JSON — executable, four ancestors, cgroup — was a fifth
+///   of a live line's strings, 7% of the consumer's CPU under a JSON burst.
+/// - A paired request is written twice: in the `netlink` event that sent it, and as its
+///   `conversation`'s `request` (the same `Arc`): a third of a route get's message JSON.
+struct JsonByArc<T> {
+    kept: Vec<(Arc<T>, Vec<u8>)>,
     /// The entry replaced next when all are taken.
     next: usize,
 }
 
-impl ProcessJson {
-    /// `process` as JSON.
-    fn of(&mut self, process: &Arc<ProcessAttribution>) -> Result<&[u8], compact::JsonError> {
-        let at = match self.kept.iter().position(|(p, _)| Arc::ptr_eq(p, process)) {
+impl<T> Default for JsonByArc<T> {
+    fn default() -> Self {
+        Self {
+            kept: Vec::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<T: serde::Serialize> JsonByArc<T> {
+    /// `value` as JSON.
+    fn of(&mut self, value: &Arc<T>) -> Result<&[u8], compact::JsonError> {
+        let at = match self.kept.iter().position(|(v, _)| Arc::ptr_eq(v, value)) {
             Some(at) => at,
             None => {
                 let mut json = Vec::new();
-                compact::append_json(&**process, &mut json)?;
-                let entry = (process.clone(), json);
-                if self.kept.len() < PROCESSES_KEPT {
+                compact::append_json(&**value, &mut json)?;
+                let entry = (value.clone(), json);
+                if self.kept.len() < JSON_KEPT {
                     self.kept.push(entry);
                     self.kept.len() - 1
                 } else {
                     let at = self.next;
                     self.kept[at] = entry;
-                    self.next = (at + 1) % PROCESSES_KEPT;
+                    self.next = (at + 1) % JSON_KEPT;
                     at
                 }
             }
@@ -46,12 +61,105 @@ impl ProcessJson {
     }
 }
 
+/// What [`append_event`] keeps between events.
+#[derive(Default)]
+struct SharedJson {
+    processes: JsonByArc<ProcessAttribution>,
+    requests: JsonByArc<NetlinkMessage>,
+}
+
+/// Appends `,"key":` and `value` (`key` is a field name: nothing in it needs escaping).
+fn append_member<T: serde::Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    key: &'static str,
+    value: &T,
+) -> Result<(), compact::JsonError> {
+    debug_assert!(key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    compact::append_json(value, out)
+}
+
+/// `protocol`, `protocol_id` and (when known) `portid`, members of both `netlink` and
+/// `conversation` bodies.
+fn append_socket_members(
+    out: &mut Vec<u8>,
+    protocol: &Name,
+    protocol_id: u16,
+    portid: Option<u32>,
+) -> Result<(), compact::JsonError> {
+    append_member(out, "protocol", protocol)?;
+    append_member(out, "protocol_id", &protocol_id)?;
+    if portid.is_some() {
+        append_member(out, "portid", &portid)?;
+    }
+    Ok(())
+}
+
+/// The members of a `netlink` body, as its derived `Serialize` writes them (after `kind`);
+/// the messages of a paired send (requests, written again by their conversation) from
+/// `requests`.
+fn append_netlink_members(
+    n: &NetlinkEvent,
+    requests: &mut JsonByArc<NetlinkMessage>,
+    out: &mut Vec<u8>,
+) -> Result<(), compact::JsonError> {
+    append_member(out, "direction", &n.direction)?;
+    append_socket_members(out, &n.protocol, n.protocol_id, n.portid)?;
+    append_member(out, "bytes", &n.bytes)?;
+    append_member(out, "captured", &n.captured)?;
+    append_member(out, "truncated", &n.truncated)?;
+    out.extend_from_slice(b",\"messages\":[");
+    let shared = n.paired && n.direction == Direction::Send;
+    for (i, message) in n.messages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if shared {
+            out.extend_from_slice(requests.of(message)?);
+        } else {
+            compact::append_json(&**message, out)?;
+        }
+    }
+    out.push(b']');
+    if !n.decode_errors.is_empty() {
+        append_member(out, "decode_errors", &n.decode_errors)?;
+    }
+    append_member(out, "paired", &n.paired)
+}
+
+/// The members of a `conversation` body, as its derived `Serialize` writes them (after
+/// `kind`), the request from `requests` (written there by its `netlink` event).
+fn append_conversation_members(
+    c: &NetlinkConversation,
+    requests: &mut JsonByArc<NetlinkMessage>,
+    out: &mut Vec<u8>,
+) -> Result<(), compact::JsonError> {
+    append_socket_members(out, &c.protocol, c.protocol_id, c.portid)?;
+    append_member(out, "seq", &c.seq)?;
+    append_member(out, "dump", &c.dump)?;
+    out.extend_from_slice(b",\"request\":");
+    out.extend_from_slice(requests.of(&c.request)?);
+    append_member(out, "replies", &c.replies)?;
+    append_member(out, "reply_types", &c.reply_types)?;
+    append_member(out, "reply_buffers", &c.reply_buffers)?;
+    append_member(out, "reply_bytes", &c.reply_bytes)?;
+    append_member(out, "outcome", &c.outcome)?;
+    if c.error.is_some() {
+        append_member(out, "error", &c.error)?;
+    }
+    append_member(out, "duration_ns", &c.duration_ns)?;
+    append_member(out, "facts", &c.facts)
+}
+
 /// Appends `event` as one JSON object: what `serde_json` writes for it (its derived
 /// `Serialize`: the common fields in their order, `process` when present, then the body's own
-/// fields, flattened), with the process part from `processes`.
+/// fields, flattened), with the process part, and the requests of netlink events and their
+/// conversations, from `shared`.
 fn append_event(
     event: &Event,
-    processes: &mut ProcessJson,
+    shared: &mut SharedJson,
     out: &mut Vec<u8>,
 ) -> Result<(), compact::JsonError> {
     out.extend_from_slice(b"{\"ts\":");
@@ -66,14 +174,28 @@ fn append_event(
     compact::append_json(event.comm.as_str(), out)?;
     if let Some(process) = &event.process {
         out.extend_from_slice(b",\"process\":");
-        out.extend_from_slice(processes.of(process)?);
+        out.extend_from_slice(shared.processes.of(process)?);
     }
-    // The body alone is an object whose first member is its `kind` tag (never empty): its
-    // members go on the event's, as `#[serde(flatten)]` puts them.
-    let body = out.len();
-    compact::append_json(&event.body, out)?;
-    debug_assert_eq!(out.get(body..body + 2), Some(&b"{\""[..]));
-    out[body] = b',';
+    match &event.body {
+        EventBody::Netlink(n) => {
+            out.extend_from_slice(b",\"kind\":\"netlink\"");
+            append_netlink_members(n, &mut shared.requests, out)?;
+        }
+        EventBody::Conversation(c) => {
+            out.extend_from_slice(b",\"kind\":\"conversation\"");
+            append_conversation_members(c, &mut shared.requests, out)?;
+        }
+        body => {
+            // The body alone is an object whose first member is its `kind` tag (never empty):
+            // its members go on the event's, as `#[serde(flatten)]` puts them.
+            let at = out.len();
+            compact::append_json(body, out)?;
+            debug_assert_eq!(out.get(at..at + 2), Some(&b"{\""[..]));
+            out[at] = b',';
+            return Ok(());
+        }
+    }
+    out.push(b'}');
     Ok(())
 }
 
@@ -84,7 +206,7 @@ pub struct JsonLinesSink<W: Write> {
     flush_each: bool,
     /// The line being made (kept: its capacity is reused).
     line: Vec<u8>,
-    processes: ProcessJson,
+    shared: SharedJson,
 }
 
 impl<W: Write> JsonLinesSink<W> {
@@ -96,7 +218,7 @@ impl<W: Write> JsonLinesSink<W> {
             name: name.into(),
             flush_each,
             line: Vec::new(),
-            processes: ProcessJson::default(),
+            shared: SharedJson::default(),
         }
     }
 
@@ -107,7 +229,7 @@ impl<W: Write> JsonLinesSink<W> {
             source,
         };
         self.line.clear();
-        append_event(event, &mut self.processes, &mut self.line)?;
+        append_event(event, &mut self.shared, &mut self.line)?;
         self.line.push(b'\n');
         self.out.write_all(&self.line).map_err(io)?;
         if self.flush_each {
@@ -143,7 +265,6 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::event::EventBody;
     use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall};
 
     /// The exact JSON line of a getaddrinfo event (the schema users parse).
@@ -195,6 +316,109 @@ mod tests {
         assert_eq!(back, event);
     }
 
+    /// Netlink events and their conversations are written as serde_json writes them, whether
+    /// a request's JSON is kept from its `netlink` event, replaced by newer ones, or never was;
+    /// with and without the optional members.
+    #[test]
+    fn netlink_events_and_conversations_are_written_as_serde_json_writes_them() {
+        use crate::model::event::{ConversationError, ConversationOutcome};
+        use crate::model::netlink::{MessageBody, MessageHeader, RouteBody};
+        let message = |seq: u32, type_name: &'static str| {
+            Arc::new(NetlinkMessage {
+                header: MessageHeader {
+                    type_name: type_name.into(),
+                    type_id: 26,
+                    flags: vec!["REQUEST".into()],
+                    flags_raw: 1,
+                    seq,
+                    pid: 0,
+                    len: 36,
+                },
+                body: MessageBody::Route(Box::new(RouteBody {
+                    family: "inet".into(),
+                    dst: Some(format!("10.0.{}.{}", seq / 250, seq % 250)),
+                    ..RouteBody::default()
+                })),
+                error: (seq % 7 == 3).then(|| "cut \"short\"".to_string()),
+            })
+        };
+        let event = |seq: u32, body: EventBody| Event {
+            ts: "2026-11-27T10:00:00.000000001Z".into(),
+            ts_ns: u64::from(seq),
+            pid: 9,
+            tid: 9,
+            comm: "ip".into(),
+            process: None,
+            body,
+        };
+        let netlink = |direction, messages: Vec<Arc<NetlinkMessage>>, seq: u32| NetlinkEvent {
+            direction,
+            protocol: "NETLINK_ROUTE".into(),
+            protocol_id: 0,
+            portid: seq.is_multiple_of(2).then_some(seq),
+            bytes: 36,
+            captured: 36,
+            truncated: seq % 5 == 1,
+            messages,
+            decode_errors: if seq.is_multiple_of(3) {
+                vec!["message 1: bad".into()]
+            } else {
+                Vec::new()
+            },
+            paired: seq % 4 != 2,
+        };
+        let mut events = Vec::new();
+        let mut pending = Vec::new();
+        for seq in 0..(JSON_KEPT as u32 * 3) {
+            let request = message(seq, "RTM_GETROUTE");
+            let send = netlink(Direction::Send, vec![request.clone()], seq);
+            let reply = netlink(Direction::Recv, vec![message(seq, "RTM_NEWROUTE")], seq);
+            events.push(event(seq, EventBody::Netlink(send)));
+            events.push(event(seq, EventBody::Netlink(reply)));
+            pending.push(NetlinkConversation {
+                protocol: "NETLINK_ROUTE".into(),
+                protocol_id: 0,
+                portid: (seq % 3 == 0).then_some(77),
+                seq,
+                dump: seq % 2 == 1,
+                request,
+                replies: 1,
+                reply_types: [("RTM_NEWROUTE".into(), 1)].into(),
+                reply_buffers: 1,
+                reply_bytes: 104,
+                outcome: ConversationOutcome::Reply,
+                error: (seq % 4 == 1).then(|| ConversationError {
+                    code: -19,
+                    errno: "ENODEV".into(),
+                    text: "No such device".into(),
+                    extack: None,
+                }),
+                duration_ns: 5,
+                facts: Default::default(),
+            });
+            // Conversations come right after their reply, or many events later (their
+            // request's JSON replaced by newer ones).
+            if seq % 8 != 7 {
+                let c = pending.pop().unwrap();
+                events.push(event(seq, EventBody::Conversation(Box::new(c))));
+            }
+        }
+        for c in pending {
+            events.push(event(0, EventBody::Conversation(Box::new(c))));
+        }
+        let mut sink = JsonLinesSink::new(Vec::new(), "memory", false);
+        let mut expected = Vec::new();
+        for event in &events {
+            sink.write_event(event).unwrap();
+            serde_json::to_writer(&mut expected, event).unwrap();
+            expected.push(b'\n');
+        }
+        assert_eq!(
+            String::from_utf8(sink.out).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+    }
+
     /// Live events (with a process) are written as serde_json writes them, whichever process
     /// attributions are kept, reused or replaced.
     #[test]
@@ -220,7 +444,7 @@ mod tests {
                 },
             })
         };
-        let processes: Vec<_> = (0..PROCESSES_KEPT as u32 + 3).map(attribution).collect();
+        let processes: Vec<_> = (0..JSON_KEPT as u32 + 3).map(attribution).collect();
         let bodies = [
             EventBody::Lost(LostReport {
                 lost: 3,
