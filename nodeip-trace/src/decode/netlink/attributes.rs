@@ -19,6 +19,45 @@ const NLA_F_NET_BYTEORDER: u16 = 0x4000;
 /// Mask that leaves the attribute type without its flag bits.
 const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | NLA_F_NET_BYTEORDER);
 
+/// Mask that leaves the attribute type without its flag bits, as netlink-packet-core's
+/// `NlaBuffer::kind` does (0x3fff).
+const CRATE_NLA_TYPE_MASK: u16 = 0x3fff;
+
+/// One attribute as netlink-packet-core's `NlasIterator` reads it.
+pub(crate) struct CrateNla<'a> {
+    /// Its type, flag bits removed.
+    pub kind: u16,
+    /// Its value.
+    pub value: &'a [u8],
+    /// The buffer from its header to the end of the region (what the crate's parsers get).
+    pub rest: &'a [u8],
+}
+
+/// The attributes of `region` as `NlasIterator` walks them: each one, then `None` for the first
+/// one the crate refuses (fewer than 4 bytes left, a length below 4 or past the region), which
+/// fails the crate's parse of the whole list.
+pub(crate) fn crate_nlas(region: &[u8]) -> impl Iterator<Item = Option<CrateNla<'_>>> {
+    let (mut at, mut failed) = (0, false);
+    std::iter::from_fn(move || {
+        if failed || at >= region.len() {
+            return None;
+        }
+        let rest = &region[at..];
+        let len = read_u16(rest, 0).map_or(0, usize::from);
+        let Some(kind) = read_u16(rest, 2).filter(|_| len >= NLA_HEADER_LEN && len <= rest.len())
+        else {
+            failed = true;
+            return Some(None);
+        };
+        at += align4(len);
+        Some(Some(CrateNla {
+            kind: kind & CRATE_NLA_TYPE_MASK,
+            value: &rest[NLA_HEADER_LEN..len],
+            rest,
+        }))
+    })
+}
+
 /// Rounds `len` up to the 4-byte netlink alignment.
 pub(crate) fn align4(len: usize) -> usize {
     len.saturating_add(3) & !3

@@ -14,7 +14,7 @@ use netlink_packet_core::{NlaBuffer, ParseableParametrized};
 use netlink_packet_route::link::{LinkAttribute, LinkLayerType, State};
 use netlink_packet_route::AddressFamily;
 
-use super::attributes::{align4, link_layer_address, read_u16, read_u32};
+use super::attributes::{crate_nlas, link_layer_address, read_u16, read_u32, CrateNla};
 use super::rtnetlink::{apply_link_attribute, link_header_body};
 use crate::model::netlink::LinkBody;
 
@@ -22,8 +22,6 @@ use crate::model::netlink::LinkBody;
 const IFINFOMSG_LEN: usize = 16;
 /// Attribute header length (`struct nlattr`).
 const NLA_HEADER_LEN: usize = 4;
-/// Mask that leaves the attribute type without its nested/byte-order flag bits.
-const NLA_TYPE_MASK: u16 = 0x3fff;
 /// `sizeof(struct rtnl_link_ifmap)`, the least `IFLA_MAP` the crate reads.
 const LINK_MAP_LEN: usize = 32;
 
@@ -81,41 +79,6 @@ fn attribute_check(kind: u16, family: AddressFamily) -> AttributeCheck {
         // Types the crate keeps as `Other` (COST, PRIORITY, WEIGHT, PAD, ALT_IFNAME, ...).
         _ => Any,
     }
-}
-
-/// One attribute as netlink-packet-core's `NlasIterator` reads it.
-struct CrateNla<'a> {
-    /// Its type, flag bits removed.
-    kind: u16,
-    /// Its value.
-    value: &'a [u8],
-    /// The buffer from its header to the end of the region (what the crate's parsers get).
-    rest: &'a [u8],
-}
-
-/// The attributes of `region` as `NlasIterator` walks them: each one, then `None` for the first
-/// one the crate refuses (fewer than 4 bytes left, a length below 4 or past the region), which
-/// fails the crate's parse of the whole list.
-fn crate_nlas(region: &[u8]) -> impl Iterator<Item = Option<CrateNla<'_>>> {
-    let (mut at, mut failed) = (0, false);
-    std::iter::from_fn(move || {
-        if failed || at >= region.len() {
-            return None;
-        }
-        let rest = &region[at..];
-        let len = read_u16(rest, 0).map_or(0, usize::from);
-        let Some(kind) = read_u16(rest, 2).filter(|_| len >= NLA_HEADER_LEN && len <= rest.len())
-        else {
-            failed = true;
-            return Some(None);
-        };
-        at += align4(len);
-        Some(Some(CrateNla {
-            kind: kind & NLA_TYPE_MASK,
-            value: &rest[NLA_HEADER_LEN..len],
-            rest,
-        }))
-    })
 }
 
 /// Whether the crate reads every attribute of `region` and `fits` says each one parses.

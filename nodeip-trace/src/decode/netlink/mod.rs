@@ -12,6 +12,7 @@ mod errno;
 mod genl;
 mod ipvs;
 mod link_walker;
+mod route_walker;
 mod rtnetlink;
 #[cfg(test)]
 mod tests;

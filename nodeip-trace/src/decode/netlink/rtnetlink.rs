@@ -10,13 +10,13 @@ use netlink_packet_route::{
         InfoData, InfoGre, InfoGre6, InfoIpTunnel, InfoVxlan, LinkAttribute, LinkInfo, LinkMessage,
     },
     neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage},
-    route::{RouteAddress, RouteAttribute, RouteMessage},
+    route::{RouteAddress, RouteAttribute, RouteHeader, RouteMessage},
     rule::{RuleAttribute, RuleMessage},
     RouteNetlinkMessage,
 };
 
 use super::attributes::{bit_names, bit_names_in, link_layer_address, walk_attributes};
-use super::{address_family_name, link_walker, DecodeError, NetlinkDecoder};
+use super::{address_family_name, link_walker, route_walker, DecodeError, NetlinkDecoder};
 use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::{
@@ -198,6 +198,14 @@ pub(crate) fn decode(
         if let Some(body) = link_walker::link_body(payload) {
             let other = other_attributes(kind, decoder.detail(), payload, offset, errors);
             return link_message(decoder, type_id, body, other);
+        }
+    }
+    if kind == ObjectKind::Route {
+        if let Some((mut body, table_id)) = route_walker::route_body(payload) {
+            body.other_attributes =
+                other_attributes(kind, decoder.detail(), payload, offset, errors);
+            finish_route_body(decoder, &mut body, table_id);
+            return MessageBody::Route(Box::new(body));
         }
     }
     let message = match RouteNetlinkMessage::parse_with_param(payload, type_id) {
@@ -542,6 +550,22 @@ fn link_body(message: LinkMessage) -> LinkBody {
     body
 }
 
+/// The route record netlink-packet-route's parse gives for an `RTM_*ROUTE` body (what
+/// [`route_walker::route_body`] must equal), interfaces named by `decoder`.
+#[cfg(test)]
+pub(super) fn route_body_by_crate(
+    decoder: &NetlinkDecoder,
+    payload: &[u8],
+    type_id: u16,
+) -> Option<RouteBody> {
+    match RouteNetlinkMessage::parse_with_param(payload, type_id).ok()? {
+        RouteNetlinkMessage::NewRoute(route)
+        | RouteNetlinkMessage::DelRoute(route)
+        | RouteNetlinkMessage::GetRoute(route) => Some(route_body(decoder, route, Vec::new())),
+        _ => None,
+    }
+}
+
 /// The link record netlink-packet-route's parse gives for an `RTM_*LINK` body (what
 /// [`super::link_walker::link_body`] must equal), `None` when the crate refuses it.
 #[cfg(test)]
@@ -649,15 +673,11 @@ fn address_body(
     body
 }
 
-fn route_body(
-    decoder: &NetlinkDecoder,
-    message: RouteMessage,
-    other: Vec<RawAttribute>,
-) -> RouteBody {
-    let header = message.header;
+/// A route record with what the `rtmsg` header says (`header`: its 12 bytes, as the crate's
+/// `RouteHeader` reads them); its table is the header's until [`finish_route_body`].
+pub(super) fn route_header_body(header: &RouteHeader, other: Vec<RawAttribute>) -> RouteBody {
     let flags = header.flags.bits();
-    let mut table_id = u32::from(header.table);
-    let mut body = RouteBody {
+    RouteBody {
         family: address_family_name(u8::from(header.address_family).into()),
         route_type: route_type_name(u8::from(header.kind)),
         protocol: route_protocol_name(u8::from(header.protocol)),
@@ -669,7 +689,30 @@ fn route_body(
         flags_raw: flags,
         other_attributes: other,
         ..RouteBody::default()
+    }
+}
+
+/// Names the route's table (`table_id`: `RTA_TABLE` when present, else the header's 8-bit
+/// field) and its interfaces.
+pub(super) fn finish_route_body(decoder: &NetlinkDecoder, body: &mut RouteBody, table_id: u32) {
+    body.table = table_name(table_id);
+    body.table_id = table_id;
+    let name_of = |index: Option<u32>| {
+        index
+            .and_then(|i| decoder.interface_name(i))
+            .map(str::to_string)
     };
+    body.oif_name = name_of(body.oif);
+    body.iif_name = name_of(body.iif);
+}
+
+fn route_body(
+    decoder: &NetlinkDecoder,
+    message: RouteMessage,
+    other: Vec<RawAttribute>,
+) -> RouteBody {
+    let mut table_id = u32::from(message.header.table);
+    let mut body = route_header_body(&message.header, other);
     for attribute in message.attributes {
         match attribute {
             RouteAttribute::Destination(address) => body.dst = Some(route_address(&address)),
@@ -684,15 +727,7 @@ fn route_body(
             _ => {}
         }
     }
-    body.table = table_name(table_id);
-    body.table_id = table_id;
-    let name_of = |index: Option<u32>| {
-        index
-            .and_then(|i| decoder.interface_name(i))
-            .map(str::to_string)
-    };
-    body.oif_name = name_of(body.oif);
-    body.iif_name = name_of(body.iif);
+    finish_route_body(decoder, &mut body, table_id);
     body
 }
 

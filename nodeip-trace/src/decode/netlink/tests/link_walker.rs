@@ -2,37 +2,15 @@
 //! real captures and over mangled copies of them (values, types and lengths rewritten, bodies
 //! cut), whenever the walker gives a record the crate gives the same one; and the real messages
 //! all take the walker.
-use super::captures::{read_nlmon, Xorshift, BUSYBOX, IPROUTE2};
-use super::{attr, nest};
-use crate::decode::netlink::attributes::{align4, read_u16, read_u32};
+use super::captures::Xorshift;
+use super::{attr, captured_rtnetlink, mangled_copies, nest};
+use crate::decode::netlink::attributes::{align4, read_u16};
 use crate::decode::netlink::link_walker::link_body;
 use crate::decode::netlink::rtnetlink::link_body_by_crate;
 
-/// `(type, payload)` of every `RTM_*LINK` message of the captures, payloads shorter than the
-/// `ifinfomsg` zero-filled as the decoder reads them.
+/// `(type, payload)` of every `RTM_*LINK` message of the captures.
 fn captured_link_messages() -> Vec<(u16, Vec<u8>)> {
-    let mut found = Vec::new();
-    for fixture in [BUSYBOX, IPROUTE2] {
-        for frame in read_nlmon(fixture).iter().filter(|f| f.protocol == 0) {
-            let bytes = &frame.bytes;
-            let mut at = 0;
-            while let (Some(len), Some(kind)) = (read_u32(bytes, at), read_u16(bytes, at + 4)) {
-                let len = len as usize;
-                let Some(message) = bytes.get(at..at + len).filter(|_| len >= 16) else {
-                    break;
-                };
-                if (16..=19).contains(&kind) {
-                    let mut payload = message[16..].to_vec();
-                    if payload.len() < 16 {
-                        payload.resize(16, 0);
-                    }
-                    found.push((kind, payload));
-                }
-                at += align4(len);
-            }
-        }
-    }
-    found
+    captured_rtnetlink(16..=19, 16)
 }
 
 /// Byte offsets of the attributes of a link payload (after the 16-byte `ifinfomsg`), and of
@@ -88,32 +66,7 @@ fn mangled_link_messages_equal_the_crate_whenever_walked() {
     let (mut walked, mut total) = (0usize, 0usize);
     for (kind, payload) in captured_link_messages() {
         let offsets = attribute_offsets(&payload);
-        let mut variants: Vec<Vec<u8>> = Vec::new();
-        // Every cut (at and between attribute boundaries).
-        variants.extend((16..payload.len()).map(|end| payload[..end].to_vec()));
-        for &at in &offsets {
-            let len = usize::from(read_u16(&payload, at).unwrap_or(4));
-            // The attribute retyped as every IFLA_* type and a few unknown ones, flags too.
-            for new_kind in (0..72u16).chain([0x4003, 0x8012, 0x801a, 200]) {
-                let mut v = payload.clone();
-                v[at + 2..at + 4].copy_from_slice(&new_kind.to_ne_bytes());
-                variants.push(v);
-            }
-            // Its length shortened, lengthened, or zero; its value bit-flipped.
-            for new_len in [0, 3, 4, len.saturating_sub(1), len + 1, len + 4, 0xffff] {
-                let mut v = payload.clone();
-                v[at..at + 2].copy_from_slice(&(new_len as u16).to_ne_bytes());
-                variants.push(v);
-            }
-            for _ in 0..4 {
-                let mut v = payload.clone();
-                let pick = at + 4 + rng.below(len.saturating_sub(4).max(1));
-                if let Some(byte) = v.get_mut(pick) {
-                    *byte ^= 1 << rng.below(8);
-                }
-                variants.push(v);
-            }
-        }
+        let mut variants = mangled_copies(&payload, 16, &offsets, 72, &mut rng);
         // The header: every family, and random link types.
         for family in 0..=255u8 {
             let mut v = payload.clone();
