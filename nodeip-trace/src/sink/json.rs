@@ -43,18 +43,26 @@ impl<T: serde::Serialize> JsonByArc<T> {
         let at = match self.kept.iter().position(|(v, _)| Arc::ptr_eq(v, value)) {
             Some(at) => at,
             None => {
-                let mut json = Vec::new();
-                compact::append_json(&**value, &mut json)?;
-                let entry = (value.clone(), json);
-                if self.kept.len() < JSON_KEPT {
-                    self.kept.push(entry);
+                // A replaced entry's buffer is reused: grown from empty, each new one was
+                // reallocated five or six times on the way to a message's few hundred bytes.
+                let at = if self.kept.len() < JSON_KEPT {
+                    self.kept.push((value.clone(), Vec::with_capacity(512)));
                     self.kept.len() - 1
                 } else {
                     let at = self.next;
-                    self.kept[at] = entry;
                     self.next = (at + 1) % JSON_KEPT;
+                    self.kept[at].0 = value.clone();
+                    self.kept[at].1.clear();
                     at
+                };
+                let json = &mut self.kept[at].1;
+                if let Err(e) = compact::append_json(&**value, json) {
+                    // Nothing half-written stays kept under this value.
+                    self.kept.swap_remove(at);
+                    self.next = 0;
+                    return Err(e);
                 }
+                at
             }
         };
         Ok(&self.kept[at].1)
