@@ -353,8 +353,9 @@ struct SinkSlot {
 /// the trace goes on with the others, and stops only when none is left.
 struct Sinks {
     slots: Vec<SinkSlot>,
-    /// Events written, by kind (a `&'static str` key: counting allocates nothing).
-    counts: BTreeMap<&'static str, u64>,
+    /// Events written, by kind, in the order kinds first came (a handful: a short list whose
+    /// `&'static str` keys compare by address first beats a map).
+    counts: Vec<(&'static str, u64)>,
     /// Netlink buffers written out as frames.
     frames: u64,
     /// `--max-output-mib` in bytes.
@@ -466,7 +467,15 @@ impl Sinks {
             Emitted::Frame(_) => self.frames += 1,
             _ => {
                 if let Some(e) = item.event() {
-                    *self.counts.entry(e.body.kind()).or_default() += 1;
+                    let kind = e.body.kind();
+                    match self
+                        .counts
+                        .iter_mut()
+                        .find(|(k, _)| std::ptr::eq(*k, kind) || *k == kind)
+                    {
+                        Some((_, n)) => *n += 1,
+                        None => self.counts.push((kind, 1)),
+                    }
                 }
             }
         }
@@ -700,7 +709,7 @@ fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>
         || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
     let mut sinks = Sinks {
         slots: Vec::new(),
-        counts: BTreeMap::new(),
+        counts: Vec::new(),
         frames: 0,
         max_output_bytes: opts.max_output_bytes,
         dropped: Vec::new(),

@@ -205,7 +205,7 @@ pub struct ConversationError {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteLookup {
     /// `inet` or `inet6`.
-    pub family: String,
+    pub family: Name,
     /// Destination looked up.
     pub dst: String,
     /// Source in the flow key (`0.0.0.0`/`::` when the kernel was asked to choose one).

@@ -278,8 +278,12 @@ impl Pipeline {
             if self.cgroup_by_pid.len() >= MAX_REMEMBERED_PIDS {
                 self.cgroup_by_pid.clear();
             }
-            self.cgroup_by_pid
-                .insert((h.pid_tgid >> 32) as u32, h.cgroup_id);
+            // Most records come from a process already known in the same cgroup: look before
+            // writing.
+            let pid = (h.pid_tgid >> 32) as u32;
+            if self.cgroup_by_pid.get(&pid) != Some(&h.cgroup_id) {
+                self.cgroup_by_pid.insert(pid, h.cgroup_id);
+            }
         }
         match rec {
             KernelRecord::GetaddrinfoEntry(h) => {
