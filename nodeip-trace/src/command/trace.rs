@@ -925,7 +925,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         started.elapsed().as_millis(),
         tracer.netlink_capture,
         config.hooks.name(),
-        if !config.kernel_handlers {
+        if frames_only {
             "none (a plain pcap alone: route lookups, resolver calls and kernel handler calls \
              are not traced, as no output reads them; add --format or -o to have them)"
                 .to_string()

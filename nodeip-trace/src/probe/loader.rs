@@ -307,16 +307,16 @@ impl LiveTracer {
         offsets_known: OffsetsKnown,
     ) -> Result<(), ProbeError> {
         let capture_plan = features.capture(config.hooks);
-        let handler_plan = features.plan(config.hooks);
-        // fentry/fexit need the kernel's BTF, parsed once (only when a plan uses fentry).
-        let handlers = if config.kernel_handlers {
-            &handler_plan[..]
+        // No kernel handler probes: an empty plan.
+        let handler_plan = if config.kernel_handlers {
+            features.plan(config.hooks)
         } else {
-            &[]
+            Vec::new()
         };
+        // fentry/fexit need the kernel's BTF, parsed once (only when a plan uses fentry).
         let wants_fentry = config.netlink
             && std::iter::once(&capture_plan)
-                .chain(handlers)
+                .chain(&handler_plan)
                 .any(|p| p.mode == Some(KernelHookMode::Fentry));
         let btf = if wants_fentry {
             Btf::from_sys_fs().ok()
@@ -410,7 +410,7 @@ impl LiveTracer {
                 status,
             });
         }
-        if config.netlink && config.kernel_handlers {
+        if config.netlink {
             self.attach_handlers(&handler_plan, config.hooks, features, btf.as_ref());
         }
         if config.getaddrinfo {

@@ -172,25 +172,21 @@ fn append_event(
 ) -> Result<(), compact::JsonError> {
     out.extend_from_slice(b"{\"ts\":");
     compact::append_json(event.ts.as_str(), out)?;
-    out.extend_from_slice(b",\"ts_ns\":");
-    compact::append_json(&event.ts_ns, out)?;
-    out.extend_from_slice(b",\"pid\":");
-    compact::append_json(&event.pid, out)?;
-    out.extend_from_slice(b",\"tid\":");
-    compact::append_json(&event.tid, out)?;
-    out.extend_from_slice(b",\"comm\":");
-    compact::append_json(event.comm.as_str(), out)?;
+    append_member(out, "ts_ns", &event.ts_ns)?;
+    append_member(out, "pid", &event.pid)?;
+    append_member(out, "tid", &event.tid)?;
+    append_member(out, "comm", event.comm.as_str())?;
     if let Some(process) = &event.process {
         out.extend_from_slice(b",\"process\":");
         out.extend_from_slice(shared.processes.of(process)?);
     }
     match &event.body {
         EventBody::Netlink(n) => {
-            out.extend_from_slice(b",\"kind\":\"netlink\"");
+            append_member(out, "kind", event.body.kind())?;
             append_netlink_members(n, &mut shared.requests, out)?;
         }
         EventBody::Conversation(c) => {
-            out.extend_from_slice(b",\"kind\":\"conversation\"");
+            append_member(out, "kind", event.body.kind())?;
             append_conversation_members(c, &mut shared.requests, out)?;
         }
         body => {

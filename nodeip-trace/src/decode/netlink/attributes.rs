@@ -19,10 +19,6 @@ const NLA_F_NET_BYTEORDER: u16 = 0x4000;
 /// Mask that leaves the attribute type without its flag bits.
 const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | NLA_F_NET_BYTEORDER);
 
-/// Mask that leaves the attribute type without its flag bits, as netlink-packet-core's
-/// `NlaBuffer::kind` does (0x3fff).
-const CRATE_NLA_TYPE_MASK: u16 = 0x3fff;
-
 /// One attribute as netlink-packet-core's `NlasIterator` reads it.
 pub(crate) struct CrateNla<'a> {
     /// Its type, flag bits removed.
@@ -51,7 +47,8 @@ pub(crate) fn crate_nlas(region: &[u8]) -> impl Iterator<Item = Option<CrateNla<
         };
         at += align4(len);
         Some(Some(CrateNla {
-            kind: kind & CRATE_NLA_TYPE_MASK,
+            // The same 0x3fff as netlink-packet-core's `NlaBuffer::kind`.
+            kind: kind & NLA_TYPE_MASK,
             value: &rest[NLA_HEADER_LEN..len],
             rest,
         }))

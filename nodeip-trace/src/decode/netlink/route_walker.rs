@@ -23,7 +23,7 @@ use crate::model::netlink::attributes::hex;
 use crate::model::netlink::RouteBody;
 
 /// `sizeof(struct rtmsg)`.
-const RTMSG_LEN: usize = 12;
+pub(super) const RTMSG_LEN: usize = 12;
 
 /// `RTA_DST`, `RTA_SRC`, `RTA_IIF`, `RTA_OIF`, `RTA_GATEWAY`, `RTA_PRIORITY`, `RTA_PREFSRC`,
 /// `RTA_MULTIPATH`, `RTA_TABLE`, `RTA_MARK`, `RTA_ENCAP`.

@@ -5,12 +5,9 @@
 use super::captures::Xorshift;
 use super::{attr, captured_rtnetlink, mangled_copies};
 use crate::decode::netlink::attributes::{align4, read_u16};
-use crate::decode::netlink::route_walker::route_body;
+use crate::decode::netlink::route_walker::{route_body, RTMSG_LEN};
 use crate::decode::netlink::rtnetlink::{finish_route_body, route_body_by_crate};
 use crate::decode::netlink::NetlinkDecoder;
-
-/// `sizeof(struct rtmsg)`.
-const RTMSG_LEN: usize = 12;
 
 /// `(type, payload)` of every `RTM_*ROUTE` message of the captures.
 fn captured_route_messages() -> Vec<(u16, Vec<u8>)> {
