@@ -4,17 +4,42 @@
 //! machinery and `u8` padding checks, then a growing `String`).
 use std::net::{IpAddr, Ipv4Addr};
 
-/// `a.b.c.d`: the same text as `Ipv4Addr`'s `Display`, in one allocation of its final size.
+/// `a.b.c.d`: the same text as `Ipv4Addr`'s `Display`, made on the stack from each octet's
+/// digits (a table) and copied into one allocation of its final size.
 pub fn ipv4_text(addr: Ipv4Addr) -> String {
-    let mut out = String::with_capacity(15);
+    let mut text = [0u8; 15];
+    let mut len = 0;
     for (i, octet) in addr.octets().into_iter().enumerate() {
         if i > 0 {
-            out.push('.');
+            text[len] = b'.';
+            len += 1;
         }
-        push_decimal(&mut out, octet.into());
+        let (digits, count) = OCTET_DIGITS[usize::from(octet)];
+        text[len..len + 3].copy_from_slice(&digits);
+        len += usize::from(count);
     }
-    out
+    debug_assert!(text[..len].is_ascii());
+    // SAFETY: every byte of `text[..len]` is an ASCII digit or dot, written above.
+    unsafe { String::from_utf8_unchecked(text[..len].to_vec()) }
 }
+
+/// Each octet's decimal digits (left-aligned, padded with zeros past them) and their count.
+static OCTET_DIGITS: [([u8; 3], u8); 256] = {
+    let mut table = [([0u8; 3], 0u8); 256];
+    let mut n = 0;
+    while n < 256 {
+        let (h, t, o) = ((n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8);
+        table[n] = if n >= 100 {
+            ([b'0' + h, b'0' + t, b'0' + o], 3)
+        } else if n >= 10 {
+            ([b'0' + t, b'0' + o, 0], 2)
+        } else {
+            ([b'0' + o, 0, 0], 1)
+        };
+        n += 1;
+    }
+    table
+};
 
 /// The text of an address of either family, as its `Display` writes it: IPv4 by [`ipv4_text`],
 /// IPv6 by `Display` itself (its zero-run compression is not worth a second copy, and IPv6
@@ -50,13 +75,17 @@ mod tests {
 
     #[test]
     fn writes_what_display_writes() {
+        let every_octet = (0..=255u8).map(|n| [n, 255 - n, n / 3, n.wrapping_mul(7)]);
         for octets in [
             [0, 0, 0, 0],
             [255, 255, 255, 255],
             [10, 9, 0, 1],
             [1, 20, 100, 9],
             [172, 18, 45, 206],
-        ] {
+        ]
+        .into_iter()
+        .chain(every_octet)
+        {
             let addr = Ipv4Addr::from(octets);
             assert_eq!(ipv4_text(addr), addr.to_string());
             assert_eq!(ip_text(addr), addr.to_string());

@@ -9,6 +9,7 @@ use crate::model::netlink::{Name, NetlinkMessage};
 use crate::model::process::ProcessAttribution;
 
 pub mod compact;
+mod message;
 
 /// Values whose JSON is kept, per cache: a node's busy deciders (processes), and the requests of
 /// the last paired `netlink` events (their conversations follow within a few events); beyond,
@@ -37,9 +38,13 @@ impl<T> Default for JsonByArc<T> {
     }
 }
 
-impl<T: serde::Serialize> JsonByArc<T> {
-    /// `value` as JSON.
-    fn of(&mut self, value: &Arc<T>) -> Result<&[u8], compact::JsonError> {
+impl<T> JsonByArc<T> {
+    /// `value` as JSON, as `write` writes it.
+    fn of(
+        &mut self,
+        value: &Arc<T>,
+        write: fn(&T, &mut Vec<u8>) -> Result<(), compact::JsonError>,
+    ) -> Result<&[u8], compact::JsonError> {
         let at = match self.kept.iter().position(|(v, _)| Arc::ptr_eq(v, value)) {
             Some(at) => at,
             None => {
@@ -56,7 +61,7 @@ impl<T: serde::Serialize> JsonByArc<T> {
                     at
                 };
                 let json = &mut self.kept[at].1;
-                if let Err(e) = compact::append_json(&**value, json) {
+                if let Err(e) = write(value, json) {
                     // Nothing half-written stays kept under this value.
                     self.kept.swap_remove(at);
                     self.next = 0;
@@ -82,10 +87,7 @@ fn append_member<T: serde::Serialize + ?Sized>(
     key: &'static str,
     value: &T,
 ) -> Result<(), compact::JsonError> {
-    debug_assert!(key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":");
+    compact::append_member_key(out, key);
     compact::append_json(value, out)
 }
 
@@ -125,9 +127,9 @@ fn append_netlink_members(
             out.push(b',');
         }
         if shared {
-            out.extend_from_slice(requests.of(message)?);
+            out.extend_from_slice(requests.of(message, message::append_message)?);
         } else {
-            compact::append_json(&**message, out)?;
+            message::append_message(message, out)?;
         }
     }
     out.push(b']');
@@ -148,7 +150,7 @@ fn append_conversation_members(
     append_member(out, "seq", &c.seq)?;
     append_member(out, "dump", &c.dump)?;
     out.extend_from_slice(b",\"request\":");
-    out.extend_from_slice(requests.of(&c.request)?);
+    out.extend_from_slice(requests.of(&c.request, message::append_message)?);
     append_member(out, "replies", &c.replies)?;
     append_member(out, "reply_types", &c.reply_types)?;
     append_member(out, "reply_buffers", &c.reply_buffers)?;
@@ -178,7 +180,7 @@ fn append_event(
     append_member(out, "comm", event.comm.as_str())?;
     if let Some(process) = &event.process {
         out.extend_from_slice(b",\"process\":");
-        out.extend_from_slice(shared.processes.of(process)?);
+        out.extend_from_slice(shared.processes.of(process, compact::append_json)?);
     }
     match &event.body {
         EventBody::Netlink(n) => {

@@ -105,12 +105,24 @@ fn needs_escape(bytes: &[u8]) -> bool {
 /// Appends `text` as a JSON string, quotes included. Inlined: its call was a fixed cost of
 /// every key and string (a sixth of the consumer's CPU in the profile, mostly entry and exit).
 #[inline(always)]
-fn append_str(out: &mut Vec<u8>, text: &str) {
+pub(super) fn append_str(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     if needs_escape(bytes) {
         append_escaped(out, bytes);
     } else {
         append_quoted(out, bytes);
+    }
+}
+
+/// Appends a [`Name`](crate::model::netlink::Name): one of the decoder's tables (borrowed,
+/// `'static`) as [`append_name`] does, a computed one (owned) as any string.
+// The `Cow` itself, not `&str`: whether it is borrowed is what is read.
+#[allow(clippy::ptr_arg)]
+#[inline(always)]
+pub(super) fn append_table_name(out: &mut Vec<u8>, name: &std::borrow::Cow<'static, str>) {
+    match name {
+        std::borrow::Cow::Borrowed(name) => append_name(out, name),
+        std::borrow::Cow::Owned(text) => append_str(out, text),
     }
 }
 
@@ -123,6 +135,28 @@ fn append_str(out: &mut Vec<u8>, text: &str) {
 fn append_name(out: &mut Vec<u8>, name: &'static str) {
     debug_assert!(!needs_escape(name.as_bytes()), "{name:?} needs escaping");
     append_quoted(out, name.as_bytes());
+}
+
+/// Appends `,"key":` before a member written by hand: one reserve and no call to `memcpy`
+/// (`key` is a field name: nothing in it needs escaping; checked in debug builds).
+#[inline(always)]
+pub(super) fn append_member_key(out: &mut Vec<u8>, key: &'static str) {
+    debug_assert!(!needs_escape(key.as_bytes()), "{key:?} needs escaping");
+    let n = key.len();
+    out.reserve(n + 4);
+    let len = out.len();
+    // SAFETY: `n + 4` bytes of capacity were reserved past `len`; every write below lands in
+    // `[len, len + n + 4)` and reads inside `key`, and all of that range is written before
+    // `set_len`.
+    unsafe {
+        let at = out.as_mut_ptr().add(len);
+        *at = b',';
+        *at.add(1) = b'"';
+        copy_bytes(key.as_bytes(), at.add(2));
+        *at.add(n + 2) = b'"';
+        *at.add(n + 3) = b':';
+        out.set_len(len + n + 4);
+    }
 }
 
 /// Appends `"bytes"`. Up to 16 bytes are copied as two overlapping words, not by a call to
@@ -240,7 +274,7 @@ fn append_escaped_contents(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Appends an integer's decimal digits.
 #[inline]
-fn append_integer(out: &mut Vec<u8>, value: impl itoa::Integer) {
+pub(super) fn append_integer(out: &mut Vec<u8>, value: impl itoa::Integer) {
     append_bytes(out, itoa::Buffer::new().format(value).as_bytes());
 }
 
