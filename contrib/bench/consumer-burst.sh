@@ -42,6 +42,7 @@ one_run() { # LABEL BIN MODE
         text) args=(--format text) ;;
     esac
     rm -f "$WORK/ready" "$WORK"/out.*
+    sync # the last run's freed blocks written back before this run, not during its burst
     /usr/bin/time -f "%U %S %M" -o "$WORK/time" "$bin" trace --comm ip --ready-file "$WORK/ready" \
         "${args[@]}" >/dev/null 2>"$WORK/err" &
     tpid=$!
