@@ -8,8 +8,8 @@ use crate::model::frame::Direction;
 use crate::model::netlink::{Name, NetlinkMessage};
 use crate::model::process::ProcessAttribution;
 
+mod by_hand;
 pub mod compact;
-mod message;
 
 /// Values whose JSON is kept, per cache: a node's busy deciders (processes), and the requests of
 /// the last paired `netlink` events (their conversations follow within a few events); beyond,
@@ -127,9 +127,9 @@ fn append_netlink_members(
             out.push(b',');
         }
         if shared {
-            out.extend_from_slice(requests.of(message, message::append_message)?);
+            out.extend_from_slice(requests.of(message, by_hand::append_message)?);
         } else {
-            message::append_message(message, out)?;
+            by_hand::append_message(message, out)?;
         }
     }
     out.push(b']');
@@ -150,7 +150,7 @@ fn append_conversation_members(
     append_member(out, "seq", &c.seq)?;
     append_member(out, "dump", &c.dump)?;
     out.extend_from_slice(b",\"request\":");
-    out.extend_from_slice(requests.of(&c.request, message::append_message)?);
+    out.extend_from_slice(requests.of(&c.request, by_hand::append_message)?);
     append_member(out, "replies", &c.replies)?;
     append_member(out, "reply_types", &c.reply_types)?;
     append_member(out, "reply_buffers", &c.reply_buffers)?;
@@ -160,13 +160,14 @@ fn append_conversation_members(
         append_member(out, "error", &c.error)?;
     }
     append_member(out, "duration_ns", &c.duration_ns)?;
-    append_member(out, "facts", &c.facts)
+    compact::append_member_key(out, "facts");
+    by_hand::append_facts(&c.facts, out)
 }
 
 /// Appends `event` as one JSON object: what `serde_json` writes for it (its derived
 /// `Serialize`: the common fields in their order, `process` when present, then the body's own
 /// fields, flattened), with the process part, and the requests of netlink events and their
-/// conversations, from `shared`.
+/// conversations, from `shared`; route messages, route lookups and route facts by hand.
 fn append_event(
     event: &Event,
     shared: &mut SharedJson,
@@ -190,6 +191,10 @@ fn append_event(
         EventBody::Conversation(c) => {
             append_member(out, "kind", event.body.kind())?;
             append_conversation_members(c, &mut shared.requests, out)?;
+        }
+        EventBody::RouteLookup(r) => {
+            append_member(out, "kind", event.body.kind())?;
+            by_hand::append_route_lookup_members(r, out);
         }
         body => {
             // The body alone is an object whose first member is its `kind` tag (never empty):

@@ -1,14 +1,17 @@
-//! A netlink message with a route body written by hand, as its `Serialize` writes it.
+//! The shapes of a route-get burst written by hand, as their `Serialize` writes them: a netlink
+//! message with a route body, a route lookup's members, a conversation's route facts.
 //!
 //! Under a route-get burst every reply and every request is a route message: through the
 //! derived `Serialize` (header, the internally tagged body, twenty-odd route fields) they were
 //! a tenth of the live consumer's CPU. Here the names of the decoder's tables are copied
 //! without looking for characters to escape, and nothing goes through serde's per-field calls.
-//! Other bodies, rarer, keep the derived path. Tests compare both with serde_json over every
+//! Other shapes, rarer, keep the derived path. Tests compare both with serde_json over every
 //! optional field present and absent.
 use super::compact::{
     self, append_integer, append_member_key as append_key, append_str, append_table_name, JsonError,
 };
+use crate::model::event::RouteLookup;
+use crate::model::facts::{ConversationFacts, RouteFact};
 use crate::model::netlink::attributes::append_hex_digits;
 use crate::model::netlink::{Hex, MessageBody, Name, NetlinkMessage, RawAttribute, RouteBody};
 
@@ -148,6 +151,77 @@ fn append_hex(out: &mut Vec<u8>, hex: &Hex) -> Result<(), JsonError> {
     }
 }
 
+/// `"text"`, or `null`.
+fn append_optional_str(out: &mut Vec<u8>, text: Option<&str>) {
+    match text {
+        Some(text) => append_str(out, text),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// The members of a `route_lookup` body, after `kind`.
+pub(super) fn append_route_lookup_members(r: &RouteLookup, out: &mut Vec<u8>) {
+    append_key(out, "family");
+    append_table_name(out, &r.family);
+    append_key(out, "dst");
+    append_str(out, &r.dst);
+    append_key(out, "src");
+    append_str(out, &r.src);
+    append_key(out, "table");
+    append_table_name(out, &r.table);
+    append_key(out, "type");
+    match &r.route_type {
+        Some(name) => append_table_name(out, name),
+        None => out.extend_from_slice(b"null"),
+    }
+    append_key(out, "oif");
+    append_str(out, &r.oif);
+    append_key(out, "gateway");
+    append_optional_str(out, r.gateway.as_deref());
+    append_key(out, "err");
+    append_integer(out, r.err);
+}
+
+/// A conversation's `facts`: by hand when they are routes alone (a route get's), else by
+/// their derived `Serialize`.
+pub(super) fn append_facts(f: &ConversationFacts, out: &mut Vec<u8>) -> Result<(), JsonError> {
+    let routes_alone = f.addresses.is_empty()
+        && f.links.is_empty()
+        && f.families.is_empty()
+        && f.ipvs.is_empty()
+        && f.omitted == 0;
+    if !routes_alone {
+        return compact::append_json(f, out);
+    }
+    if f.routes.is_empty() {
+        out.extend_from_slice(b"{}");
+        return Ok(());
+    }
+    out.extend_from_slice(b"{\"routes\":[");
+    for (i, route) in f.routes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        append_route_fact(route, out);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+/// One route of an answer.
+fn append_route_fact(r: &RouteFact, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"table\":");
+    append_table_name(out, &r.table);
+    append_key(out, "type");
+    append_table_name(out, &r.route_type);
+    append_key(out, "dst");
+    append_str(out, &r.dst);
+    append_optional_text(out, "dev", &r.dev);
+    append_optional_text(out, "src", &r.src);
+    append_optional_text(out, "gateway", &r.gateway);
+    out.push(b'}');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +280,82 @@ mod tests {
                     hex: Hex::Text("not hex \"at all\"".into()),
                 },
             ],
+        }
+    }
+
+    /// Route lookups of both families, with and without type and gateway, and names to escape.
+    #[test]
+    fn route_lookups_are_written_as_serde_json_writes_them() {
+        let full = RouteLookup {
+            family: "inet6".into(),
+            dst: "2001:db8::1".into(),
+            src: "::".into(),
+            table: Name::Owned("1000".into()),
+            route_type: Some("unicast".into()),
+            oif: "eth\"0".into(),
+            gateway: Some("fe80::1".into()),
+            err: -11,
+        };
+        let bare = RouteLookup {
+            family: "inet".into(),
+            dst: "10.9.0.2".into(),
+            src: "0.0.0.0".into(),
+            table: "main".into(),
+            route_type: None,
+            oif: "-".into(),
+            gateway: None,
+            err: 0,
+        };
+        for lookup in [full, bare] {
+            let mut ours = b"{\"kind\":\"route_lookup\"".to_vec();
+            append_route_lookup_members(&lookup, &mut ours);
+            ours.push(b'}');
+            // The body as the event writes it: `kind`, then the members in the struct's order.
+            let body = crate::model::event::EventBody::RouteLookup(Box::new(lookup));
+            let theirs = serde_json::to_string(&body).unwrap();
+            assert_eq!(String::from_utf8(ours).unwrap(), theirs);
+        }
+    }
+
+    /// Facts of routes alone (none, one with every optional member, one with none), and facts
+    /// of other kinds (the derived path).
+    #[test]
+    fn facts_are_written_as_serde_json_writes_them() {
+        let route = |optional: bool| RouteFact {
+            table: "main".into(),
+            route_type: Name::Owned("unicast".into()),
+            dst: "10.9.0.2/32".into(),
+            dev: optional.then(|| "veth\\0".into()),
+            src: optional.then(|| "10.9.0.1".into()),
+            gateway: optional.then(|| "10.9.0.254".into()),
+        };
+        let mut facts = vec![
+            ConversationFacts::default(),
+            ConversationFacts {
+                routes: vec![route(true), route(false)],
+                ..Default::default()
+            },
+            ConversationFacts {
+                routes: vec![route(false)],
+                omitted: 3,
+                ..Default::default()
+            },
+        ];
+        facts.push(ConversationFacts {
+            links: vec![crate::model::facts::LinkFact {
+                index: 2,
+                ifname: Some("eth0".into()),
+                kind: None,
+            }],
+            ..facts[1].clone()
+        });
+        for f in &facts {
+            let mut ours = Vec::new();
+            append_facts(f, &mut ours).unwrap();
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(f).unwrap()
+            );
         }
     }
 
