@@ -531,7 +531,7 @@ fn meta_event(clock: &WallClock, body: EventBody) -> Event {
     let ts_ns = monotonic_now();
     Event {
         process: None,
-        ts: clock.rfc3339(ts_ns),
+        ts: clock.rfc3339(ts_ns).into(),
         ts_ns,
         pid: 0,
         tid: 0,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::clock::Timestamp;
 use super::facts::ConversationFacts;
 use super::getaddrinfo::GetaddrinfoCall;
 use super::process::ProcessAttribution;
@@ -26,7 +27,7 @@ pub const OLDEST_READABLE_SCHEMA: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// RFC 3339 wall-clock time.
-    pub ts: String,
+    pub ts: Timestamp,
     /// Raw timestamp in nanoseconds (kernel monotonic when live).
     pub ts_ns: u64,
     /// Thread-group id; 0 for events not made by a process (headers, summaries).

@@ -17,6 +17,7 @@ use super::view::{present, Presentation};
 use super::{EventSink, SinkError};
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::node_audit::{self, ComponentSettings, NodeSnapshot};
+use crate::model::clock::Timestamp;
 use crate::model::event::{Diagnosis, Event, EventBody, RecordingHeader};
 use crate::model::frame::Direction;
 use crate::model::getaddrinfo::GetaddrinfoCall;
@@ -51,7 +52,7 @@ pub struct HtmlReportSink<W: Write> {
     source: String,
     header: Option<RecordingHeader>,
     events: BTreeMap<&'static str, u64>,
-    window: Option<(String, String, u64, u64)>,
+    window: Option<(Timestamp, Timestamp, u64, u64)>,
     lost: BTreeMap<String, u64>,
     rows: Vec<Row>,
     rows_left_out: u64,

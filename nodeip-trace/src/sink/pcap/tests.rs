@@ -615,7 +615,7 @@ fn the_adapter_puts_diagnoses_and_summary_in_the_section_header_at_the_end() {
     let mut adapter = FrameSinkAdapter::new(Box::new(writer), "capture", Default::default())
         .with_section_comments(SectionComments::for_output(&file.0));
     let event = |body| Event {
-        ts: String::new(),
+        ts: Default::default(),
         ts_ns: 0,
         pid: 0,
         tid: 0,
