@@ -31,7 +31,9 @@ struct OpenConversation {
     order: u64,
     conversation: NetlinkConversation,
     last_reply_ns: u64,
-    counted_buffer: bool,
+    /// The received buffer (the tracker's count of them) whose bytes were last added: a buffer
+    /// with several of its replies counts once.
+    counted_in: u64,
 }
 
 impl OpenConversation {
@@ -111,9 +113,68 @@ pub struct BufferRef<'a> {
 /// Pairs requests and replies; see the module documentation.
 #[derive(Debug, Default)]
 pub struct ConversationTracker {
-    open: IdMap<ConversationKey, VecDeque<OpenConversation>>,
+    open: IdMap<ConversationKey, OpenQueue>,
     open_count: usize,
     next_order: u64,
+    /// Received buffers seen (numbers them for [`OpenConversation::counted_in`]).
+    received: u64,
+}
+
+/// The open conversations of one key, oldest first. Nearly always one (a key is a process's
+/// sequence number): it is kept in place, so opening a conversation allocates no queue (a
+/// queue of four was a 1.3 KiB allocation, past the allocator's small sizes, per request).
+#[derive(Debug, Default)]
+struct OpenQueue {
+    first: Option<OpenConversation>,
+    rest: VecDeque<OpenConversation>,
+}
+
+impl OpenQueue {
+    fn push_back(&mut self, c: OpenConversation) {
+        if self.first.is_none() {
+            self.first = Some(c);
+        } else {
+            self.rest.push_back(c);
+        }
+    }
+
+    fn front(&self) -> Option<&OpenConversation> {
+        self.first.as_ref()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &OpenConversation> {
+        self.first.iter().chain(&self.rest)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut OpenConversation> {
+        self.first.iter_mut().chain(&mut self.rest)
+    }
+
+    /// Removes the `index`th oldest.
+    fn remove(&mut self, index: usize) -> Option<OpenConversation> {
+        if index == 0 {
+            let first = self.first.take();
+            self.first = self.rest.pop_front();
+            first
+        } else {
+            self.rest.remove(index - 1)
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+impl IntoIterator for OpenQueue {
+    type Item = OpenConversation;
+    type IntoIter = std::iter::Chain<
+        std::option::IntoIter<OpenConversation>,
+        std::collections::vec_deque::IntoIter<OpenConversation>,
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 /// `NETLINK_ROUTE`: message types come in groups of four (NEW, DEL, GET, SET) from 16.
@@ -199,7 +260,7 @@ impl ConversationTracker {
                         facts: ConversationFacts::default(),
                     },
                     last_reply_ns: buffer.ts_ns,
-                    counted_buffer: false,
+                    counted_in: 0,
                 });
             self.open_count += 1;
         }
@@ -224,7 +285,8 @@ impl ConversationTracker {
             portid: None,
             completed: Vec::new(),
         };
-        let mut touched: Vec<ConversationKey> = Vec::new();
+        self.received += 1;
+        let this_buffer = self.received;
         for m in buffer.messages {
             let key = (buffer.task.pid, buffer.protocol, m.header.seq);
             let reply_pid = m.header.pid;
@@ -236,11 +298,10 @@ impl ConversationTracker {
                 open.conversation.portid = Some(reply_pid);
                 pairing.portid = Some(reply_pid);
             }
-            if !open.counted_buffer {
-                open.counted_buffer = true;
+            if open.counted_in != this_buffer {
+                open.counted_in = this_buffer;
                 open.conversation.reply_buffers += 1;
                 open.conversation.reply_bytes += u64::from(buffer.bytes);
-                touched.push(key);
             }
             open.last_reply_ns = buffer.ts_ns;
             let c = &mut open.conversation;
@@ -288,13 +349,6 @@ impl ConversationTracker {
                 pairing.completed.extend(self.close(key, m));
             }
         }
-        for key in touched {
-            if let Some(queue) = self.open.get_mut(&key) {
-                for c in queue.iter_mut() {
-                    c.counted_buffer = false;
-                }
-            }
-        }
         pairing
     }
 
@@ -322,7 +376,7 @@ impl ConversationTracker {
             .min_by_key(|(_, order)| *order)?
             .0;
         let queue = self.open.get_mut(&key)?;
-        let open = queue.pop_front()?;
+        let open = queue.remove(0)?;
         if queue.is_empty() {
             self.open.remove(&key);
         }
