@@ -327,12 +327,13 @@ mod tests {
         assert_eq!(back, event);
     }
 
-    /// Netlink events and their conversations are written as serde_json writes them, whether
-    /// a request's JSON is kept from its `netlink` event, replaced by newer ones, or never was;
-    /// with and without the optional members.
+    /// Netlink events, their conversations (route facts among them) and route lookups are
+    /// written as serde_json writes them, whether a request's JSON is kept from its `netlink`
+    /// event, replaced by newer ones, or never was; with and without the optional members.
     #[test]
     fn netlink_events_and_conversations_are_written_as_serde_json_writes_them() {
-        use crate::model::event::{ConversationError, ConversationOutcome};
+        use crate::model::event::{ConversationError, ConversationOutcome, RouteLookup};
+        use crate::model::facts::{ConversationFacts, RouteFact};
         use crate::model::netlink::{MessageBody, MessageHeader, RouteBody};
         let message = |seq: u32, type_name: &'static str| {
             Arc::new(NetlinkMessage {
@@ -405,8 +406,40 @@ mod tests {
                     extack: None,
                 }),
                 duration_ns: 5,
-                facts: Default::default(),
+                // Route facts (written by hand), none, or of another kind (derived).
+                facts: match seq % 3 {
+                    0 => ConversationFacts {
+                        routes: vec![RouteFact {
+                            table: "main".into(),
+                            route_type: "unicast".into(),
+                            dst: format!("10.0.0.{seq}/32"),
+                            dev: (seq % 2 == 0).then(|| "veth0".into()),
+                            src: Some("10.0.0.1".into()),
+                            gateway: None,
+                        }],
+                        ..Default::default()
+                    },
+                    1 => Default::default(),
+                    _ => ConversationFacts {
+                        omitted: seq,
+                        ..Default::default()
+                    },
+                },
             });
+            // The route lookup of the request (written by hand).
+            events.push(event(
+                seq,
+                EventBody::RouteLookup(Box::new(RouteLookup {
+                    family: "inet".into(),
+                    dst: format!("10.0.0.{seq}"),
+                    src: "0.0.0.0".into(),
+                    table: "main".into(),
+                    route_type: (seq % 2 == 1).then(|| "unicast".into()),
+                    oif: "veth0".into(),
+                    gateway: (seq % 3 == 2).then(|| "10.0.0.254".into()),
+                    err: -(seq as i32 % 2) * 11,
+                })),
+            ));
             // Conversations come right after their reply, or many events later (their
             // request's JSON replaced by newer ones).
             if seq % 8 != 7 {
