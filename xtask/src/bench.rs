@@ -458,16 +458,26 @@ struct BurstRun {
     took: Duration,
     user: Duration,
     system: Duration,
-    cpu: Duration,
     /// Events (or, with a pcap alone, frames) the trace made.
     made: u64,
     lost: u64,
     frames_only: bool,
     rss_kib: u64,
     pss_kib: u64,
-    /// The burst's events (the JSON run's of the same round), and the CPU per one of them.
+    /// The burst's events: the JSON run's of the same round.
     events: u64,
-    per_event_us: f64,
+}
+
+impl BurstRun {
+    /// The tracer's CPU through the burst.
+    fn cpu(&self) -> Duration {
+        self.user + self.system
+    }
+
+    /// The tracer's CPU per event of the burst.
+    fn per_event_us(&self) -> f64 {
+        self.cpu().as_secs_f64() * 1e6 / self.events.max(1) as f64
+    }
 }
 
 /// The burst (`ip -n NS -batch BATCH`) under a tracer writing `output`, with the tracer's CPU
@@ -498,20 +508,16 @@ fn burst_run(
     let (user_after, system_after) = t.cpu_when_idle(Duration::from_secs(120))?;
     let (usage, stderr) = t.stop()?;
     let (made, lost) = summary_of(&stderr);
-    let user = user_after.saturating_sub(user_before);
-    let system = system_after.saturating_sub(system_before);
     Ok(BurstRun {
         took,
-        user,
-        system,
-        cpu: user + system,
+        user: user_after.saturating_sub(user_before),
+        system: system_after.saturating_sub(system_before),
         made,
         lost,
         frames_only: stderr.contains("netlink buffers captured"),
         rss_kib: usage.max_rss_kib,
         pss_kib: usage.pss_kib,
         events: 0,
-        per_event_us: 0.0,
     })
 }
 
@@ -895,7 +901,6 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
                 burst_events = run.made;
             }
             runs.push(BurstRun {
-                per_event_us: run.cpu.as_secs_f64() * 1e6 / burst_events.max(1) as f64,
                 events: burst_events,
                 ..run
             });
@@ -904,18 +909,18 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     for ((label, _, target_us), mut runs) in outputs.into_iter().zip(runs) {
         let each = runs
             .iter()
-            .map(|r| format!("{:.2}", r.per_event_us))
+            .map(|r| format!("{:.2}", r.per_event_us()))
             .collect::<Vec<_>>()
             .join(", ");
         let lost: u64 = runs.iter().map(|r| r.lost).sum();
         let all_made = runs.iter().all(|r| r.made > 0);
-        runs.sort_by(|a, b| a.per_event_us.total_cmp(&b.per_event_us));
+        runs.sort_by(|a, b| a.per_event_us().total_cmp(&b.per_event_us()));
         let r = &runs[runs.len() / 2];
         let what_made = if r.frames_only {
             format!(
                 "{} frames, no events made ({:.2} µs/frame); per event of the burst's {} (the JSON run's)",
                 r.made,
-                r.cpu.as_secs_f64() * 1e6 / r.made.max(1) as f64,
+                r.cpu().as_secs_f64() * 1e6 / r.made.max(1) as f64,
                 r.events
             )
         } else {
@@ -933,16 +938,16 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             measured: format!(
                 "median of {BURST_ROUNDS} runs: burst {:.3} s; tracer CPU {:.2} s (user {:.2}, system {:.2}) for {what_made}: {:.2} µs/event (runs: {each}); lost {lost} in all runs; tracer RSS {} MiB",
                 r.took.as_secs_f64(),
-                r.cpu.as_secs_f64(),
+                r.cpu().as_secs_f64(),
                 r.user.as_secs_f64(),
                 r.system.as_secs_f64(),
-                r.per_event_us,
+                r.per_event_us(),
                 r.rss_kib >> 10
             ),
             ratio: None,
             target,
             met: Some(
-                lost == 0 && all_made && target_us.is_none_or(|us| r.per_event_us <= us),
+                lost == 0 && all_made && target_us.is_none_or(|us| r.per_event_us() <= us),
             ),
         });
     }

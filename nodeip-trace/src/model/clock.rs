@@ -176,22 +176,22 @@ impl PartialEq<&str> for Timestamp {
     }
 }
 
+/// The bytes of `text` when it can be kept in place: 30 of them, all ASCII.
+fn inline_bytes(text: &str) -> Option<[u8; 30]> {
+    <[u8; 30]>::try_from(text.as_bytes())
+        .ok()
+        .filter(|_| text.is_ascii())
+}
+
 impl From<&str> for Timestamp {
     fn from(text: &str) -> Self {
-        match <[u8; 30]>::try_from(text.as_bytes()) {
-            Ok(bytes) if text.is_ascii() => Timestamp::Inline(bytes),
-            _ => Timestamp::Text(text.to_string()),
-        }
+        inline_bytes(text).map_or_else(|| Timestamp::Text(text.to_string()), Timestamp::Inline)
     }
 }
 
 impl From<String> for Timestamp {
     fn from(text: String) -> Self {
-        if text.len() == 30 && text.is_ascii() {
-            Timestamp::from(text.as_str())
-        } else {
-            Timestamp::Text(text)
-        }
+        inline_bytes(&text).map_or(Timestamp::Text(text), Timestamp::Inline)
     }
 }
 

@@ -60,10 +60,9 @@ fn hex_in<'b>(bytes: &[u8], buf: &'b mut [u8]) -> &'b str {
 /// Appends the hex digits of `bytes` (as [`Hex`] writes them) to `out`, for writers that
 /// make their text by hand.
 pub fn append_hex_digits(bytes: &[u8], out: &mut Vec<u8>) {
-    out.reserve(2 * bytes.len());
-    for &b in bytes {
-        out.extend_from_slice(&HEX_PAIRS[usize::from(b)]);
-    }
+    let at = out.len();
+    out.resize(at + 2 * bytes.len(), 0);
+    hex_in(bytes, &mut out[at..]);
 }
 
 /// Bytes whose hex is made in one stack buffer: nearly every raw attribute; longer ones are
