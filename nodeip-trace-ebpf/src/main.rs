@@ -222,31 +222,63 @@ fn count(index: u32, n: u64) {
 #[unsafe(no_mangle)]
 static NETNS_OFFSETS: Global<[u32; 3]> = Global::new([0; 3]);
 
-/// The current task's network namespace id: `current->nsproxy->net_ns->ns.inum`.
+/// The current task for plain loads: its BTF pointer where the kernel has
+/// `bpf_get_current_task_btf` (see [`netlink::task_btf`]; the verifier checks each load's
+/// constant offset against the kernel's types and makes it faulting-safe), null elsewhere
+/// (5.10: callers read through helpers).
 #[inline(always)]
-fn current_netns() -> u32 {
-    let offsets = NETNS_OFFSETS.load();
-    if offsets[0] == 0 {
+fn current_task_btf() -> *const u8 {
+    if netlink::task_btf() {
+        // SAFETY: a helper call without arguments.
+        unsafe { aya_ebpf::helpers::generated::bpf_get_current_task_btf() as *const u8 }
+    } else {
+        core::ptr::null()
+    }
+}
+
+/// The current task's network namespace id: `current->nsproxy->net_ns->ns.inum`, by plain loads
+/// from `task` ([`current_task_btf`]; three `bpf_probe_read_kernel` calls less on every record)
+/// or, where it is null, through the helper.
+#[inline(always)]
+fn current_netns(task: *const u8) -> u32 {
+    let (nsproxy_at, net_at, inum_at) = (
+        global_at(&NETNS_OFFSETS, 0) as usize,
+        global_at(&NETNS_OFFSETS, 1) as usize,
+        global_at(&NETNS_OFFSETS, 2) as usize,
+    );
+    if nsproxy_at == 0 {
         return 0;
+    }
+    if !task.is_null() {
+        // SAFETY: BTF pointers (see `current_task_btf`).
+        return unsafe {
+            let nsproxy = core::ptr::read_volatile(task.add(nsproxy_at) as *const *const u8);
+            if nsproxy.is_null() {
+                return 0;
+            }
+            let net = core::ptr::read_volatile(nsproxy.add(net_at) as *const *const u8);
+            if net.is_null() {
+                return 0;
+            }
+            core::ptr::read_volatile(net.add(inum_at) as *const u32)
+        };
     }
     // SAFETY: bpf_probe_read_kernel checks every read; a bad pointer gives an error, not a fault.
     unsafe {
         let task = bpf_get_current_task() as *const u8;
-        let Ok(nsproxy) = bpf_probe_read_kernel(task.add(offsets[0] as usize) as *const *const u8)
-        else {
+        let Ok(nsproxy) = bpf_probe_read_kernel(task.add(nsproxy_at) as *const *const u8) else {
             return 0;
         };
         if nsproxy.is_null() {
             return 0;
         }
-        let Ok(net) = bpf_probe_read_kernel(nsproxy.add(offsets[1] as usize) as *const *const u8)
-        else {
+        let Ok(net) = bpf_probe_read_kernel(nsproxy.add(net_at) as *const *const u8) else {
             return 0;
         };
         if net.is_null() {
             return 0;
         }
-        bpf_probe_read_kernel(net.add(offsets[2] as usize) as *const u32).unwrap_or(0)
+        bpf_probe_read_kernel(net.add(inum_at) as *const u32).unwrap_or(0)
     }
 }
 
@@ -273,7 +305,7 @@ unsafe fn zero_words<T>(dst: *mut T) {
 fn header(kind: u32, pid_tgid: u64) -> EventHeader {
     EventHeader {
         kind,
-        netns: current_netns(),
+        netns: current_netns(current_task_btf()),
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid_tgid,
         cgroup_id: unsafe { bpf_get_current_cgroup_id() },
@@ -291,17 +323,28 @@ fn header(kind: u32, pid_tgid: u64) -> EventHeader {
 #[inline(always)]
 unsafe fn write_header(dst: *mut EventHeader, kind: u32, pid_tgid: u64) -> u64 {
     let ts_ns = unsafe { bpf_ktime_get_ns() };
+    let task = current_task_btf();
+    let comm_at = process::comm_offset();
     unsafe {
         (*dst).kind = kind;
-        (*dst).netns = current_netns();
+        (*dst).netns = current_netns(task);
         (*dst).ts_ns = ts_ns;
         (*dst).pid_tgid = pid_tgid;
         (*dst).cgroup_id = bpf_get_current_cgroup_id();
-        // On failure the helper zero-fills the buffer.
-        aya_ebpf::helpers::generated::bpf_get_current_comm(
-            (*dst).comm.as_mut_ptr().cast(),
-            (*dst).comm.len() as u32,
-        );
+        if !task.is_null() && comm_at != 0 {
+            // `current->comm` as two words (the kernel keeps it NUL-terminated): no helper call
+            // and no string copy per record.
+            let words = task.add(comm_at) as *const u64;
+            let out = (*dst).comm.as_mut_ptr() as *mut u64;
+            core::ptr::write_unaligned(out, core::ptr::read_volatile(words));
+            core::ptr::write_unaligned(out.add(1), core::ptr::read_volatile(words.add(1)));
+        } else {
+            // On failure the helper zero-fills the buffer.
+            aya_ebpf::helpers::generated::bpf_get_current_comm(
+                (*dst).comm.as_mut_ptr().cast(),
+                (*dst).comm.len() as u32,
+            );
+        }
     }
     ts_ns
 }

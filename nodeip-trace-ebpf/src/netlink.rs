@@ -372,25 +372,34 @@ pub struct SyscallArgs {
     pub orig_rax: u64,
 }
 
+/// Whether the kernel has `bpf_get_current_task_btf` and `bpf_task_pt_regs` (see
+/// `TASK_PT_REGS`): a constant to the verifier, so code behind a `false` answer is not checked.
+#[inline(always)]
+pub fn task_btf() -> bool {
+    TASK_PT_REGS.load() != 0
+}
+
 /// The current task's syscall number and arguments ([`SyscallArgs`]) via `bpf_task_pt_regs`
-/// (kernel >= 5.15, needs BTF); `None` without that helper. Reads the 32 bytes it needs, not
-/// the whole `pt_regs` (three times per route get on the hot path).
+/// (kernel >= 5.15, needs BTF); `None` without that helper. The four words are plain loads from
+/// the BTF `pt_regs` pointer the helper returns (three times per route get on the hot path: no
+/// helper call for the read).
 #[inline(always)]
 pub fn syscall_regs() -> Option<SyscallArgs> {
-    if TASK_PT_REGS.load() == 0 {
+    if !task_btf() {
         return None;
     }
-    const AT: usize = core::mem::offset_of!(aya_ebpf::bindings::pt_regs, rdx);
-    const _: () = {
-        use aya_ebpf::bindings::pt_regs;
-        assert!(core::mem::offset_of!(pt_regs, rsi) == AT + 8);
-        assert!(core::mem::offset_of!(pt_regs, rdi) == AT + 16);
-        assert!(core::mem::offset_of!(pt_regs, orig_rax) == AT + 24);
-    };
+    use aya_ebpf::bindings::pt_regs;
+    // SAFETY: `bpf_task_pt_regs` returns a BTF `pt_regs` pointer; the verifier checks each
+    // load's offset against that type and makes the loads faulting-safe.
     unsafe {
-        let task = aya_ebpf::helpers::generated::bpf_get_current_task_btf();
-        let regs = aya_ebpf::helpers::generated::bpf_task_pt_regs(task) as *const u8;
-        aya_ebpf::helpers::bpf_probe_read_kernel(regs.wrapping_add(AT) as *const SyscallArgs).ok()
+        let task = crate::current_task_btf() as *mut aya_ebpf::bindings::task_struct;
+        let regs = aya_ebpf::helpers::generated::bpf_task_pt_regs(task) as *const pt_regs;
+        Some(SyscallArgs {
+            rdx: core::ptr::read_volatile(&raw const (*regs).rdx),
+            rsi: core::ptr::read_volatile(&raw const (*regs).rsi),
+            rdi: core::ptr::read_volatile(&raw const (*regs).rdi),
+            orig_rax: core::ptr::read_volatile(&raw const (*regs).orig_rax),
+        })
     }
 }
 

@@ -24,6 +24,12 @@ static FOLLOW_FORKS: Global<u32> = Global::new(0);
 #[unsafe(no_mangle)]
 static PARENT_OFFSETS: Global<[u32; 3]> = Global::new([0; 3]);
 
+/// The offset of `task_struct.comm` (0: unknown).
+#[inline(always)]
+pub(crate) fn comm_offset() -> usize {
+    crate::global_at(&PARENT_OFFSETS, 2) as usize
+}
+
 /// `current->real_parent->tgid` (0 when unknown), and its `comm` copied into `comm` (left as
 /// is when unknown).
 #[inline(always)]
