@@ -440,6 +440,70 @@ fn consumer_stopped(
     )
 }
 
+/// Rows of the time inside the tracer's programs through `storm` (`count` `unit`s, untraced
+/// in `untraced`): with records made, and with every record filtered in the kernel, in
+/// nanoseconds per unit, the busiest programs named; the ratio is untraced plus that time.
+fn inside_programs_rows(
+    label: &str,
+    unit: &str,
+    count: usize,
+    untraced: Duration,
+    tool: &Path,
+    dir: &Path,
+    mut storm: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Row>> {
+    let per_unit = untraced.as_nanos() as f64 / count as f64;
+    let mut rows = Vec::new();
+    for (extra, how) in [
+        (&[][..], "records made"),
+        (
+            &["--comm", "no-such-comm"][..],
+            "every record filtered in the kernel (--comm no-such-comm)",
+        ),
+    ] {
+        let inside = time_inside_programs(tool, dir, extra, &mut storm)?;
+        let ns = |t: u64| t as f64 / (PROGRAM_TIME_RUNS * count) as f64;
+        let total = ns(inside.iter().map(|(_, t)| t.ns).sum());
+        let parts: Vec<String> = inside
+            .iter()
+            .take(4)
+            .map(|(name, t)| format!("{name} {:.0}", ns(t.ns)))
+            .collect();
+        rows.push(Row::decomposition(
+            format!(
+                "{label}, time inside the tracer's eBPF programs (kernel.bpf_stats_enabled), {how}: ns per {unit}, beside the untraced {per_unit:.0} ns"
+            ),
+            format!("{total:.0} ns per {unit} ({})", parts.join(", ")),
+            1.0 + total / per_unit,
+        ));
+    }
+    Ok(rows)
+}
+
+/// Storms run per [`time_inside_programs`] measurement.
+const PROGRAM_TIME_RUNS: usize = 3;
+
+/// Runs `storm` [`PROGRAM_TIME_RUNS`] times under a tracer started with `extra`, the kernel's
+/// eBPF accounting on: the time inside each of the tracer's programs, the busiest first.
+fn time_inside_programs(
+    tool: &Path,
+    dir: &Path,
+    extra: &[&str],
+    mut storm: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<(String, crate::program_time::ProgramTime)>> {
+    use crate::program_time::{between, program_times, BpfStats};
+    let tracer = Tracer::start(tool, dir, extra)?;
+    let stats = BpfStats::enable()?;
+    let before = program_times(tracer.pid)?;
+    for _ in 0..PROGRAM_TIME_RUNS {
+        storm()?;
+    }
+    let after = program_times(tracer.pid)?;
+    drop(stats);
+    tracer.stop()?;
+    Ok(between(&before, &after))
+}
+
 /// Writes an `ip -batch` file of `count` `route get` lines (addresses in the namespace's /16).
 fn write_route_gets(path: &Path, count: usize) -> anyhow::Result<()> {
     let mut text = String::new();
@@ -717,6 +781,22 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         without_consumer.ratio,
     ));
 
+    // 1d. The kernel's own accounting of the tracer's programs through the same storm: the
+    // hooks' and the records' share of the gap in nanoseconds per route get, apart from the
+    // wall clock's noise.
+    rows.extend(inside_programs_rows(
+        "netlink storm",
+        "route get",
+        sizes.route_gets,
+        storm.untraced,
+        &tool,
+        &dir,
+        || run_batch().map(drop),
+    )?);
+    commands.push(format!(
+        "sysctl kernel.bpf_stats_enabled=1 for {PROGRAM_TIME_RUNS} storms under each tracer; run_time_ns of the programs in the tracer's fds (/proc/PID/fdinfo prog_id, bpftool prog show --json), differenced"
+    ));
+
     // 2 and 3. Non-netlink sendmsg and getaddrinfo storms (targets: issue 20's), each beside
     // the same storm with every record filtered in the kernel: what the hooks alone cost.
     for (mode, count, target, label) in [
@@ -777,6 +857,15 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
                 overhead.ratio,
             ));
         }
+        rows.extend(inside_programs_rows(
+            label,
+            "call",
+            count,
+            measured.untraced,
+            &tool,
+            &dir,
+            || load(&gen, &ns.name, mode, count).map(drop),
+        )?);
         commands.push(format!(
             "ip netns exec NS target/release/load_gen {mode} {count} (loop time), untraced and under nodeip-trace trace --format json > FILE (and with --comm no-such-comm{})",
             if mode == "gai" { "; and with --ring-buffer-mib 64, SIGSTOPped through each traced run" } else { "" }

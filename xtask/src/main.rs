@@ -12,6 +12,7 @@ mod dist;
 mod fuzz;
 mod image;
 mod kernels;
+mod program_time;
 mod setup;
 mod soak;
 mod vm;
