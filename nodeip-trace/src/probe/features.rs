@@ -156,7 +156,9 @@ pub struct KernelFeatures {
     /// Why fentry is not usable, when it is not.
     pub fentry_reason: String,
     /// `bpf_task_pt_regs` with `bpf_get_current_task_btf` (kernel >= 5.15): the route-lookup
-    /// programs tell a netlink request's lookups by the sender's syscall registers.
+    /// programs tell a netlink request's lookups by the sender's syscall registers, and every
+    /// record's header (network namespace, comm) is read by plain loads from the BTF task
+    /// pointer instead of helper calls.
     pub task_pt_regs: bool,
     /// `bpf_get_attach_cookie` (kernel >= 5.15). Shown by doctor; nothing depends on it any more
     /// (getaddrinfo has one return program per C library).
