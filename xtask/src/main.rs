@@ -165,6 +165,19 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a command to completion and gives its stdout, failing with its command line and stderr
+/// when it fails.
+pub fn output(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("starting {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// `cargo` with the workspace as current directory.
 pub fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

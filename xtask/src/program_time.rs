@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 
 const STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -50,25 +50,16 @@ pub(crate) fn program_times(pid: u32) -> anyhow::Result<BTreeMap<String, Program
     for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
         let info = std::fs::read_to_string(entry?.path()).unwrap_or_default();
         if let Some(id) = info.lines().find_map(|l| l.strip_prefix("prog_id:")) {
-            ids.push(id.trim().to_string());
+            ids.extend(id.trim().parse::<u64>().ok());
         }
     }
-    let out = Command::new("bpftool")
-        .args(["prog", "show", "--json"])
-        .output()
-        .context("running bpftool (`cargo xtask setup` installs it)")?;
-    if !out.status.success() {
-        bail!(
-            "bpftool prog show: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let shown = crate::output(Command::new("bpftool").args(["prog", "show", "--json"]))
+        .context("listing eBPF programs (`cargo xtask setup` installs bpftool)")?;
     let programs: Vec<serde_json::Value> =
-        serde_json::from_slice(&out.stdout).context("parsing bpftool prog show --json")?;
+        serde_json::from_str(&shown).context("parsing bpftool prog show --json")?;
     let mut times = BTreeMap::<String, ProgramTime>::new();
     for p in programs {
-        let id = p["id"].as_u64().unwrap_or(0).to_string();
-        if !ids.contains(&id) {
+        if !p["id"].as_u64().is_some_and(|id| ids.contains(&id)) {
             continue;
         }
         let name = p["name"].as_str().unwrap_or("?").to_string();

@@ -21,7 +21,7 @@ use anyhow::{bail, Context as _};
 use serde_json::json;
 
 use crate::kernels::{self, Kernel};
-use crate::{cargo, run, workspace_root};
+use crate::{cargo, output, run, workspace_root};
 
 /// The end-to-end test binaries run in the guest (those that need neither tshark nor strace).
 /// The Go and musl clients of the resolver tests come prebuilt (`PREBUILD_CLIENTS`).
@@ -281,17 +281,6 @@ impl VmOptions {
         }
         Ok(chosen)
     }
-}
-
-fn output(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd.output().with_context(|| format!("starting {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// What the guest runs, built on the host.
