@@ -240,8 +240,10 @@ pub mod socket_offset {
     pub const SKB_LEN: usize = 3;
     /// `sock.__sk_common.skc_family` (a `u16`).
     pub const SOCK_FAMILY: usize = 4;
+    /// `netlink_sock.portid` (a `u32`; 0 on the kernel's own sockets).
+    pub const NLK_PORTID: usize = 5;
     /// Number of offsets.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
 }
 
 /// Indexes into the `ROUTE_OFFSETS` load-time global: struct member offsets from the running
@@ -284,8 +286,9 @@ pub mod route_offset {
 /// (a netlink dump datagram is at most 32 KiB; requests are small).
 pub const SOCKET_MAX_CHUNKS: usize = 4;
 
-/// State kept from `netlink_sendmsg`/`netlink_recvmsg` entry until the datagram is seen
-/// (`netlink_unicast` / `skb_recv_datagram`), keyed by pid_tgid.
+/// A socket-layer netlink call: kept from `netlink_sendmsg`/`netlink_recvmsg` entry until the
+/// datagram is seen (`netlink_unicast` / `skb_recv_datagram`), keyed by pid_tgid, under kprobes;
+/// made where the datagram is seen under fentry/fexit.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct NetlinkSocketCall {

@@ -22,7 +22,9 @@ use nodeip_trace_common::{
     KIND_UNKNOWN_NETLINK_SOCKET, NETLINK_CHUNK_HEADER_LEN, NETLINK_CHUNK_LEN, NETLINK_MAX_IOV,
 };
 
-use crate::netlink_capture::{close_call, offset, protocol_selected, send_chunk, ChunkSent};
+use crate::netlink_capture::{
+    close_call, offset, peeking, protocol_selected, send_chunk, ChunkSent, MSG_PEEK,
+};
 use crate::{
     count, filter::traced, write_header, ChunkState, CHUNK_PROGRAMS, CHUNK_STATE, EVENTS,
     NETLINK_FDS, NETLINK_INFLIGHT, RAW_CHUNK_PROGRAMS, SCRATCH, SOCKET_INFLIGHT,
@@ -32,8 +34,8 @@ use crate::{
 #[unsafe(no_mangle)]
 static CONFIRM_WITH_SOCK_TP: Global<u32> = Global::new(1);
 
-const AF_NETLINK: u64 = 16;
-const MSG_PEEK: u64 = 2;
+/// The netlink socket family.
+pub(crate) const AF_NETLINK: u64 = 16;
 
 /// `socket(family, type, protocol)` entry: remember AF_NETLINK requests.
 #[tracepoint]
@@ -89,8 +91,7 @@ fn io_enter(ctx: &TracePointContext, call: u32) -> u32 {
             unsafe { ctx.read_at(40) }.unwrap_or(0),
         ),
     };
-    if (call == syscall::RECVMSG || call == syscall::RECVFROM) && flags & MSG_PEEK != 0 {
-        count(counter::NETLINK_PEEK_SKIPPED, 1);
+    if (call == syscall::RECVMSG || call == syscall::RECVFROM) && peeking(flags) {
         return 0;
     }
     let inflight = NetlinkInflight {
@@ -448,8 +449,7 @@ fn sock_capture<C: EbpfContext>(
         count(counter::NETLINK_FAMILY_FILTERED, 1);
         return 0;
     }
-    if receiving && flags & MSG_PEEK != 0 {
-        count(counter::NETLINK_PEEK_SKIPPED, 1);
+    if receiving && peeking(flags) {
         return 0;
     }
     if receiving && ret <= 0 {

@@ -24,6 +24,20 @@ pub fn protocol_selected(protocol: u32) -> bool {
 #[unsafe(no_mangle)]
 static SOCKET_OFFSETS: Global<[u32; socket_offset::COUNT]> = Global::new([0; socket_offset::COUNT]);
 
+/// `MSG_PEEK` in a receive's flags.
+pub(crate) const MSG_PEEK: u64 = 2;
+
+/// Whether a receive's `flags` only peek (the datagram is taken again without `MSG_PEEK`):
+/// counted, not captured.
+#[inline(always)]
+pub(crate) fn peeking(flags: u64) -> bool {
+    let peek = flags & MSG_PEEK != 0;
+    if peek {
+        count(counter::NETLINK_PEEK_SKIPPED, 1);
+    }
+    peek
+}
+
 /// The member offset `index` (`socket_offset::*`) in the running kernel.
 #[inline(always)]
 pub(crate) fn offset(index: usize) -> usize {

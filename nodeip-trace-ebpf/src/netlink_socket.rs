@@ -1,12 +1,20 @@
 //! Netlink traffic at the socket layer, where the kernel offers fentry or kprobes: only netlink
 //! sockets pay, unlike the syscall tracepoints that every `sendmsg`/`recvmsg` passes.
 //!
-//! `netlink_sendmsg` entry remembers the thread's socket; the datagram it builds is copied at
-//! `netlink_unicast` (only when it leaves from that socket: the kernel's own replies, sent from
-//! inside the same call, are not requests). `netlink_recvmsg` entry remembers the thread (a
-//! `MSG_PEEK` is skipped and counted); the datagram it takes is copied when
-//! `skb_recv_datagram` returns it. Each datagram becomes chunk records like the syscall path's
-//! (flagged `SOCKET_LAYER`), so userspace reassembles both the same way.
+//! Under fentry/fexit, two trampolines make the whole capture: a datagram is a request when
+//! `netlink_unicast` sends it from a user socket (a non-zero `portid`; the kernel's own replies
+//! leave from its sockets, whose `portid` is 0), and a received datagram when
+//! `skb_recv_datagram` returns it on a netlink socket (its `sk` and `flags` are arguments, so a
+//! `MSG_PEEK` is skipped and counted there). That is four trampoline runs per route get, where
+//! remembering the calls at `netlink_sendmsg`/`netlink_recvmsg` entry and exit made ten.
+//!
+//! A kretprobe has no arguments, so under kprobes `netlink_sendmsg` entry remembers the
+//! thread's socket and the datagram is copied at `netlink_unicast` only when it leaves from that
+//! socket; `netlink_recvmsg` entry remembers the thread (a `MSG_PEEK` is skipped and counted) and
+//! the datagram it takes is copied when `skb_recv_datagram` returns it. The remembered call also
+//! marks route lookups made inside a request there (fexit kernels tell those by the syscall's
+//! registers). Each datagram becomes chunk records like the syscall path's (flagged
+//! `SOCKET_LAYER`), so userspace reassembles both the same way.
 use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
     macros::{fentry, fexit, kprobe, kretprobe},
@@ -20,14 +28,27 @@ use nodeip_trace_common::{
 use crate::{
     count,
     filter::traced,
-    netlink_capture::{close_call, offset, protocol_selected, send_chunk, ChunkSent},
+    netlink::AF_NETLINK,
+    netlink_capture::{close_call, offset, peeking, protocol_selected, send_chunk, ChunkSent},
     write_header, NETLINK_SOCKET_CALLS, SOCKET_SCRATCH,
 };
 
-const MSG_PEEK: u64 = 2;
+/// The netlink protocol of `sk` when the tracer selects it; otherwise counted and `None`.
+#[inline(always)]
+fn selected_protocol(sk: u64) -> Option<u32> {
+    let protocol: u16 = unsafe {
+        bpf_probe_read_kernel((sk as usize + offset(socket_offset::SOCK_PROTOCOL)) as *const u16)
+    }
+    .unwrap_or(u16::MAX);
+    if !protocol_selected(protocol as u32) {
+        count(counter::NETLINK_FAMILY_FILTERED, 1);
+        return None;
+    }
+    Some(protocol as u32)
+}
 
-/// `netlink_sendmsg`/`netlink_recvmsg` entry: remember a traced thread's call on a selected
-/// protocol.
+/// `netlink_sendmsg`/`netlink_recvmsg` entry (kprobes): remember a traced thread's call on a
+/// selected protocol.
 #[inline(always)]
 fn call_enter(sock: u64, direction: u32, flags: u64) {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
@@ -39,22 +60,16 @@ fn call_enter(sock: u64, direction: u32, flags: u64) {
     }) else {
         return;
     };
-    let protocol: u16 = unsafe {
-        bpf_probe_read_kernel((sk as usize + offset(socket_offset::SOCK_PROTOCOL)) as *const u16)
-    }
-    .unwrap_or(u16::MAX);
-    if !protocol_selected(protocol as u32) {
-        count(counter::NETLINK_FAMILY_FILTERED, 1);
+    let Some(protocol) = selected_protocol(sk) else {
         return;
-    }
-    if direction == syscall::RECVMSG && flags & MSG_PEEK != 0 {
-        count(counter::NETLINK_PEEK_SKIPPED, 1);
+    };
+    if direction == syscall::RECVMSG && peeking(flags) {
         return;
     }
     let call = NetlinkSocketCall {
         start_ns: unsafe { bpf_ktime_get_ns() },
         sk,
-        protocol: protocol as u32,
+        protocol,
         direction,
     };
     if crate::decision::begin(&NETLINK_SOCKET_CALLS, pid_tgid, &call).is_err() {
@@ -62,7 +77,62 @@ fn call_enter(sock: u64, direction: u32, flags: u64) {
     }
 }
 
-/// `netlink_unicast(ssk, skb, …)`: a datagram leaving the remembered socket is the request.
+/// The call a datagram seen on `sk` belongs to, made where it is seen (fentry/fexit): `None`
+/// unless a traced thread moves it on a selected protocol.
+#[inline(always)]
+fn call_at(sk: u64, direction: u32) -> Option<(u64, NetlinkSocketCall)> {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if sk == 0 || !traced(pid_tgid) {
+        return None;
+    }
+    let protocol = selected_protocol(sk)?;
+    let call = NetlinkSocketCall {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        sk,
+        protocol,
+        direction,
+    };
+    Some((pid_tgid, call))
+}
+
+/// `netlink_unicast(ssk, skb, …)` entry (fentry): a datagram a traced thread sends from a user
+/// socket is a request; the kernel's replies (from its sockets, `portid` 0) are taken where they
+/// are received.
+#[inline(always)]
+fn request_sent(ssk: u64, skb: u64) {
+    let Some((pid_tgid, call)) = call_at(ssk, syscall::SENDMSG) else {
+        return;
+    };
+    let portid: u32 = unsafe {
+        bpf_probe_read_kernel((ssk as usize + offset(socket_offset::NLK_PORTID)) as *const u32)
+    }
+    .unwrap_or(0);
+    if portid != 0 {
+        copy_datagram(pid_tgid, &call, skb);
+    }
+}
+
+/// `skb_recv_datagram(sk, flags, …)` returned `skb` (fexit): a datagram a traced thread takes
+/// from a netlink socket.
+#[inline(always)]
+fn datagram_taken(sk: u64, flags: u64, skb: u64) {
+    if skb == 0 {
+        return;
+    }
+    let family: u16 = unsafe {
+        bpf_probe_read_kernel((sk as usize + offset(socket_offset::SOCK_FAMILY)) as *const u16)
+    }
+    .unwrap_or(0);
+    if family as u64 != AF_NETLINK || peeking(flags) {
+        return;
+    }
+    if let Some((pid_tgid, call)) = call_at(sk, syscall::RECVMSG) {
+        copy_datagram(pid_tgid, &call, skb);
+    }
+}
+
+/// `netlink_unicast(ssk, skb, …)` (kprobe): a datagram leaving the remembered socket is the
+/// request.
 #[inline(always)]
 fn unicast(ssk: u64, skb: u64) {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
@@ -77,7 +147,7 @@ fn unicast(ssk: u64, skb: u64) {
     copy_datagram(pid_tgid, &call, skb);
 }
 
-/// `skb_recv_datagram` returned `skb` inside a remembered `netlink_recvmsg`.
+/// `skb_recv_datagram` returned `skb` inside a remembered `netlink_recvmsg` (kretprobe).
 #[inline(always)]
 fn received(skb: u64) {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
@@ -93,7 +163,7 @@ fn received(skb: u64) {
     }
 }
 
-/// `netlink_sendmsg`/`netlink_recvmsg` return: forget the call (nothing was sent or taken).
+/// `netlink_sendmsg`/`netlink_recvmsg` return (kretprobes): forget the call (nothing was sent or taken).
 #[inline(always)]
 fn call_exit() {
     crate::decision::end(
@@ -181,41 +251,17 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     );
 }
 
-/// `netlink_sendmsg(sock, msg, len)` entry (fentry).
-#[fentry]
-pub fn netlink_sendmsg_fentry(ctx: FEntryContext) -> u32 {
-    call_enter(ctx.arg(0), syscall::SENDMSG, 0);
-    0
-}
-/// `netlink_sendmsg` return (fexit).
-#[fexit]
-pub fn netlink_sendmsg_fexit(_ctx: FExitContext) -> u32 {
-    call_exit();
-    0
-}
-/// `netlink_recvmsg(sock, msg, len, flags)` entry (fentry).
-#[fentry]
-pub fn netlink_recvmsg_fentry(ctx: FEntryContext) -> u32 {
-    call_enter(ctx.arg(0), syscall::RECVMSG, ctx.arg(3));
-    0
-}
-/// `netlink_recvmsg` return (fexit).
-#[fexit]
-pub fn netlink_recvmsg_fexit(_ctx: FExitContext) -> u32 {
-    call_exit();
-    0
-}
-/// `netlink_unicast(ssk, skb, portid, nonblock)` entry (fentry).
+/// `netlink_unicast(ssk, skb, portid, nonblock)` entry (fentry): requests.
 #[fentry]
 pub fn netlink_unicast_fentry(ctx: FEntryContext) -> u32 {
-    unicast(ctx.arg(0), ctx.arg(1));
+    request_sent(ctx.arg(0), ctx.arg(1));
     0
 }
-/// `skb_recv_datagram` return (fexit): the datagram taken.
+/// `skb_recv_datagram(sk, flags, …)` return (fexit): the datagrams received.
 #[fexit]
 pub fn skb_recv_datagram_fexit(ctx: FExitContext) -> u32 {
     if let Ok(skb) = ctx.ret::<u64>() {
-        received(skb);
+        datagram_taken(ctx.arg(0), ctx.arg(1), skb);
     }
     0
 }

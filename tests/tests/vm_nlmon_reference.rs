@@ -141,9 +141,9 @@ fn our_pcap_and_nlmon_hold_the_same_frames() {
 }
 
 /// How `--hooks mode` captures netlink here, from doctor's hook list: at the socket layer when
-/// that mode can probe all four capture functions (fentry cannot before 5.17: the
-/// `skb_recv_datagram` fexit needs `bpf_get_func_ret`), else at the sock tracepoints (6.3+) or
-/// the syscall tracepoints.
+/// that mode can probe the capture functions it needs (kprobes all four; fentry only
+/// `netlink_unicast` and the `skb_recv_datagram` fexit, which needs `bpf_get_func_ret`, 5.17+),
+/// else at the sock tracepoints (6.3+) or the syscall tracepoints.
 fn expected_capture(doctor: &serde_json::Value, mode: &str) -> String {
     let available = |m: &str, target: &str| {
         doctor["hooks"]
@@ -152,12 +152,16 @@ fn expected_capture(doctor: &serde_json::Value, mode: &str) -> String {
             .flatten()
             .any(|h| h["mode"] == m && h["target"] == target && h["available"] == true)
     };
-    let socket_layer = [
-        "netlink_sendmsg",
-        "netlink_recvmsg",
-        "netlink_unicast",
-        "skb_recv_datagram",
-    ];
+    let socket_layer: &[&str] = if mode == "fentry" {
+        &["netlink_unicast", "skb_recv_datagram"]
+    } else {
+        &[
+            "netlink_sendmsg",
+            "netlink_recvmsg",
+            "netlink_unicast",
+            "skb_recv_datagram",
+        ]
+    };
     if mode != "tracepoint" && socket_layer.iter().all(|f| available(mode, f)) {
         format!("socket layer ({mode})")
     } else if available("tracepoint", "sock:sock_send_length") {

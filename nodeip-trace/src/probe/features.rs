@@ -30,8 +30,8 @@ pub const KERNEL_FUNCTIONS: [(&str, &str); nodeip_trace_common::handler_function
     ),
 ];
 
-/// Kernel functions of the socket-layer netlink capture (all four are needed), as (function,
-/// purpose).
+/// Kernel functions of the socket-layer netlink capture, as (function, purpose): kprobes need
+/// all four, fentry/fexit only [`FENTRY_CAPTURE_FUNCTIONS`].
 pub const CAPTURE_FUNCTIONS: [(&str, &str); 4] = [
     (
         "netlink_sendmsg",
@@ -50,6 +50,15 @@ pub const CAPTURE_FUNCTIONS: [(&str, &str); 4] = [
         "netlink capture at the socket layer: the datagram received",
     ),
 ];
+
+/// The socket-layer capture functions fentry/fexit probe: their arguments tell a request from the
+/// kernel's reply and a receive from a peek, so the calls around them need no programs.
+pub const FENTRY_CAPTURE_FUNCTIONS: [&str; 2] = ["netlink_unicast", "skb_recv_datagram"];
+
+/// Whether the socket-layer capture in `mode` probes `function` (one of [`CAPTURE_FUNCTIONS`]).
+fn capture_uses(mode: KernelHookMode, function: &str) -> bool {
+    mode == KernelHookMode::Kprobe || FENTRY_CAPTURE_FUNCTIONS.contains(&function)
+}
 
 /// Which hooks `trace --hooks` asks for the kernel handlers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -506,15 +515,20 @@ impl ModeSupport<'_> {
         None
     }
 
-    /// One `fentry` and one `kprobe` line per function for doctor's hook list.
+    /// One line per function and mode that `uses` it (`fentry`, `kprobe`) for doctor's hook
+    /// list.
     fn hook_lines(
         &self,
         functions: &[KernelFunction],
         purposes: &[(&str, &str)],
+        uses: impl Fn(KernelHookMode, &str) -> bool,
     ) -> Vec<HookAvailability> {
         let mut hooks = Vec::new();
         for (function, (_, purpose)) in functions.iter().zip(purposes) {
             for mode in [KernelHookMode::Fentry, KernelHookMode::Kprobe] {
+                if !uses(mode, &function.name) {
+                    continue;
+                }
                 let why_not = self.unavailable(mode, function);
                 hooks.push(HookAvailability {
                     mode: mode.name().into(),
@@ -530,7 +544,8 @@ impl ModeSupport<'_> {
 }
 
 /// The netlink capture under `preference`: at the socket layer with the first mode that can
-/// probe all of [`CAPTURE_FUNCTIONS`], else at the tracepoints (`mode: None`).
+/// probe all the functions it needs of [`CAPTURE_FUNCTIONS`], else at the tracepoints
+/// (`mode: None`).
 fn plan_capture(
     functions: &[KernelFunction],
     preference: HookPreference,
@@ -541,6 +556,7 @@ fn plan_capture(
     for mode in modes {
         let why: Vec<String> = functions
             .iter()
+            .filter(|f| capture_uses(*mode, &f.name))
             .filter_map(|f| support.unavailable(*mode, f))
             .collect();
         if why.is_empty() {
@@ -745,8 +761,8 @@ impl KernelFeatures {
             .collect();
         let mut functions = kallsyms_lookup_all(&kallsyms, &names);
         let capture_functions = functions.split_off(KERNEL_FUNCTIONS.len());
-        hooks.extend(support.hook_lines(&functions, &KERNEL_FUNCTIONS));
-        hooks.extend(support.hook_lines(&capture_functions, &CAPTURE_FUNCTIONS));
+        hooks.extend(support.hook_lines(&functions, &KERNEL_FUNCTIONS, |_, _| true));
+        hooks.extend(support.hook_lines(&capture_functions, &CAPTURE_FUNCTIONS, capture_uses));
         let capture_plan = plan_capture(&capture_functions, HookPreference::Auto, support);
         let handler_plan = plan_handlers(&functions, HookPreference::Auto, support);
         KernelFeatures {
@@ -1203,6 +1219,15 @@ mod tests {
         assert!(plan.reason.contains("fentry: EPERM"), "{}", plan.reason);
         let plan = plan_capture(&all[..3], HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
+        // fentry needs only netlink_unicast and skb_recv_datagram; kprobes need all four.
+        let no_sendmsg = [kallsyms_lookup("", "netlink_sendmsg")]
+            .into_iter()
+            .chain(all[1..].iter().cloned())
+            .collect::<Vec<_>>();
+        let plan = plan_capture(&no_sendmsg, HookPreference::Auto, support(true, "", true));
+        assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
+        let plan = plan_capture(&no_sendmsg, HookPreference::Kprobe, support(true, "", true));
+        assert_eq!(plan.mode, None);
         let missing = kallsyms_lookup("", "netlink_unicast");
         let plan = plan_capture(&[missing], HookPreference::Auto, support(true, "", true));
         assert_eq!(plan.mode, None);

@@ -256,6 +256,7 @@ impl KernelTypes {
         offsets[socket_offset::SKB_LEN] = self.member_offset("sk_buff", "len")?;
         offsets[socket_offset::SOCK_FAMILY] =
             self.member_path("sock", &["__sk_common", "skc_family"])?;
+        offsets[socket_offset::NLK_PORTID] = self.member_offset("netlink_sock", "portid")?;
         Some(offsets)
     }
 

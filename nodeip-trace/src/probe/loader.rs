@@ -664,9 +664,13 @@ impl LiveTracer {
                     self.hooks.push(AttachedHook {
                         program: "netlink_socket_capture".into(),
                         mode: mode.entry_and_return().0,
-                        target:
-                            "netlink_sendmsg, netlink_recvmsg, netlink_unicast, skb_recv_datagram"
-                                .into(),
+                        target: match mode {
+                            KernelHookMode::Fentry => "netlink_unicast, skb_recv_datagram",
+                            KernelHookMode::Kprobe => {
+                                "netlink_sendmsg, netlink_recvmsg, netlink_unicast, skb_recv_datagram"
+                            }
+                        }
+                        .into(),
                         status: Ok(()),
                     });
                     return Some(mode);
@@ -831,24 +835,30 @@ impl LiveTracer {
         )
     }
 
-    /// Attaches the socket-layer netlink capture in `mode` (all six programs, or none).
+    /// Attaches the socket-layer netlink capture in `mode` (all its programs, or none): under
+    /// fentry the `netlink_unicast` entry and the `skb_recv_datagram` return alone (their
+    /// arguments tell requests and receives apart); under kprobes also `netlink_sendmsg`/
+    /// `netlink_recvmsg` entry and return, which remember the call (a kretprobe has no
+    /// arguments).
     fn attach_socket_capture(
         &mut self,
         mode: KernelHookMode,
         btf: Option<&Btf>,
     ) -> Result<(), String> {
         let (entry, exit) = mode.program_suffixes();
-        self.attach_set(
-            &[
+        let mut programs = vec![
+            (format!("skb_recv_datagram_{exit}"), "skb_recv_datagram"),
+            (format!("netlink_unicast_{entry}"), "netlink_unicast"),
+        ];
+        if mode == KernelHookMode::Kprobe {
+            programs.extend([
                 (format!("netlink_sendmsg_{exit}"), "netlink_sendmsg"),
                 (format!("netlink_recvmsg_{exit}"), "netlink_recvmsg"),
-                (format!("skb_recv_datagram_{exit}"), "skb_recv_datagram"),
-                (format!("netlink_unicast_{entry}"), "netlink_unicast"),
                 (format!("netlink_recvmsg_{entry}"), "netlink_recvmsg"),
                 (format!("netlink_sendmsg_{entry}"), "netlink_sendmsg"),
-            ],
-            btf,
-        )
+            ]);
+        }
+        self.attach_set(&programs, btf)
     }
 
     /// The program `name` as type `T`, with errors naming `target`.
