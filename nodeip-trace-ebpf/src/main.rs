@@ -222,17 +222,85 @@ fn count(index: u32, n: u64) {
 #[unsafe(no_mangle)]
 static NETNS_OFFSETS: Global<[u32; 3]> = Global::new([0; 3]);
 
+/// Whether the kernel has `bpf_get_current_task_btf` and `bpf_task_pt_regs` (5.15; the loader
+/// probes). Constant to the verifier: at 0 the calls are dead code it does not check, so the
+/// programs calling [`netlink::syscall_regs`] and [`current_task_btf`] load on older kernels
+/// (5.10), without their answers.
+#[unsafe(no_mangle)]
+static TASK_PT_REGS: Global<u32> = Global::new(0);
+
+/// Whether the kernel has `bpf_get_current_task_btf` and `bpf_task_pt_regs` (see
+/// `TASK_PT_REGS`): a constant to the verifier, so code behind a `false` answer is not checked.
+#[inline(always)]
+fn task_btf() -> bool {
+    TASK_PT_REGS.load() != 0
+}
+
 /// The current task for plain loads: its BTF pointer where the kernel has
-/// `bpf_get_current_task_btf` (see [`netlink::task_btf`]; the verifier checks each load's
-/// constant offset against the kernel's types and makes it faulting-safe), null elsewhere
-/// (5.10: callers read through helpers).
+/// `bpf_get_current_task_btf` (see [`task_btf`]; the verifier checks each load's constant offset
+/// against the kernel's types and makes it faulting-safe), null elsewhere (5.10: callers read
+/// through helpers).
 #[inline(always)]
 fn current_task_btf() -> *const u8 {
-    if netlink::task_btf() {
+    if task_btf() {
         // SAFETY: a helper call without arguments.
         unsafe { aya_ebpf::helpers::generated::bpf_get_current_task_btf() as *const u8 }
     } else {
         core::ptr::null()
+    }
+}
+
+/// How a walk through kernel structures reads each step.
+trait KernelRead {
+    /// The `T` at `at`, or `None` when it cannot be read.
+    ///
+    /// # Safety
+    /// `at` must be valid for the reader: a BTF pointer plus a member offset for [`BtfLoads`].
+    unsafe fn read<T: Copy>(at: *const T) -> Option<T>;
+}
+
+/// Plain loads from BTF pointers ([`current_task_btf`]): the verifier checks them.
+struct BtfLoads;
+
+impl KernelRead for BtfLoads {
+    #[inline(always)]
+    unsafe fn read<T: Copy>(at: *const T) -> Option<T> {
+        Some(unsafe { core::ptr::read_volatile(at) })
+    }
+}
+
+/// `bpf_probe_read_kernel`: a bad pointer gives an error, not a fault.
+struct ProbeReads;
+
+impl KernelRead for ProbeReads {
+    #[inline(always)]
+    unsafe fn read<T: Copy>(at: *const T) -> Option<T> {
+        unsafe { bpf_probe_read_kernel(at) }.ok()
+    }
+}
+
+/// `task->nsproxy->net_ns->ns.inum` read with `R`, at the offsets in `NETNS_OFFSETS`; 0 where a
+/// step is null or unreadable.
+///
+/// # Safety
+/// `task` must suit `R` (a BTF task pointer for [`BtfLoads`]).
+#[inline(always)]
+unsafe fn netns_of<R: KernelRead>(task: *const u8, offsets: [usize; 3]) -> u32 {
+    let [nsproxy_at, net_at, inum_at] = offsets;
+    unsafe {
+        let Some(nsproxy) = R::read(task.add(nsproxy_at) as *const *const u8) else {
+            return 0;
+        };
+        if nsproxy.is_null() {
+            return 0;
+        }
+        let Some(net) = R::read(nsproxy.add(net_at) as *const *const u8) else {
+            return 0;
+        };
+        if net.is_null() {
+            return 0;
+        }
+        R::read(net.add(inum_at) as *const u32).unwrap_or(0)
     }
 }
 
@@ -241,44 +309,21 @@ fn current_task_btf() -> *const u8 {
 /// or, where it is null, through the helper.
 #[inline(always)]
 fn current_netns(task: *const u8) -> u32 {
-    let (nsproxy_at, net_at, inum_at) = (
+    let offsets = [
         global_at(&NETNS_OFFSETS, 0) as usize,
         global_at(&NETNS_OFFSETS, 1) as usize,
         global_at(&NETNS_OFFSETS, 2) as usize,
-    );
-    if nsproxy_at == 0 {
+    ];
+    if offsets[0] == 0 {
         return 0;
     }
-    if !task.is_null() {
-        // SAFETY: BTF pointers (see `current_task_btf`).
-        return unsafe {
-            let nsproxy = core::ptr::read_volatile(task.add(nsproxy_at) as *const *const u8);
-            if nsproxy.is_null() {
-                return 0;
-            }
-            let net = core::ptr::read_volatile(nsproxy.add(net_at) as *const *const u8);
-            if net.is_null() {
-                return 0;
-            }
-            core::ptr::read_volatile(net.add(inum_at) as *const u32)
-        };
-    }
-    // SAFETY: bpf_probe_read_kernel checks every read; a bad pointer gives an error, not a fault.
+    // SAFETY: a BTF task pointer for the plain loads; the helper checks every read itself.
     unsafe {
-        let task = bpf_get_current_task() as *const u8;
-        let Ok(nsproxy) = bpf_probe_read_kernel(task.add(nsproxy_at) as *const *const u8) else {
-            return 0;
-        };
-        if nsproxy.is_null() {
-            return 0;
+        if task.is_null() {
+            netns_of::<ProbeReads>(bpf_get_current_task() as *const u8, offsets)
+        } else {
+            netns_of::<BtfLoads>(task, offsets)
         }
-        let Ok(net) = bpf_probe_read_kernel(nsproxy.add(net_at) as *const *const u8) else {
-            return 0;
-        };
-        if net.is_null() {
-            return 0;
-        }
-        bpf_probe_read_kernel(net.add(inum_at) as *const u32).unwrap_or(0)
     }
 }
 

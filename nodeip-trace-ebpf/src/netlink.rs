@@ -353,12 +353,6 @@ fn chunk_step<C: EbpfContext>(ctx: &C, programs: &ProgramArray) -> u32 {
     0
 }
 
-/// Whether the kernel has `bpf_get_current_task_btf` and `bpf_task_pt_regs` (5.15; the loader
-/// probes). Constant to the verifier: at 0 the calls are dead code it does not check, so the
-/// programs calling [`syscall_regs`] load on older kernels (5.10), without its answers.
-#[unsafe(no_mangle)]
-static TASK_PT_REGS: Global<u32> = Global::new(0);
-
 /// The syscall number and first three arguments of the current task's syscall, as its entry
 /// saved them in `pt_regs` (`orig_rax`, `rdi`, `rsi`, `rdx`).
 #[repr(C)]
@@ -373,20 +367,13 @@ pub struct SyscallArgs {
     pub orig_rax: u64,
 }
 
-/// Whether the kernel has `bpf_get_current_task_btf` and `bpf_task_pt_regs` (see
-/// `TASK_PT_REGS`): a constant to the verifier, so code behind a `false` answer is not checked.
-#[inline(always)]
-pub fn task_btf() -> bool {
-    TASK_PT_REGS.load() != 0
-}
-
 /// The current task's syscall number and arguments ([`SyscallArgs`]) via `bpf_task_pt_regs`
 /// (kernel >= 5.15, needs BTF); `None` without that helper. The four words are plain loads from
 /// the BTF `pt_regs` pointer the helper returns (three times per route get on the hot path: no
 /// helper call for the read).
 #[inline(always)]
 pub fn syscall_regs() -> Option<SyscallArgs> {
-    if !task_btf() {
+    if !crate::task_btf() {
         return None;
     }
     use aya_ebpf::bindings::pt_regs;
