@@ -292,7 +292,7 @@ pub const SOCKET_MAX_CHUNKS: usize = 4;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct NetlinkSocketCall {
-    /// Entry time.
+    /// Entry time (kprobes); 0 where the call is made as its datagram is seen.
     pub start_ns: u64,
     /// The process's `struct sock *` (sends: the datagram must leave from it).
     pub sk: u64,

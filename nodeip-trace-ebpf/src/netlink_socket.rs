@@ -77,8 +77,8 @@ fn call_enter(sock: u64, direction: u32, flags: u64) {
     }
 }
 
-/// The call a datagram seen on `sk` belongs to, made where it is seen (fentry/fexit): `None`
-/// unless a traced thread moves it on a selected protocol.
+/// The call a datagram seen on `sk` belongs to, made where it is seen (fentry/fexit; its start is
+/// the record's own time): `None` unless a traced thread moves it on a selected protocol.
 #[inline(always)]
 fn call_at(sk: u64, direction: u32) -> Option<(u64, NetlinkSocketCall)> {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
@@ -87,7 +87,7 @@ fn call_at(sk: u64, direction: u32) -> Option<(u64, NetlinkSocketCall)> {
     }
     let protocol = selected_protocol(sk)?;
     let call = NetlinkSocketCall {
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns: 0,
         sk,
         protocol,
         direction,
@@ -192,8 +192,13 @@ fn copy_datagram(pid_tgid: u64, call: &NetlinkSocketCall, skb: u64) {
     let scratch = unsafe { &mut (*scratch).bytes };
     let hdr = scratch.as_mut_ptr() as *mut NetlinkChunkHeader;
     unsafe {
-        write_header(&mut (*hdr).header, KIND_NETLINK_CHUNK, pid_tgid);
-        (*hdr).call_start_ns = call.start_ns;
+        let now = write_header(&mut (*hdr).header, KIND_NETLINK_CHUNK, pid_tgid);
+        // A call made where its datagram is seen starts now (one clock read, not two).
+        (*hdr).call_start_ns = if call.start_ns == 0 {
+            now
+        } else {
+            call.start_ns
+        };
         (*hdr).fd = -1;
         (*hdr).protocol = call.protocol;
         (*hdr).syscall = call.direction;
