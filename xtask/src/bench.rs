@@ -1204,8 +1204,8 @@ fn utc_minute() -> anyhow::Result<String> {
 /// `cargo xtask bench --vm`: the netlink storm in a VM lane guest booting `kernel`, untraced,
 /// under nlmon0 + tcpdump and under nodeip-trace (`tests/src/bin/storm_bench.rs`), appended to
 /// BENCHMARKS.md.
-pub fn bench_vm(kernel: crate::kernels::Kernel) -> anyhow::Result<()> {
-    let bench = crate::vm::vm_bench(kernel, crate::vm::BENCH_TIMEOUT_SECS)?;
+pub fn bench_vm(kernel: crate::kernels::Kernel, rounds: u32) -> anyhow::Result<()> {
+    let bench = crate::vm::vm_bench(kernel, rounds, crate::vm::BENCH_TIMEOUT_SECS)?;
     let mut report = String::new();
     let _ = writeln!(
         report,
@@ -1222,8 +1222,8 @@ pub fn bench_vm(kernel: crate::kernels::Kernel) -> anyhow::Result<()> {
     report.push_str(&bench.table);
     let _ = writeln!(
         report,
-        "\nCommand: `cargo xtask bench --vm --kernel {}` (the guest runs `storm_bench --out …`, \
-         tests/src/bin/storm_bench.rs)",
+        "\nCommand: `cargo xtask bench --vm --kernel {} --rounds {rounds}` (the guest runs \
+         `storm_bench --rounds {rounds} --out …`, tests/src/bin/storm_bench.rs)",
         kernel.name
     );
     print!("{report}");

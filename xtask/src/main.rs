@@ -76,6 +76,11 @@ enum Task {
             requires = "vm"
         )]
         kernel: String,
+        /// Rounds of the guest's storm with --vm (each round runs every row once, in rotated
+        /// order; medians and the paired --pcap ÷ nlmon ratios are over them). About 25 s of
+        /// guest time a round under TCG.
+        #[arg(long, value_name = "N", default_value_t = 3, requires = "vm", value_parser = clap::value_parser!(u32).range(1..=50))]
+        rounds: u32,
     },
     /// Trace the whole node under continuous mixed load (getaddrinfo, netlink loops, ip -batch,
     /// dumps, getent) for a while; check RSS stays flat, no fd leaks, every call is an event or
@@ -278,8 +283,11 @@ fn main() -> anyhow::Result<()> {
         Task::Dist => dist::dist().map(drop),
         Task::Image { oci_archive } => image::image(oci_archive.as_deref()),
         Task::Bench {
-            vm: true, kernel, ..
-        } => bench::bench_vm(kernels::by_name(&kernel)?),
+            vm: true,
+            kernel,
+            rounds,
+            ..
+        } => bench::bench_vm(kernels::by_name(&kernel)?, rounds),
         Task::Bench { quick, .. } => bench::bench(quick),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),

@@ -104,8 +104,8 @@ enum GuestJob<'a> {
         repeat: u32,
         guard: Option<u64>,
     },
-    /// The storm benchmark (`STORM_BENCH`) and no tests.
-    Bench,
+    /// The storm benchmark (`STORM_BENCH`) with this many rounds, and no tests.
+    Bench { rounds: u32 },
 }
 
 impl GuestJob<'_> {
@@ -113,7 +113,7 @@ impl GuestJob<'_> {
     fn runs(&self, name: &str) -> bool {
         match self {
             GuestJob::Tests { selected, .. } => selected.contains(&name),
-            GuestJob::Bench => false,
+            GuestJob::Bench { .. } => false,
         }
     }
 
@@ -131,7 +131,7 @@ impl GuestJob<'_> {
     fn repeat(&self) -> u32 {
         match self {
             GuestJob::Tests { repeat, .. } => *repeat,
-            GuestJob::Bench => 0,
+            GuestJob::Bench { .. } => 0,
         }
     }
 }
@@ -507,11 +507,11 @@ fn init_script(
     for (test, why) in GUEST_SKIPS {
         let _ = writeln!(s, "echo \"skipped in the guest: {test}: {why}\"");
     }
-    if let GuestJob::Bench = job {
+    if let GuestJob::Bench { rounds } = job {
         if let Some((_, exe)) = tests.iter().find(|(n, _)| n == STORM_BENCH) {
             let _ = writeln!(
                 s,
-                "guarded {STORM_BENCH} {BENCH_GUARD_SECS} {} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"storm_bench exited $?\"",
+                "guarded {STORM_BENCH} {BENCH_GUARD_SECS} {} --rounds {rounds} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"storm_bench exited $?\"",
                 exe.display()
             );
         }
@@ -955,14 +955,20 @@ pub struct GuestBench {
 }
 
 /// `cargo xtask bench --vm`: boots `kernel` with the storm benchmark instead of the tests.
-pub fn vm_bench(kernel: Kernel, timeout_secs: u64) -> anyhow::Result<GuestBench> {
+pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Result<GuestBench> {
     let (cache, built) = prepare()?;
     let how = Boot {
         kernel,
         kernel_package: None,
         timeout_secs,
     };
-    let booted = boot(&cache, &how, &built, &GuestJob::Bench, "storm bench")?;
+    let booted = boot(
+        &cache,
+        &how,
+        &built,
+        &GuestJob::Bench { rounds },
+        "storm bench",
+    )?;
     let table = std::fs::read_to_string(booted.artifacts.join(BENCH_ARTIFACT));
     if table.is_err() {
         // A hung capturer's threads (storm_bench's own report) or the guard's: in the output.
@@ -1324,9 +1330,9 @@ mod tests {
             (STORM_BENCH.to_string(), PathBuf::from("/t/storm_bench")),
         ];
         let tool = Path::new("/t/nodeip-trace");
-        let bench = init_script("6.1.0", &[], &tests, tool, &GuestJob::Bench);
+        let bench = init_script("6.1.0", &[], &tests, tool, &GuestJob::Bench { rounds: 3 });
         assert!(bench.contains(&format!(
-            "guarded {STORM_BENCH} {BENCH_GUARD_SECS} /t/storm_bench --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}"
+            "guarded {STORM_BENCH} {BENCH_GUARD_SECS} /t/storm_bench --rounds 3 --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}"
         )));
         assert!(!bench.contains("/t/doctor-1"), "{bench}");
         let selected = ["doctor"];

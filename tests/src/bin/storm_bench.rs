@@ -20,7 +20,9 @@
 //!   storm: the hooks and the records they make, without the consumer reading beside `ip`.
 //!
 //! For each run: the storm's wall time, the capturer's CPU from just before the storm until it
-//! has caught up (`/proc/PID/stat`), and what it captured and lost. Prints a Markdown table
+//! has caught up (`/proc/PID/stat`), and what it captured and lost. Then `--pcap` against
+//! nlmon + tcpdump round by round, and two more tracer runs (records made, every record
+//! filtered) with `kernel.bpf_stats_enabled` on, for the time inside the tracer's programs. Prints a Markdown table
 //! (and writes it to `--out`). A kernel without nlmon gets that row as "not in this kernel".
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -75,6 +77,9 @@ struct Run {
     cpu: Option<Duration>,
     /// What it says it captured and lost.
     captured: String,
+    /// The tracer's eBPF programs' run time through the storm, in runs measured with
+    /// `kernel.bpf_stats_enabled` (see [`ProgramStats`]).
+    programs: Option<Duration>,
 }
 
 /// A capturer running in the background: killed if the benchmark fails first.
@@ -171,6 +176,82 @@ fn cpu_of(pid: u32) -> Option<Duration> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some(Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// `kernel.bpf_stats_enabled` switched on while it lives (the kernel then accounts each eBPF
+/// program's run time, at two clock reads per run: only in runs of their own, never in the
+/// table's rows), and set back when dropped.
+struct ProgramStats {
+    before: String,
+}
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+impl ProgramStats {
+    fn enable() -> Option<Self> {
+        let before = std::fs::read_to_string(BPF_STATS).ok()?;
+        std::fs::write(BPF_STATS, "1").ok()?;
+        Some(ProgramStats { before })
+    }
+}
+
+impl Drop for ProgramStats {
+    fn drop(&mut self) {
+        let _ = std::fs::write(BPF_STATS, self.before.trim());
+    }
+}
+
+/// The run time so far of the eBPF programs `pid` holds (`run_time_ns` summed over the distinct
+/// `prog_id`s of its fds in `/proc/PID/fdinfo`; it grows only while `bpf_stats_enabled` is 1).
+fn program_time_of(pid: u32) -> Option<Duration> {
+    let mut programs = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .ok()?
+        .flatten()
+    {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let field = |name: &str| -> Option<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        if let (Some(id), Some(ns)) = (field("prog_id:"), field("run_time_ns:")) {
+            programs.insert(id, ns);
+        }
+    }
+    (!programs.is_empty()).then(|| Duration::from_nanos(programs.values().sum()))
+}
+
+/// The storm decomposed inside the tracer's programs: one more `--pcap` run with records made
+/// and one with every record filtered, under [`ProgramStats`], against the untraced median.
+fn inside_programs(bench: &Bench, untraced: Duration) -> Result<String> {
+    let Some(stats) = ProgramStats::enable() else {
+        return Ok("\nInside the programs: not measured (no kernel.bpf_stats_enabled).\n".into());
+    };
+    let made = bench.run_tracer(Mode::TracePcap, Some(&stats))?;
+    let filtered = bench.run_tracer(Mode::TraceFiltered, Some(&stats))?;
+    drop(stats);
+    let per_get = |d: Duration| d.as_nanos() as f64 / bench.lines as f64;
+    let untraced_ns = per_get(untraced);
+    let share = |run: &Run| {
+        run.programs.map_or("not read".to_string(), |d| {
+            format!(
+                "{:.0} ns per route get (+{:.2}×)",
+                per_get(d),
+                per_get(d) / untraced_ns
+            )
+        })
+    };
+    Ok(format!(
+        "\nInside the tracer's eBPF programs (their `run_time_ns`, one more run each with \
+         `kernel.bpf_stats_enabled=1`, not in the rows above), against an untraced route get of \
+         {untraced_ns:.0} ns: `--comm ip --pcap F` {}; `--comm no-such-comm` (every record \
+         filtered) {}.\n",
+        share(&made),
+        share(&filtered),
+    ))
 }
 
 /// The window over which a capturer's CPU is watched to see it has caught up.
@@ -281,10 +362,11 @@ impl Bench {
                 storm: self.storm()?,
                 cpu: None,
                 captured: "—".into(),
+                programs: None,
             }),
             Mode::NlmonTcpdump => self.run_nlmon(),
             Mode::TracePcap | Mode::TraceJson | Mode::TraceFiltered | Mode::TraceStopped => {
-                self.run_tracer(mode)
+                self.run_tracer(mode, None)
             }
         }
     }
@@ -312,10 +394,10 @@ impl Bench {
             .spawn()
             .context("starting tcpdump")?;
         let capturer = Capturer { child, stderr };
-        let outcome = self.measure(&capturer, |err| err.contains("listening on"), false);
+        let outcome = self.measure(&capturer, |err| err.contains("listening on"), false, None);
         let text = capturer.stop();
         self.ns.ip(&["link", "delete", "nlmon0"]);
-        let (storm, cpu) = outcome?;
+        let (storm, cpu, _) = outcome?;
         let text = text?;
         let captured = number_before(&text, "packets captured");
         let dropped = number_before(&text, "packets dropped by kernel");
@@ -327,10 +409,13 @@ impl Bench {
                 captured.map_or("?".into(), |n| n.to_string()),
                 dropped.map_or("?".into(), |n| n.to_string())
             ),
+            programs: None,
         })
     }
 
-    fn run_tracer(&self, mode: Mode) -> Result<Run> {
+    /// A run of the tracer in `mode`; with `stats`, its programs' run time through the storm
+    /// too.
+    fn run_tracer(&self, mode: Mode, stats: Option<&ProgramStats>) -> Result<Run> {
         let ready = self.work.join("ready");
         let _ = std::fs::remove_file(&ready);
         let stderr = self.work.join("trace.err");
@@ -361,8 +446,12 @@ impl Bench {
             .spawn()
             .context("starting nodeip-trace")?;
         let capturer = Capturer { child, stderr };
-        let (storm, cpu) =
-            self.measure(&capturer, |_| ready.exists(), mode == Mode::TraceStopped)?;
+        let (storm, cpu, programs) = self.measure(
+            &capturer,
+            |_| ready.exists(),
+            mode == Mode::TraceStopped,
+            stats,
+        )?;
         let text = capturer.stop()?;
         // "nodeip-trace: 80004 events, 0 lost; stopped by …", or with a pcap alone "nodeip-trace:
         // 40002 netlink buffers captured (no events made: …), 0 lost; …"
@@ -377,18 +466,20 @@ impl Bench {
             storm,
             cpu,
             captured: summary.to_string(),
+            programs,
         })
     }
 
     /// Waits for the capturer to be ready (its stderr passes `ready`), runs the storm (with
-    /// the capturer stopped through it when `stopped`), and returns its time and the
-    /// capturer's CPU until it caught up.
+    /// the capturer stopped through it when `stopped`), and returns its time, the capturer's
+    /// CPU until it caught up, and with `stats` its eBPF programs' run time through the storm.
     fn measure(
         &self,
         capturer: &Capturer,
         ready: impl Fn(&str) -> bool,
         stopped: bool,
-    ) -> Result<(Duration, Option<Duration>)> {
+        stats: Option<&ProgramStats>,
+    ) -> Result<(Duration, Option<Duration>, Option<Duration>)> {
         // Attaching takes seconds under QEMU's TCG.
         wait_until("the capturer to be ready", 120, || {
             ready(&std::fs::read_to_string(&capturer.stderr).unwrap_or_default())
@@ -402,13 +493,17 @@ impl Bench {
                 unsafe { libc::kill(pid as i32, sig) };
             }
         };
+        let programs_before = stats.and_then(|_| program_time_of(pid));
         signal(libc::SIGSTOP);
         let storm = self.storm();
         signal(libc::SIGCONT);
         let storm = storm?;
+        let programs = programs_before
+            .zip(stats.and_then(|_| program_time_of(pid)))
+            .map(|(b, a)| a.saturating_sub(b));
         let after = settled_cpu(pid);
         let cpu = before.zip(after).map(|(b, a)| a.saturating_sub(b));
-        Ok((storm, cpu))
+        Ok((storm, cpu, programs))
     }
 }
 
@@ -419,6 +514,41 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn seconds(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
+}
+
+/// `--pcap` against nlmon + tcpdump round by round (each round runs both at nearly the same
+/// moment, so the guest's drift between rounds cancels): each round's ratio, their median, and
+/// in how many rounds ours was the faster. Empty without both rows.
+fn paired(runs: &[(Mode, Run)]) -> String {
+    let of = |mode: Mode| -> Vec<Duration> {
+        runs.iter()
+            .filter(|(m, _)| *m == mode)
+            .map(|(_, r)| r.storm)
+            .collect()
+    };
+    let (ours, nlmon) = (of(Mode::TracePcap), of(Mode::NlmonTcpdump));
+    if ours.is_empty() || ours.len() != nlmon.len() {
+        return String::new();
+    }
+    let ratios: Vec<f64> = ours
+        .iter()
+        .zip(&nlmon)
+        .map(|(o, n)| o.as_secs_f64() / n.as_secs_f64())
+        .collect();
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let faster = ratios.iter().filter(|r| **r < 1.0).count();
+    format!(
+        "\nPaired, round by round: `--pcap F` ÷ nlmon0 + `tcpdump -w` = {} (median {:.2}); ours \
+         the faster in {faster} of {} rounds.\n",
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        sorted[sorted.len() / 2],
+        ratios.len()
+    )
 }
 
 fn main() -> Result<()> {
@@ -504,6 +634,8 @@ fn main() -> Result<()> {
             of.last().map_or(String::new(), |r| r.captured.clone()),
         ));
     }
+    table.push_str(&paired(&runs));
+    table.push_str(&inside_programs(&bench, untraced)?);
     print!("{table}");
     if let Some(out) = out {
         std::fs::write(&out, &table).with_context(|| format!("writing {}", out.display()))?;
