@@ -77,56 +77,68 @@ fn call_enter(sock: u64, direction: u32, flags: u64) {
     }
 }
 
-/// The call a datagram seen on `sk` belongs to, made where it is seen (fentry/fexit; its start is
-/// the record's own time): `None` unless a traced thread moves it on a selected protocol.
+/// The current thread when it is traced and `sk` is a socket (fentry/fexit): the first check,
+/// so untraced threads pay no read and no counter.
 #[inline(always)]
-fn call_at(sk: u64, direction: u32) -> Option<(u64, NetlinkSocketCall)> {
+fn traced_thread(sk: u64) -> Option<u64> {
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
-    if sk == 0 || !traced(pid_tgid) {
-        return None;
-    }
+    (sk != 0 && traced(pid_tgid)).then_some(pid_tgid)
+}
+
+/// The call a datagram seen on `sk` belongs to, made where it is seen (fentry/fexit; its start is
+/// the record's own time): `None` (counted) unless `sk`'s protocol is selected.
+#[inline(always)]
+fn call_at(sk: u64, direction: u32) -> Option<NetlinkSocketCall> {
     let protocol = selected_protocol(sk)?;
-    let call = NetlinkSocketCall {
+    Some(NetlinkSocketCall {
         start_ns: 0,
         sk,
         protocol,
         direction,
-    };
-    Some((pid_tgid, call))
+    })
 }
 
 /// `netlink_unicast(ssk, skb, …)` entry (fentry): a datagram a traced thread sends from a user
 /// socket is a request; the kernel's replies (from its sockets, `portid` 0) are taken where they
-/// are received.
+/// are received, so they are passed over before the protocol is read or counted.
 #[inline(always)]
 fn request_sent(ssk: u64, skb: u64) {
-    let Some((pid_tgid, call)) = call_at(ssk, syscall::SENDMSG) else {
+    let Some(pid_tgid) = traced_thread(ssk) else {
         return;
     };
     let portid: u32 = unsafe {
         bpf_probe_read_kernel((ssk as usize + offset(socket_offset::NLK_PORTID)) as *const u32)
     }
     .unwrap_or(0);
-    if portid != 0 {
+    if portid == 0 {
+        return;
+    }
+    if let Some(call) = call_at(ssk, syscall::SENDMSG) {
         copy_datagram(pid_tgid, &call, skb);
     }
 }
 
 /// `skb_recv_datagram(sk, flags, …)` returned `skb` (fexit): a datagram a traced thread takes
-/// from a netlink socket.
+/// from a netlink socket (a peek is counted only for those).
 #[inline(always)]
 fn datagram_taken(sk: u64, flags: u64, skb: u64) {
     if skb == 0 {
         return;
     }
+    let Some(pid_tgid) = traced_thread(sk) else {
+        return;
+    };
     let family: u16 = unsafe {
         bpf_probe_read_kernel((sk as usize + offset(socket_offset::SOCK_FAMILY)) as *const u16)
     }
     .unwrap_or(0);
-    if family as u64 != AF_NETLINK || peeking(flags) {
+    if family as u64 != AF_NETLINK {
         return;
     }
-    if let Some((pid_tgid, call)) = call_at(sk, syscall::RECVMSG) {
+    let Some(call) = call_at(sk, syscall::RECVMSG) else {
+        return;
+    };
+    if !peeking(flags) {
         copy_datagram(pid_tgid, &call, skb);
     }
 }
