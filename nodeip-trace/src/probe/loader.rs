@@ -100,9 +100,10 @@ pub struct TraceConfig {
     pub kernel_handlers: bool,
 }
 
-/// The ring buffer's default size in MiB. The consumer empties the ring into its own queue at
-/// least every poll (10 ms) and between batches of 1,024 records, so the ring only has to hold
-/// what arrives in that time, plus what waits once the queue is full: under a 100,000-pair
+/// The ring buffer's default size in MiB. A drain thread empties the ring into the consumer's
+/// queue as often as its fill rate needs (a quarter of the ring between passes, at most 16 ms
+/// apart at this size), and the consumer between batches of 1,024 records, so the ring only
+/// has to hold what arrives in that time, plus what waits once the queue is full: under a 100,000-pair
 /// `ip -batch` `route get` burst 4 and 8 MiB both lost nothing in every output. A ring and
 /// queue of 8 + 48 MiB (the ring then mapped twice) reached 74–82 MiB of RSS under `load_gen`'s
 /// faster burst (see `source::live::QUEUE_MAX_BYTES` for the budget).

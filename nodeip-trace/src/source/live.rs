@@ -1,9 +1,11 @@
 //! The live source: the eBPF ring buffer, drained by a thread of its own and in batches.
 //!
 //! Draining is split from understanding: a drain thread moves every record the ring holds into
-//! an in-memory [`RecordQueue`] (a copy, ≈ 0.1 µs a record) every millisecond while records
-//! come, and each [`LiveSource::drain`] does the same before it decodes a batch from the
-//! queue's front. The consumer's decoding, correlating and writing therefore run
+//! an in-memory [`RecordQueue`] (a copy, ≈ 0.1 µs a record) every few milliseconds while
+//! records come (as often as the ring's fill rate needs), and each [`LiveSource::drain`] does the
+//! same before it decodes a batch from the queue's front. The drain thread also decides when
+//! the consumer wakes: for a backlog, for records that waited 10 ms, and for the last of a
+//! trickle. The consumer's decoding, correlating and writing therefore run
 //! behind a queue that empties the ring between batches, and a burst the consumer cannot keep up
 //! with waits in the queue instead of overflowing the ring. The queue's memory is bounded by
 //! bytes; beyond it, records go to a [`spill::SpillFile`] (an unnamed file, bounded too) and come
@@ -38,7 +40,7 @@ pub const QUEUE_MAX_BYTES: usize = 24 << 20;
 const SEGMENT_BYTES: usize = 1 << 20;
 
 /// Segments kept ready for the queue, their pages already touched: emptied ones are kept for
-/// reuse, and the consumer makes new ones between its batches (so a burst's memory goes back to
+/// reuse (one more than this), and the consumer makes new ones between its batches (so a burst's memory goes back to
 /// the system after it, beyond these). The drain thread then never faults memory in: making
 /// fresh segments itself, page faults and mimalloc's page set-up were most of its time in a
 /// burst, 5 ms of CPU in some passes and 11–16 ms in others, while the ring filled
@@ -275,7 +277,11 @@ impl RecordQueue {
         self.bytes -= end - start;
         if segment.next == segment.ends.len() {
             let mut done = self.segments.pop_front().expect("the front segment exists");
-            if self.spare.len() < SPARE_SEGMENTS {
+            // One beyond the stock: the segment in use comes back emptied each time the
+            // consumer catches up, while a fresh one was stocked in its place. Dropped there,
+            // each batch made and touched a new MiB and freed one (most of the consumer's
+            // user time in the 6.1 guest: ≈ 1 ms a wake-up under TCG).
+            if self.spare.len() <= SPARE_SEGMENTS {
                 done.clear();
                 self.spare.push(done);
             }
@@ -335,23 +341,61 @@ impl RecordQueue {
     }
 }
 
-/// How long the drain thread waits for a kernel wake-up when the ring was empty (records are
-/// submitted without one, except those the consumer must see at once, exec, and the first one
-/// after the thread set `READER_WAITING`).
+/// How long the drain thread waits for a kernel wake-up when the ring was empty and the kernel
+/// side has no `READER_WAITING` flag (records are then submitted without one, except exec).
 const DRAIN_IDLE_WAIT_MS: i32 = 10;
 
-/// Bytes queued beyond which the drain thread wakes the consumer when it moved records (a
-/// burst); below, the consumer's own poll (every 10 ms) takes them. Woken at every pass, the
-/// consumer took batches a millisecond apart through a storm, and its CPU in the 6.1 guest
-/// doubled (`bench --vm`, 12:24 vs 12:34 UTC).
+/// The same with the flag: the first record after the thread raised it wakes the thread, so the
+/// wait is only how soon the thread sees that the source was dropped.
+const DRAIN_FLAGGED_IDLE_WAIT_MS: i32 = 100;
+
+/// Bytes queued beyond which the drain thread hands the queue to the consumer at once (a burst).
 const WAKE_CONSUMER_BYTES: usize = 1 << 20;
 
-/// The pause after a pass that moved records (or found the queue full): a burst is moved in
-/// passes of a few milliseconds' records, not record by record. The ring holds far more than
-/// that: at `load_gen`'s rate (≈ 300,000 messages a second, some 50 MB/s of records) 4 ms is
-/// ≈ 200 KB, a fifth of the smallest ring (1 MiB). Each pass is a wake-up, which under TCG
-/// costs tens of microseconds: at 1 ms they were a good part of the 6.1 guest's capture CPU.
-const DRAIN_BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(4);
+/// The longest queued records wait before the drain thread hands them to the consumer while
+/// more keep coming; the last of a trickle is handed over as soon as the ring is empty. The
+/// consumer woken at every pass (a millisecond apart then) took tiny batches through a storm,
+/// and its CPU in the 6.1 guest doubled (`bench --vm`, 12:24 vs 12:34 UTC on 2026-11-27).
+const CONSUMER_LATENCY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The shortest pause of the drain thread between passes while records come: the first after a
+/// wake-up from idle, so that the ring's fill rate is known a millisecond into a burst.
+const DRAIN_MIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The longest pause while records come, for the largest rings. Each pass is a wake-up, which
+/// under QEMU TCG costs the guest some 200 µs: at a fixed 1 ms (later 4 ms) they were a good
+/// part of the 6.1 guest's capture CPU.
+const DRAIN_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(32);
+
+/// The fastest rate records are assumed to arrive at after a slow stretch, in bytes per
+/// millisecond (≈ 134 MB/s): a pause never lasts longer than this rate takes to fill half the
+/// ring (`load_gen`'s burst makes some 50 MB/s of records here; 16 ms for the default 4 MiB
+/// ring).
+const SURGE_BYTES_PER_MS: u64 = 128 << 10;
+
+/// The pause after a pass that freed `freed` ring bytes, `since` the pass before it started: the
+/// time that rate takes to fill a quarter of a `ring`-byte ring, at most twice the `previous`
+/// pause (a burst that speeds up is caught within a few passes), within [`DRAIN_MIN_PAUSE`] and
+/// the longest pause [`SURGE_BYTES_PER_MS`] allows. A pass that freed nothing (a record being
+/// written, a full queue) keeps the previous pause. Passes a few milliseconds apart move a
+/// burst in batches; far apart when a storm trickles, they wake the thread far less.
+fn busy_pause(
+    previous: std::time::Duration,
+    freed: usize,
+    since: std::time::Duration,
+    ring: usize,
+) -> std::time::Duration {
+    use std::time::Duration;
+    let longest = Duration::from_millis(ring as u64 / 2 / SURGE_BYTES_PER_MS)
+        .clamp(DRAIN_MIN_PAUSE, DRAIN_MAX_PAUSE);
+    if freed == 0 {
+        return previous.clamp(DRAIN_MIN_PAUSE, longest);
+    }
+    let quarter = since.as_nanos() * (ring as u128 / 4) / freed as u128;
+    Duration::from_nanos(quarter.min(u64::MAX as u128) as u64)
+        .min(previous * 2)
+        .clamp(DRAIN_MIN_PAUSE, longest)
+}
 
 /// The kernel side's `READER_WAITING` flag (element 0 of a one-element `BPF_F_MMAPABLE` array
 /// map), mapped into this process: the drain thread reads and sets it without a system call.
@@ -396,18 +440,31 @@ struct RingAndQueue {
 }
 
 impl RingAndQueue {
-    /// Moves every record the ring holds into the queue, until the queue is full: (records
-    /// moved, whether the queue refused one).
-    fn empty_ring(&mut self) -> (usize, bool) {
+    /// Moves every record the ring holds into the queue, until the queue is full: what moved.
+    fn empty_ring(&mut self) -> Emptied {
         let (queue, mut moved, mut refused) = (&mut self.queue, 0, false);
-        self.ring.read(|head, tail| {
+        let freed = self.ring.read(|head, tail| {
             let taken = queue.push(head, tail);
             moved += usize::from(taken);
             refused |= !taken;
             taken
         });
-        (moved, refused)
+        Emptied {
+            moved,
+            freed,
+            refused,
+        }
     }
+}
+
+/// What a pass over the ring moved into the queue.
+struct Emptied {
+    /// Records moved.
+    moved: usize,
+    /// Ring bytes they freed.
+    freed: usize,
+    /// Whether the queue refused one (it is full).
+    refused: bool,
 }
 
 /// What the drain thread and the consumer share.
@@ -427,8 +484,8 @@ impl Shared {
 }
 
 /// Reads kernel records from the ring buffer. A drain thread moves them from the ring into the
-/// queue every millisecond while they come (every 10 ms otherwise), so the ring is emptied
-/// while the consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
+/// queue every 1–32 ms while they come (see `busy_pause`), so the ring is emptied while the
+/// consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
 /// 4 MiB ring between batches in 5 of 10 runs, 1 of 10 with the thread); the consumer empties
 /// the ring too, before each batch it takes.
 pub struct LiveSource {
@@ -509,8 +566,8 @@ impl LiveSource {
     }
 
     /// Waits until the kernel wakes the ring's readers (records it must see at once) or the
-    /// drain thread has moved records into a backlog ([`WAKE_CONSUMER_BYTES`]); else the
-    /// consumer's own poll takes them.
+    /// drain thread hands over queued records (a backlog, records that waited
+    /// [`CONSUMER_LATENCY`], the last of a trickle).
     pub async fn readable(&mut self) -> std::io::Result<()> {
         tokio::select! {
             ready = self.wakeups.readable_mut() => ready?.clear_ready(),
@@ -550,7 +607,7 @@ impl LiveSource {
             batch.clear();
             {
                 let mut inner = self.shared.lock();
-                inner.empty_ring();
+                let _ = inner.empty_ring();
                 while n + batch.len() < max && inner.queue.pop_with(|bytes| batch.push(bytes, &[]))
                 {
                 }
@@ -580,28 +637,52 @@ impl Drop for LiveSource {
     }
 }
 
-/// The drain thread: a pass over the ring, then a pause — a millisecond after a pass that moved
-/// records, found the queue full or left records in the ring, else a wait on the ring's fd for
-/// a kernel wake-up of up to [`DRAIN_IDLE_WAIT_MS`] — until the source is dropped.
+/// The drain thread: a pass over the ring, then a pause — [`busy_pause`] after a pass that
+/// moved records, found the queue full or left records in the ring, else a wait on the ring's
+/// fd for a kernel wake-up — until the source is dropped. It hands the queue to the consumer
+/// (wakes it) when a backlog builds ([`WAKE_CONSUMER_BYTES`]), when records have waited
+/// [`CONSUMER_LATENCY`] while more come, and when the ring is empty again: the consumer wakes
+/// for records, not on a clock.
 fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<WaitingFlag>) {
+    let ring = shared.lock().ring.size();
+    let idle_wait_ms = if waiting.is_some() {
+        DRAIN_FLAGGED_IDLE_WAIT_MS
+    } else {
+        DRAIN_IDLE_WAIT_MS
+    };
+    let mut pause = DRAIN_MIN_PAUSE;
+    let mut last_pass = std::time::Instant::now();
+    // Since when the queue has held records the consumer was not woken for.
+    let mut unannounced: Option<std::time::Instant> = None;
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
-        let (moved, refused, backlog, left) = {
+        let started = std::time::Instant::now();
+        let (emptied, queued, left) = {
             let mut inner = shared.lock();
-            let (moved, refused) = inner.empty_ring();
+            if inner.queue.waiting_bytes() == 0 {
+                // The consumer took them.
+                unannounced = None;
+            }
+            let emptied = inner.empty_ring();
             (
-                moved,
-                refused,
-                inner.queue.waiting_bytes() > WAKE_CONSUMER_BYTES,
+                emptied,
+                inner.queue.waiting_bytes(),
                 inner.ring.holds_records(),
             )
         };
-        if moved > 0 && backlog {
-            shared.arrived.notify_one();
-        }
         // A pass that moved nothing may still have found records: the first one being written
-        // at that moment. That is a burst going on, not an idle ring to wait 10 ms on.
-        if moved > 0 || refused || left {
-            std::thread::sleep(DRAIN_BUSY_PAUSE);
+        // at that moment. That is a burst going on, not an idle ring to wait on.
+        let busy = emptied.moved > 0 || emptied.refused || left;
+        if queued > 0 {
+            let since = *unannounced.get_or_insert(started);
+            if queued > WAKE_CONSUMER_BYTES || !busy || started - since >= CONSUMER_LATENCY {
+                shared.arrived.notify_one();
+                unannounced = None;
+            }
+        }
+        if busy {
+            pause = busy_pause(pause, emptied.freed, started - last_pass, ring);
+            last_pass = started;
+            std::thread::sleep(pause);
         } else {
             // The next record wakes the thread (a burst is read from its start, not up to
             // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One that
@@ -617,14 +698,52 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<Wa
             };
             // SAFETY: one valid pollfd; the ring's fd stays open while `shared` (which owns the
             // reader) lives, and the caller holds it. An error or EINTR just ends the wait.
-            unsafe { libc::poll(&mut pollfd, 1, DRAIN_IDLE_WAIT_MS) };
+            unsafe { libc::poll(&mut pollfd, 1, idle_wait_ms) };
+            // Woken by a burst's first record: its rate is measured from here.
+            pause = DRAIN_MIN_PAUSE;
+            last_pass = std::time::Instant::now();
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::RecordQueue;
+    use std::time::Duration;
+
+    use super::{busy_pause, RecordQueue, DRAIN_MAX_PAUSE, DRAIN_MIN_PAUSE};
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn a_trickle_lengthens_the_pause_by_doubling_up_to_what_a_surge_allows() {
+        let ms = Duration::from_millis;
+        // 5 MB/s into a 4 MiB ring: a quarter would take 200 ms; doubling from 1 ms, capped at
+        // 16 ms (half the ring at the assumed surge rate).
+        let trickle =
+            |pause: Duration| busy_pause(pause, 5_000 * pause.as_millis() as usize, pause, 4 * MIB);
+        let mut pause = DRAIN_MIN_PAUSE;
+        let mut seen = Vec::new();
+        for _ in 0..7 {
+            pause = trickle(pause);
+            seen.push(pause.as_millis());
+        }
+        assert_eq!(seen, [2, 4, 8, 16, 16, 16, 16]);
+        // A 64 MiB ring allows the longest pause; a 1 MiB ring 4 ms.
+        assert_eq!(busy_pause(ms(32), 1, ms(32), 64 * MIB), DRAIN_MAX_PAUSE);
+        assert_eq!(busy_pause(ms(32), 1, ms(32), MIB), ms(4));
+    }
+
+    #[test]
+    fn a_burst_shortens_the_pause_to_a_quarter_ring_and_nothing_freed_keeps_it() {
+        let ms = Duration::from_millis;
+        // 100 MB/s into a 4 MiB ring: a quarter fills in ~10.5 ms.
+        let pause = busy_pause(ms(16), 1_600_000, ms(16), 4 * MIB);
+        assert!(pause > ms(10) && pause < ms(11), "{pause:?}");
+        // Faster than a quarter ring per millisecond: never below the minimum.
+        assert_eq!(busy_pause(ms(1), 4 * MIB, ms(1), 4 * MIB), DRAIN_MIN_PAUSE);
+        // A record being written or a full queue: the same pause again.
+        assert_eq!(busy_pause(ms(8), 0, ms(8), 4 * MIB), ms(8));
+    }
 
     fn drain_all(queue: &mut RecordQueue) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
@@ -674,6 +793,26 @@ mod tests {
             2 * super::SEGMENT_BYTES / record.len()
         );
         assert_eq!(queue.spares_wanted(), 0);
+    }
+
+    #[test]
+    fn a_consumer_that_keeps_up_makes_no_new_segments() {
+        // The drain thread pushes a few records, the consumer stocks spares and takes them all,
+        // again and again: the segment in use comes back and no fresh one is ever needed after
+        // the first stocking.
+        let mut queue = RecordQueue::new(usize::MAX, None);
+        let mut made = 0;
+        for _ in 0..50 {
+            for _ in 0..10 {
+                assert!(queue.push(&[7u8; 100], &[]));
+            }
+            while queue.spares_wanted() > 0 {
+                queue.add_spare(super::Segment::touched());
+                made += 1;
+            }
+            assert_eq!(drain_all(&mut queue).len(), 10);
+        }
+        assert_eq!(made, super::SPARE_SEGMENTS);
     }
 
     #[test]

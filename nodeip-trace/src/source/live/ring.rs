@@ -127,7 +127,8 @@ impl RingReader {
     /// still being written, or `take` returns false (it did not take the record it was given,
     /// which stays in the ring); then frees the space of the records taken. A record comes in
     /// two parts when it wraps past the end of the ring (the second is empty otherwise).
-    pub fn read(&mut self, mut take: impl FnMut(&[u8], &[u8]) -> bool) {
+    /// Returns the bytes freed (the records taken, with their headers and padding).
+    pub fn read(&mut self, mut take: impl FnMut(&[u8], &[u8]) -> bool) -> usize {
         let (consumer_pos, producer_pos) = self.positions();
         // SAFETY: the data follows page 1 for `size` bytes, mapped as long as `self` lives.
         let data = unsafe { self.producer.ptr.as_ptr().add(self.page) };
@@ -139,6 +140,12 @@ impl RingReader {
         let pos = unsafe { read_records(data, self.size, start, end, &mut take) };
         // Release: the kernel may reuse the space once it sees the new position.
         consumer_pos.store(pos, Ordering::Release);
+        pos.wrapping_sub(start) as usize
+    }
+
+    /// The ring's data bytes.
+    pub fn size(&self) -> usize {
+        self.size
     }
 
     /// Whether the ring holds records (committed or still being written) not yet read.
