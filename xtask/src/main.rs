@@ -136,6 +136,11 @@ enum Task {
         /// it prints every task's kernel stack and ends it. Default: 600 (resolver_orders 1500).
         #[arg(long, value_name = "SECONDS")]
         guard: Option<u64>,
+        /// Append this to the guest kernel's command line (repeatable), e.g. `loglevel=7`
+        /// and `softlockup_all_cpu_backtrace=1` to see every CPU's stack on a lockup (the
+        /// console is target/vm-cache/<kernel>/console.log).
+        #[arg(long = "kernel-arg", value_name = "ARG")]
+        kernel_args: Vec<String>,
     },
     /// Build the static release binary (x86_64-unknown-linux-musl, eBPF object embedded, no
     /// debug info) and target/dist/nodeip-trace-<version>-x86_64-linux-musl.tar.gz (binary,
@@ -255,6 +260,7 @@ fn main() -> anyhow::Result<()> {
                 only: Vec::new(),
                 repeat: 1,
                 guard_secs: None,
+                kernel_args: Vec::new(),
             })
         }
         Task::Demo { no_setup } => {
@@ -271,6 +277,7 @@ fn main() -> anyhow::Result<()> {
             only,
             repeat,
             guard,
+            kernel_args,
         } => vm::vm_test(vm::VmOptions {
             kernels: vm::VmOptions::kernels(&kernels, smoke)?,
             kernel_package,
@@ -278,6 +285,7 @@ fn main() -> anyhow::Result<()> {
             only,
             repeat,
             guard_secs: guard,
+            kernel_args,
         }),
         Task::KernelTable => kernels::write_table(),
         Task::Dist => dist::dist().map(drop),

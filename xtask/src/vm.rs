@@ -251,6 +251,8 @@ pub struct VmOptions {
     pub repeat: u32,
     /// Seconds the guest's guard gives each step (default: [`guest_guard_secs`]).
     pub guard_secs: Option<u64>,
+    /// Appended to the guest kernel's command line (e.g. `loglevel=7`).
+    pub kernel_args: Vec<String>,
 }
 
 impl VmOptions {
@@ -848,11 +850,13 @@ struct Booted {
     artifacts: PathBuf,
 }
 
-/// How to boot a guest: which kernel, optionally which of its packages, for how long at most.
+/// How to boot a guest: which kernel, optionally which of its packages, for how long at most,
+/// with what more on its command line.
 struct Boot<'a> {
     kernel: Kernel,
     kernel_package: Option<&'a str>,
     timeout_secs: u64,
+    kernel_args: &'a [String],
 }
 
 /// Packs an initramfs for the kernel running `job`, boots it and reads back what it reported.
@@ -867,6 +871,7 @@ fn boot(
         kernel,
         kernel_package,
         timeout_secs,
+        kernel_args,
     } = *how;
     let prepare = Instant::now();
     let package = kernels::package(cache, kernel, kernel_package)?;
@@ -912,10 +917,14 @@ fn boot(
         .arg(tree.join(format!("boot/vmlinuz-{version}")))
         .arg("-initrd")
         .arg(&image)
-        .args([
-            "-append",
-            "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
-        ])
+        .arg("-append")
+        .arg(
+            ["console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init"]
+                .into_iter()
+                .chain(kernel_args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
         .status()
         .context("starting qemu-system-x86_64 (apt install qemu-system-x86)")?;
     let log = std::fs::read_to_string(&console).unwrap_or_default();
@@ -961,6 +970,7 @@ pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Resul
         kernel,
         kernel_package: None,
         timeout_secs,
+        kernel_args: &[],
     };
     let booted = boot(
         &cache,
@@ -1130,6 +1140,7 @@ fn run_kernel(
         kernel,
         kernel_package: options.kernel_package.as_deref(),
         timeout_secs: options.timeout_secs.unwrap_or(suite.timeout_secs()),
+        kernel_args: &options.kernel_args,
     };
     let run = |tests: &[&str], label: &str| {
         let job = GuestJob::Tests {

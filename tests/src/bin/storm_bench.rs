@@ -80,6 +80,90 @@ struct Run {
     /// The tracer's eBPF programs' run time through the storm, in runs measured with
     /// `kernel.bpf_stats_enabled` (see [`ProgramStats`]).
     programs: Option<Duration>,
+    /// The capturer's threads over the same span, by thread name.
+    threads: ThreadUse,
+}
+
+/// What a process's threads did, by thread name (threads of one name summed): user and system
+/// clock ticks, and context switches (a wake-up is one).
+#[derive(Default, Clone)]
+struct ThreadUse(std::collections::BTreeMap<String, [u64; 3]>);
+
+impl ThreadUse {
+    /// `pid`'s threads now (`/proc/PID/task/*/stat` and `status`).
+    fn of(pid: u32) -> ThreadUse {
+        let mut by_name = std::collections::BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return ThreadUse(by_name);
+        };
+        for task in tasks.flatten() {
+            let dir = task.path();
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+            let field = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            let switches: u64 = status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+                .sum();
+            let entry = by_name
+                .entry(stat[open + 1..close].to_string())
+                .or_insert([0u64; 3]);
+            for (sum, add) in entry.iter_mut().zip([field(11), field(12), switches]) {
+                *sum += add;
+            }
+        }
+        ThreadUse(by_name)
+    }
+
+    /// What happened from `before` to `self` (threads gone since count from zero).
+    fn since(&self, before: &ThreadUse) -> ThreadUse {
+        let mut diff = self.clone();
+        for (name, now) in &mut diff.0 {
+            let then = before.0.get(name).copied().unwrap_or_default();
+            for (n, t) in now.iter_mut().zip(then) {
+                *n = n.saturating_sub(t);
+            }
+        }
+        diff
+    }
+
+    /// Sums `runs`' figures and divides by their number: per run, by thread name.
+    fn mean(runs: &[&ThreadUse]) -> String {
+        let mut total = std::collections::BTreeMap::<&str, [u64; 3]>::new();
+        for run in runs {
+            for (name, figures) in &run.0 {
+                let entry = total.entry(name).or_default();
+                for (sum, add) in entry.iter_mut().zip(figures) {
+                    *sum += add;
+                }
+            }
+        }
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let n = runs.len().max(1) as f64;
+        total
+            .iter()
+            .map(|(name, [user, system, switches])| {
+                format!(
+                    "{name} user {:.3} s, system {:.3} s, {:.0} context switches",
+                    *user as f64 / hz / n,
+                    *system as f64 / hz / n,
+                    *switches as f64 / n
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 /// A capturer running in the background: killed if the benchmark fails first.
@@ -363,6 +447,7 @@ impl Bench {
                 cpu: None,
                 captured: "—".into(),
                 programs: None,
+                threads: ThreadUse::default(),
             }),
             Mode::NlmonTcpdump => self.run_nlmon(),
             Mode::TracePcap | Mode::TraceJson | Mode::TraceFiltered | Mode::TraceStopped => {
@@ -397,7 +482,7 @@ impl Bench {
         let outcome = self.measure(&capturer, |err| err.contains("listening on"), false, None);
         let text = capturer.stop();
         self.ns.ip(&["link", "delete", "nlmon0"]);
-        let (storm, cpu, _) = outcome?;
+        let (storm, cpu, _, threads) = outcome?;
         let text = text?;
         let captured = number_before(&text, "packets captured");
         let dropped = number_before(&text, "packets dropped by kernel");
@@ -410,6 +495,7 @@ impl Bench {
                 dropped.map_or("?".into(), |n| n.to_string())
             ),
             programs: None,
+            threads,
         })
     }
 
@@ -446,7 +532,7 @@ impl Bench {
             .spawn()
             .context("starting nodeip-trace")?;
         let capturer = Capturer { child, stderr };
-        let (storm, cpu, programs) = self.measure(
+        let (storm, cpu, programs, threads) = self.measure(
             &capturer,
             |_| ready.exists(),
             mode == Mode::TraceStopped,
@@ -467,19 +553,21 @@ impl Bench {
             cpu,
             captured: summary.to_string(),
             programs,
+            threads,
         })
     }
 
     /// Waits for the capturer to be ready (its stderr passes `ready`), runs the storm (with
     /// the capturer stopped through it when `stopped`), and returns its time, the capturer's
-    /// CPU until it caught up, and with `stats` its eBPF programs' run time through the storm.
+    /// CPU until it caught up (and its threads'), and with `stats` its eBPF programs' run time
+    /// through the storm.
     fn measure(
         &self,
         capturer: &Capturer,
         ready: impl Fn(&str) -> bool,
         stopped: bool,
         stats: Option<&ProgramStats>,
-    ) -> Result<(Duration, Option<Duration>, Option<Duration>)> {
+    ) -> Result<(Duration, Option<Duration>, Option<Duration>, ThreadUse)> {
         // Attaching takes seconds under QEMU's TCG.
         wait_until("the capturer to be ready", 120, || {
             ready(&std::fs::read_to_string(&capturer.stderr).unwrap_or_default())
@@ -487,6 +575,7 @@ impl Bench {
         std::thread::sleep(Duration::from_millis(500));
         let pid = capturer.child.id();
         let before = cpu_of(pid);
+        let threads_before = ThreadUse::of(pid);
         let signal = |sig| {
             if stopped {
                 // SAFETY: kill with our child's pid.
@@ -502,8 +591,9 @@ impl Bench {
             .zip(stats.and_then(|_| program_time_of(pid)))
             .map(|(b, a)| a.saturating_sub(b));
         let after = settled_cpu(pid);
+        let threads = ThreadUse::of(pid).since(&threads_before);
         let cpu = before.zip(after).map(|(b, a)| a.saturating_sub(b));
-        Ok((storm, cpu, programs))
+        Ok((storm, cpu, programs, threads))
     }
 }
 
@@ -633,6 +723,17 @@ fn main() -> Result<()> {
             each(&|r| r.cpu.map_or("—".into(), seconds)),
             of.last().map_or(String::new(), |r| r.captured.clone()),
         ));
+    }
+    table.push_str("\nThe capturers' threads, per run (mean of the rounds):\n\n");
+    for mode in Mode::ALL {
+        let of: Vec<&ThreadUse> = runs
+            .iter()
+            .filter(|(m, r)| *m == mode && !r.threads.0.is_empty())
+            .map(|(_, r)| &r.threads)
+            .collect();
+        if !of.is_empty() {
+            table.push_str(&format!("- {}: {}\n", mode.label(), ThreadUse::mean(&of)));
+        }
     }
     table.push_str(&paired(&runs));
     table.push_str(&inside_programs(&bench, untraced)?);
