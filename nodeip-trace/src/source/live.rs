@@ -368,31 +368,30 @@ const DRAIN_MIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(1)
 const DRAIN_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(32);
 
 /// The fastest rate records are assumed to arrive at after a slow stretch, in bytes per
-/// millisecond (≈ 134 MB/s): a pause never lasts longer than this rate takes to fill half the
-/// ring (`load_gen`'s burst makes some 50 MB/s of records here; 16 ms for the default 4 MiB
-/// ring).
-const SURGE_BYTES_PER_MS: u64 = 128 << 10;
+/// millisecond (≈ 268 MB/s): a pause never lasts longer than this rate takes to fill half the
+/// ring (8 ms for the default 4 MiB ring). The host's `ip -batch` storm makes some 100 MB/s of
+/// records, and the drain thread's wake-up was seen 22 ms late on the busy 2-CPU host: at a
+/// 16 ms cap the 4 MiB ring overflowed in one storm of five.
+const SURGE_BYTES_PER_MS: u64 = 256 << 10;
 
-/// The pause after a pass that freed `freed` ring bytes, `since` the pass before it started: the
-/// time that rate takes to fill a quarter of a `ring`-byte ring, at most twice the `previous`
-/// pause (a burst that speeds up is caught within a few passes), within [`DRAIN_MIN_PAUSE`] and
-/// the longest pause [`SURGE_BYTES_PER_MS`] allows. A pass that freed nothing (a record being
-/// written, a full queue) keeps the previous pause. Passes a few milliseconds apart move a
-/// burst in batches; far apart when a storm trickles, they wake the thread far less.
+/// The pause after a pass, when `arrived` ring bytes were written `since` the pass before it
+/// started (the producer's position, whoever read them: the consumer empties the ring too):
+/// the time that rate takes to fill an eighth of a `ring`-byte ring, at most twice the
+/// `previous` pause (a burst that speeds up is caught within a few passes), within
+/// [`DRAIN_MIN_PAUSE`] and the longest pause [`SURGE_BYTES_PER_MS`] allows. Passes a few
+/// milliseconds apart move a burst in batches; far apart when a storm trickles, they wake the
+/// thread far less.
 fn busy_pause(
     previous: std::time::Duration,
-    freed: usize,
+    arrived: u64,
     since: std::time::Duration,
     ring: usize,
 ) -> std::time::Duration {
     use std::time::Duration;
     let longest = Duration::from_millis(ring as u64 / 2 / SURGE_BYTES_PER_MS)
         .clamp(DRAIN_MIN_PAUSE, DRAIN_MAX_PAUSE);
-    if freed == 0 {
-        return previous.clamp(DRAIN_MIN_PAUSE, longest);
-    }
-    let quarter = since.as_nanos() * (ring as u128 / 4) / freed as u128;
-    Duration::from_nanos(quarter.min(u64::MAX as u128) as u64)
+    let eighth = since.as_nanos() * (ring as u128 / 8) / u128::from(arrived.max(1));
+    Duration::from_nanos(eighth.min(u64::MAX as u128) as u64)
         .min(previous * 2)
         .clamp(DRAIN_MIN_PAUSE, longest)
 }
@@ -443,17 +442,13 @@ impl RingAndQueue {
     /// Moves every record the ring holds into the queue, until the queue is full: what moved.
     fn empty_ring(&mut self) -> Emptied {
         let (queue, mut moved, mut refused) = (&mut self.queue, 0, false);
-        let freed = self.ring.read(|head, tail| {
+        self.ring.read(|head, tail| {
             let taken = queue.push(head, tail);
             moved += usize::from(taken);
             refused |= !taken;
             taken
         });
-        Emptied {
-            moved,
-            freed,
-            refused,
-        }
+        Emptied { moved, refused }
     }
 }
 
@@ -461,8 +456,6 @@ impl RingAndQueue {
 struct Emptied {
     /// Records moved.
     moved: usize,
-    /// Ring bytes they freed.
-    freed: usize,
     /// Whether the queue refused one (it is full).
     refused: bool,
 }
@@ -484,7 +477,7 @@ impl Shared {
 }
 
 /// Reads kernel records from the ring buffer. A drain thread moves them from the ring into the
-/// queue every 1–32 ms while they come (see `busy_pause`), so the ring is emptied while the
+/// queue every 1–8 ms while they come at the default ring size (see `busy_pause`), so the ring is emptied while the
 /// consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
 /// 4 MiB ring between batches in 5 of 10 runs, 1 of 10 with the thread); the consumer empties
 /// the ring too, before each batch it takes.
@@ -652,19 +645,24 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<Wa
     };
     let mut pause = DRAIN_MIN_PAUSE;
     let mut last_pass = std::time::Instant::now();
+    let mut produced = shared.lock().ring.produced();
     // Since when the queue has held records the consumer was not woken for.
     let mut unannounced: Option<std::time::Instant> = None;
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
         let started = std::time::Instant::now();
-        let (emptied, queued, left) = {
+        let (emptied, arrived, queued, left) = {
             let mut inner = shared.lock();
             if inner.queue.waiting_bytes() == 0 {
                 // The consumer took them.
                 unannounced = None;
             }
             let emptied = inner.empty_ring();
+            let now_produced = inner.ring.produced();
+            let arrived = now_produced.wrapping_sub(produced);
+            produced = now_produced;
             (
                 emptied,
+                arrived,
                 inner.queue.waiting_bytes(),
                 inner.ring.holds_records(),
             )
@@ -680,7 +678,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<Wa
             }
         }
         if busy {
-            pause = busy_pause(pause, emptied.freed, started - last_pass, ring);
+            pause = busy_pause(pause, arrived, started - last_pass, ring);
             last_pass = started;
             std::thread::sleep(pause);
         } else {
@@ -702,6 +700,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<Wa
             // Woken by a burst's first record: its rate is measured from here.
             pause = DRAIN_MIN_PAUSE;
             last_pass = std::time::Instant::now();
+            produced = shared.lock().ring.produced();
         }
     }
 }
@@ -717,32 +716,32 @@ mod tests {
     #[test]
     fn a_trickle_lengthens_the_pause_by_doubling_up_to_what_a_surge_allows() {
         let ms = Duration::from_millis;
-        // 5 MB/s into a 4 MiB ring: a quarter would take 200 ms; doubling from 1 ms, capped at
-        // 16 ms (half the ring at the assumed surge rate).
+        // 5 MB/s into a 4 MiB ring: an eighth would take 100 ms; doubling from 1 ms, capped at
+        // 8 ms (half the ring at the assumed surge rate).
         let trickle =
-            |pause: Duration| busy_pause(pause, 5_000 * pause.as_millis() as usize, pause, 4 * MIB);
+            |pause: Duration| busy_pause(pause, 5_000 * pause.as_millis() as u64, pause, 4 * MIB);
         let mut pause = DRAIN_MIN_PAUSE;
         let mut seen = Vec::new();
-        for _ in 0..7 {
+        for _ in 0..5 {
             pause = trickle(pause);
             seen.push(pause.as_millis());
         }
-        assert_eq!(seen, [2, 4, 8, 16, 16, 16, 16]);
-        // A 64 MiB ring allows the longest pause; a 1 MiB ring 4 ms.
+        assert_eq!(seen, [2, 4, 8, 8, 8]);
+        // A 64 MiB ring allows the longest pause; a 1 MiB ring 2 ms.
         assert_eq!(busy_pause(ms(32), 1, ms(32), 64 * MIB), DRAIN_MAX_PAUSE);
-        assert_eq!(busy_pause(ms(32), 1, ms(32), MIB), ms(4));
+        assert_eq!(busy_pause(ms(32), 1, ms(32), MIB), ms(2));
+        // Nothing arrived: as long as allowed.
+        assert_eq!(busy_pause(ms(8), 0, ms(8), 4 * MIB), ms(8));
     }
 
     #[test]
-    fn a_burst_shortens_the_pause_to_a_quarter_ring_and_nothing_freed_keeps_it() {
+    fn a_burst_shortens_the_pause_to_an_eighth_of_the_ring() {
         let ms = Duration::from_millis;
-        // 100 MB/s into a 4 MiB ring: a quarter fills in ~10.5 ms.
-        let pause = busy_pause(ms(16), 1_600_000, ms(16), 4 * MIB);
-        assert!(pause > ms(10) && pause < ms(11), "{pause:?}");
-        // Faster than a quarter ring per millisecond: never below the minimum.
-        assert_eq!(busy_pause(ms(1), 4 * MIB, ms(1), 4 * MIB), DRAIN_MIN_PAUSE);
-        // A record being written or a full queue: the same pause again.
-        assert_eq!(busy_pause(ms(8), 0, ms(8), 4 * MIB), ms(8));
+        // 100 MB/s into a 4 MiB ring: an eighth fills in ~5.2 ms.
+        let pause = busy_pause(ms(8), 800_000, ms(8), 4 * MIB);
+        assert!(pause > ms(5) && pause < ms(6), "{pause:?}");
+        // Faster than an eighth of the ring per millisecond: never below the minimum.
+        assert_eq!(busy_pause(ms(1), 4 << 20, ms(1), 4 * MIB), DRAIN_MIN_PAUSE);
     }
 
     fn drain_all(queue: &mut RecordQueue) -> Vec<Vec<u8>> {

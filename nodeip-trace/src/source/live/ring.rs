@@ -127,8 +127,7 @@ impl RingReader {
     /// still being written, or `take` returns false (it did not take the record it was given,
     /// which stays in the ring); then frees the space of the records taken. A record comes in
     /// two parts when it wraps past the end of the ring (the second is empty otherwise).
-    /// Returns the bytes freed (the records taken, with their headers and padding).
-    pub fn read(&mut self, mut take: impl FnMut(&[u8], &[u8]) -> bool) -> usize {
+    pub fn read(&mut self, mut take: impl FnMut(&[u8], &[u8]) -> bool) {
         let (consumer_pos, producer_pos) = self.positions();
         // SAFETY: the data follows page 1 for `size` bytes, mapped as long as `self` lives.
         let data = unsafe { self.producer.ptr.as_ptr().add(self.page) };
@@ -140,7 +139,12 @@ impl RingReader {
         let pos = unsafe { read_records(data, self.size, start, end, &mut take) };
         // Release: the kernel may reuse the space once it sees the new position.
         consumer_pos.store(pos, Ordering::Release);
-        pos.wrapping_sub(start) as usize
+    }
+
+    /// Bytes the kernel side has written into the ring so far (its `producer_pos`, counting
+    /// records being written): what arrived, whoever reads it.
+    pub fn produced(&self) -> u64 {
+        self.positions().1.load(Ordering::Acquire)
     }
 
     /// The ring's data bytes.
