@@ -840,15 +840,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             what: "mapping the READER_WAITING flag",
             source,
         })?;
-    let mut source = LiveSource::new(
-        tracer.take_ring_buffer()?,
-        Some(waiting),
-        opts.spill.clone(),
-    )
-    .map_err(|source| TraceError::Io {
-        what: "polling the ring buffer",
-        source,
-    })?;
+    let mut source = LiveSource::new(tracer.take_ring_buffer()?, waiting, opts.spill.clone())
+        .map_err(|source| TraceError::Io {
+            what: "polling the ring buffer",
+            source,
+        })?;
     // The spill file is made now, so that a directory that cannot take it (none, read-only,
     // a container image without /tmp) is known before a burst needs it.
     if let (Some(spill), Err(e)) = (&opts.spill, source.open_spill()) {

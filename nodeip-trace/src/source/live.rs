@@ -40,8 +40,8 @@ pub const QUEUE_MAX_BYTES: usize = 24 << 20;
 const SEGMENT_BYTES: usize = 1 << 20;
 
 /// Segments kept ready for the queue, their pages already touched: emptied ones are kept for
-/// reuse (one more than this), and the consumer makes new ones between its batches (so a burst's memory goes back to
-/// the system after it, beyond these). The drain thread then never faults memory in: making
+/// reuse (one more than this), and the consumer makes new ones between its batches (so a
+/// burst's memory goes back to the system after it, beyond these). The drain thread then never faults memory in: making
 /// fresh segments itself, page faults and mimalloc's page set-up were most of its time in a
 /// burst, 5 ms of CPU in some passes and 11–16 ms in others, while the ring filled
 /// (BENCHMARKS.md, 2026-11-26 18:40).
@@ -341,13 +341,10 @@ impl RecordQueue {
     }
 }
 
-/// How long the drain thread waits for a kernel wake-up when the ring was empty and the kernel
-/// side has no `READER_WAITING` flag (records are then submitted without one, except exec).
-const DRAIN_IDLE_WAIT_MS: i32 = 10;
-
-/// The same with the flag: the first record after the thread raised it wakes the thread, so the
-/// wait is only how soon the thread sees that the source was dropped.
-const DRAIN_FLAGGED_IDLE_WAIT_MS: i32 = 100;
+/// How long the drain thread waits on an empty ring: the first record after it raised the
+/// `READER_WAITING` flag wakes it, so the wait is only how soon it sees that the source was
+/// dropped.
+const DRAIN_IDLE_WAIT_MS: i32 = 100;
 
 /// Bytes queued beyond which the drain thread hands the queue to the consumer at once (a burst).
 const WAKE_CONSUMER_BYTES: usize = 1 << 20;
@@ -477,8 +474,8 @@ impl Shared {
 }
 
 /// Reads kernel records from the ring buffer. A drain thread moves them from the ring into the
-/// queue every 1–8 ms while they come at the default ring size (see `busy_pause`), so the ring is emptied while the
-/// consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
+/// queue every 1–8 ms while they come at the default ring size (see `busy_pause`), so the ring
+/// is emptied while the consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
 /// 4 MiB ring between batches in 5 of 10 runs, 1 of 10 with the thread); the consumer empties
 /// the ring too, before each batch it takes.
 pub struct LiveSource {
@@ -486,7 +483,8 @@ pub struct LiveSource {
     /// The raw records of the batch being decoded, copied out of the queue under the lock and
     /// decoded after it is released.
     batch: Segment,
-    /// The kernel side's `READER_WAITING` flag, until the drain thread takes it.
+    /// The kernel side's `READER_WAITING` flag, until the drain thread takes it (it is `None`
+    /// once that thread runs).
     waiting: Option<WaitingFlag>,
     drainer: Option<std::thread::JoinHandle<()>>,
     /// The ring's fd (a duplicate) in the runtime's poller: a kernel wake-up (an exec record)
@@ -498,12 +496,11 @@ pub struct LiveSource {
 impl LiveSource {
     /// Maps the ring buffer map (`EVENTS`); records beyond the queue's memory go where `spill`
     /// says (`None`: they wait in the ring). `waiting` is the kernel side's `READER_WAITING`
-    /// flag, which the drain thread sets before it waits on an empty ring (`None`: it waits
-    /// for its timeout). Until [`Self::start_drain_thread`], only [`Self::drain`] empties the
-    /// ring.
+    /// flag, which the drain thread sets before it waits on an empty ring. Until
+    /// [`Self::start_drain_thread`], only [`Self::drain`] empties the ring.
     pub fn new(
         ring: MapData,
-        waiting: Option<WaitingFlag>,
+        waiting: WaitingFlag,
         spill: Option<SpillConfig>,
     ) -> std::io::Result<Self> {
         let ring = RingReader::new(ring)?;
@@ -526,7 +523,7 @@ impl LiveSource {
             }),
             drainer: None,
             batch: Segment::default(),
-            waiting,
+            waiting: Some(waiting),
         })
     }
 
@@ -539,12 +536,12 @@ impl LiveSource {
     /// its creator's: start it after the tracer dropped what it keeps no use for, so that it
     /// holds no more than the rest.
     pub fn start_drain_thread(&mut self) -> std::io::Result<()> {
-        if self.drainer.is_some() {
+        // The flag is taken when the thread starts: without it, the thread runs already.
+        let Some(waiting) = self.waiting.take() else {
             return Ok(());
-        }
+        };
         let fd = std::os::fd::AsRawFd::as_raw_fd(&self.shared.lock().ring);
         let theirs = std::sync::Arc::clone(&self.shared);
-        let waiting = self.waiting.take();
         self.drainer = Some(
             std::thread::Builder::new()
                 .name("ring-drain".into())
@@ -636,13 +633,8 @@ impl Drop for LiveSource {
 /// (wakes it) when a backlog builds ([`WAKE_CONSUMER_BYTES`]), when records have waited
 /// [`CONSUMER_LATENCY`] while more come, and when the ring is empty again: the consumer wakes
 /// for records, not on a clock.
-fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<WaitingFlag>) {
+fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFlag) {
     let ring = shared.lock().ring.size();
-    let idle_wait_ms = if waiting.is_some() {
-        DRAIN_FLAGGED_IDLE_WAIT_MS
-    } else {
-        DRAIN_IDLE_WAIT_MS
-    };
     let mut pause = DRAIN_MIN_PAUSE;
     let mut last_pass = std::time::Instant::now();
     let mut produced = shared.lock().ring.produced();
@@ -686,9 +678,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<Wa
             // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One that
             // came between the pass and the flag needs no wake-up: poll returns at once while
             // the ring holds data.
-            if let Some(flag) = &waiting {
-                flag.raise();
-            }
+            waiting.raise();
             let mut pollfd = libc::pollfd {
                 fd: ring_fd,
                 events: libc::POLLIN,
@@ -696,7 +686,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: Option<Wa
             };
             // SAFETY: one valid pollfd; the ring's fd stays open while `shared` (which owns the
             // reader) lives, and the caller holds it. An error or EINTR just ends the wait.
-            unsafe { libc::poll(&mut pollfd, 1, idle_wait_ms) };
+            unsafe { libc::poll(&mut pollfd, 1, DRAIN_IDLE_WAIT_MS) };
             // Woken by a burst's first record: its rate is measured from here.
             pause = DRAIN_MIN_PAUSE;
             last_pass = std::time::Instant::now();
