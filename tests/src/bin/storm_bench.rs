@@ -100,25 +100,16 @@ impl ThreadUse {
             let dir = task.path();
             let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
             let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            let Some((name, [user, system])) = stat_ticks(&stat) else {
                 continue;
-            };
-            let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-            let field = |i: usize| {
-                fields
-                    .get(i)
-                    .and_then(|f| f.parse::<u64>().ok())
-                    .unwrap_or(0)
             };
             let switches: u64 = status
                 .lines()
                 .filter(|l| l.contains("ctxt_switches:"))
                 .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
                 .sum();
-            let entry = by_name
-                .entry(stat[open + 1..close].to_string())
-                .or_insert([0u64; 3]);
-            for (sum, add) in entry.iter_mut().zip([field(11), field(12), switches]) {
+            let entry = by_name.entry(name.to_string()).or_insert([0u64; 3]);
+            for (sum, add) in entry.iter_mut().zip([user, system, switches]) {
                 *sum += add;
             }
         }
@@ -148,8 +139,7 @@ impl ThreadUse {
                 }
             }
         }
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let hz = ticks_per_second() as f64;
         let n = runs.len().max(1) as f64;
         total
             .iter()
@@ -250,16 +240,28 @@ impl Drop for Bench {
     }
 }
 
+/// A `/proc/…/stat` line's command name and its user and system CPU in clock ticks.
+fn stat_ticks(stat: &str) -> Option<(&str, [u64; 2])> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
+    let fields: Vec<&str> = stat.get(close + 2..)?.split_whitespace().collect();
+    let field = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some((&stat[open + 1..close], [field(11)?, field(12)?]))
+}
+
+/// Clock ticks per second (`/proc` CPU times are in them).
+fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
 /// User plus system CPU of `pid` so far.
 fn cpu_of(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(Duration::from_millis(ticks * 1000 / hz))
+    let (_, [user, system]) = stat_ticks(&stat)?;
+    Some(Duration::from_millis(
+        (user + system) * 1000 / ticks_per_second(),
+    ))
 }
 
 /// `kernel.bpf_stats_enabled` switched on while it lives (the kernel then accounts each eBPF
