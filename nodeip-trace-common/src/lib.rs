@@ -347,7 +347,12 @@ pub struct EventHeader {
     pub comm: [u8; 16],
 }
 
-/// One `struct addrinfo` result, with the socket address flattened.
+/// Bytes kept of a result's socket address: a power of two (the probe bounds the read with a
+/// mask, no branch) that holds a `sockaddr_in6` (28 bytes; a `sockaddr_in` is 16).
+pub const GAI_SOCKADDR_LEN: usize = 32;
+
+/// One `struct addrinfo` result: its fields and its socket address as the C library wrote it
+/// (decoded in userspace).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct AddrinfoEntry {
@@ -357,14 +362,11 @@ pub struct AddrinfoEntry {
     pub socktype: u32,
     /// `ai_protocol`.
     pub protocol: u32,
-    /// Port in network byte order (as in the sockaddr).
-    pub port_be: u32,
-    /// IPv4 address in the first 4 bytes, or the IPv6 address.
-    pub addr: [u8; 16],
-    /// IPv6 scope id (0 for IPv4).
-    pub scope_id: u32,
-    /// Padding, always 0.
-    pub _pad: u32,
+    /// Bytes of `sockaddr` read: `ai_addrlen` below [`GAI_SOCKADDR_LEN`].
+    pub addrlen: u32,
+    /// The `sockaddr_in` or `sockaddr_in6` at `ai_addr`, `addrlen` bytes of it, the rest 0; all
+    /// zeros (family 0) when `ai_addr` was NULL or unreadable.
+    pub sockaddr: [u8; GAI_SOCKADDR_LEN],
 }
 
 /// A completed getaddrinfo call, made by the uretprobe; in the ring buffer it ends after its
@@ -610,10 +612,10 @@ pub const NETLINK_CHUNK_HEADER_LEN: usize = core::mem::size_of::<NetlinkChunkHea
 pub const GETADDRINFO_FIXED_LEN: usize = core::mem::offset_of!(GetaddrinfoRecord, results);
 
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 48);
-const _: () = assert!(core::mem::size_of::<AddrinfoEntry>() == 40);
+const _: () = assert!(core::mem::size_of::<AddrinfoEntry>() == 48);
 const _: () = assert!(
     core::mem::size_of::<GetaddrinfoRecord>()
-        == 48 + 8 + 32 + GAI_NODE_LEN + GAI_SERVICE_LEN + 40 * GAI_MAX_RESULTS
+        == 48 + 8 + 32 + GAI_NODE_LEN + GAI_SERVICE_LEN + 48 * GAI_MAX_RESULTS
 );
 const _: () = assert!(core::mem::size_of::<NetlinkChunkHeader>() == 48 + 8 + 32);
 const _: () = assert!(core::mem::size_of::<TracepointRecord>() == 48 + TRACEPOINT_RAW_LEN);

@@ -7,15 +7,13 @@
 //!
 //! Minimum kernel: 4.7 (syscall tracepoints for BPF), 5.8 for ring buffers.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user_str_bytes, generated},
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user_str_bytes},
     macros::tracepoint,
     programs::TracePointContext,
 };
-use nodeip_trace_common::{
-    counter, GaiConfRecord, GAI_CONF_CHUNK_LEN, GAI_CONF_PATH, KIND_GAI_CONF,
-};
+use nodeip_trace_common::{counter, GaiConfRecord, GAI_CONF_PATH, KIND_GAI_CONF};
 
-use crate::{count, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
+use crate::{count, read_user_upto, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
 
 /// Where reading gai.conf stands on a thread.
 #[repr(C)]
@@ -40,19 +38,7 @@ fn emit(pid_tgid: u64, ret: i64, buf: u64) {
         (*rec).ret = ret as i32;
         (*rec).len = 0;
         if buf != 0 && ret > 0 {
-            let n = if ret as u64 > GAI_CONF_CHUNK_LEN as u64 {
-                GAI_CONF_CHUNK_LEN as u32
-            } else {
-                ret as u32
-            };
-            if generated::bpf_probe_read_user(
-                (*rec).data.as_mut_ptr() as *mut _,
-                n,
-                buf as *const _,
-            ) == 0
-            {
-                (*rec).len = n;
-            }
+            (*rec).len = read_user_upto(&mut (*rec).data, buf, ret as u64);
         }
     }
     entry.submit(crate::submit_flags());

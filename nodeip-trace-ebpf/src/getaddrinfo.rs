@@ -2,16 +2,14 @@
 //!
 //! Minimum kernel: 4.17 for uprobes via perf_event_open, 5.8 for ring buffers.
 use aya_ebpf::{
-    helpers::{
-        bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
-        bpf_probe_read_user_str_bytes,
-    },
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_str_bytes, generated},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
 use nodeip_trace_common::{
     counter, gai_flags, AddrinfoEntry, EventHeader, GetaddrinfoInflight, GetaddrinfoRecord,
-    GAI_MAX_RESULTS, GETADDRINFO_FIXED_LEN, KIND_GETADDRINFO, KIND_GETADDRINFO_ENTRY,
+    GAI_MAX_RESULTS, GAI_SOCKADDR_LEN, GETADDRINFO_FIXED_LEN, KIND_GETADDRINFO,
+    KIND_GETADDRINFO_ENTRY,
 };
 
 use crate::{
@@ -146,27 +144,17 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
             out.family = ai.ai_family as u32;
             out.socktype = ai.ai_socktype as u32;
             out.protocol = ai.ai_protocol as u32;
-            out.port_be = 0;
-            out.scope_id = 0;
-            out._pad = 0;
-            out.addr = [0; 16];
-            // sockaddr_in: family(2) port(2) addr(4); sockaddr_in6: family(2) port(2) flowinfo(4) addr(16) scope(4)
-            if ai.ai_addr != 0 {
-                if ai.ai_family == 10 {
-                    let mut sa = [0u8; 28];
-                    if bpf_probe_read_user_buf(ai.ai_addr as *const u8, &mut sa).is_ok() {
-                        out.port_be = u16::from_ne_bytes([sa[2], sa[3]]) as u32;
-                        out.addr.copy_from_slice(&sa[8..24]);
-                        out.scope_id = u32::from_ne_bytes([sa[24], sa[25], sa[26], sa[27]]);
-                    }
-                } else {
-                    let mut sa = [0u8; 8];
-                    if bpf_probe_read_user_buf(ai.ai_addr as *const u8, &mut sa).is_ok() {
-                        out.port_be = u16::from_ne_bytes([sa[2], sa[3]]) as u32;
-                        out.addr[..4].copy_from_slice(&sa[4..8]);
-                    }
-                }
-            }
+            // The socket address as written, decoded in userspace: one read, its size bounded
+            // by a mask and no branch, so a result costs the verifier one path. A NULL or
+            // unreadable address reads as zeros (the kernel clears what it could not copy).
+            out.sockaddr = [0; GAI_SOCKADDR_LEN];
+            let len = ai.ai_addrlen & (GAI_SOCKADDR_LEN as u32 - 1);
+            out.addrlen = len;
+            let _ = generated::bpf_probe_read_user(
+                out.sockaddr.as_mut_ptr() as *mut _,
+                len,
+                ai.ai_addr as *const _,
+            );
             n += 1;
             next = ai.ai_next;
         }

@@ -26,8 +26,8 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, header, EVENTS, GO_CGO_THREADS, GO_HOSTS, GO_HOST_SCRATCH, GO_NAMES,
-    GO_SCRATCH, GO_SORTS,
+    count, filter::traced, header, read_user_upto, EVENTS, GO_CGO_THREADS, GO_HOSTS,
+    GO_HOST_SCRATCH, GO_NAMES, GO_SCRATCH, GO_SORTS,
 };
 
 /// Bytes of one `net.IPAddr` (`IP []byte` then `Zone string`).
@@ -59,28 +59,11 @@ pub fn go_lookup_entry(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// Copies the Go string (`ptr`, `len`) into `out`, at most `N` bytes; returns the bytes copied.
-/// One read of `N` bytes when it succeeds (the string's memory usually goes on), else byte by
-/// byte up to the string's length (it may end at the end of a mapping).
+/// Copies the Go string (`ptr`, `len`) into `out`, at most `N` bytes; returns the bytes copied
+/// (0 when they were unreadable).
 #[inline(always)]
 fn copy_go_string<const N: usize>(ptr: u64, len: u64, out: &mut [u8; N]) -> u32 {
-    let n = (len as usize).min(N);
-    if let Ok(bytes) = unsafe { bpf_probe_read_user(ptr as *const [u8; N]) } {
-        *out = bytes;
-        return n as u32;
-    }
-    let mut copied = 0;
-    for i in 0..N {
-        if i >= n {
-            break;
-        }
-        match unsafe { bpf_probe_read_user((ptr + i as u64) as *const u8) } {
-            Ok(b) => out[i] = b,
-            Err(_) => break,
-        }
-        copied = i as u32 + 1;
-    }
-    copied
+    read_user_upto(out, ptr, len)
 }
 
 /// `(*Resolver).goLookupHostOrder(ctx, name, order, …)` entry (`LookupHost`): the name (RDI/RSI).
@@ -161,62 +144,68 @@ pub fn go_cgo_getaddrinfo(_ctx: ProbeContext) -> u32 {
     0
 }
 
-/// Reads the `i`-th `net.IP` slice (`ptr`, `len` header at `at`) into `list`.
+/// Reads a `T` of user memory at `src` into `out`: the helper's answer (0, or a negative errno
+/// after which `out` is zeros), kept as a value so callers fold it without a branch.
 #[inline(always)]
-fn read_ip_slice(at: u64, list: &mut GoAddrList, i: usize) -> bool {
-    let Ok(header) = (unsafe { bpf_probe_read_user(at as *const [u64; 2]) }) else {
-        return false;
-    };
-    let (ptr, len) = (header[0], header[1]);
-    if len == 16 {
-        if let Ok(b) = unsafe { bpf_probe_read_user(ptr as *const [u8; 16]) } {
-            list.addrs[i] = b;
-            list.lens[i] = 16;
-            return true;
-        }
-    } else if len == 4 {
-        if let Ok(b) = unsafe { bpf_probe_read_user(ptr as *const [u8; 4]) } {
-            list.addrs[i][..4].copy_from_slice(&b);
-            list.lens[i] = 4;
-            return true;
-        }
-    } else {
-        // A nil or odd IP: no source (Go's rule 1), not an unreadable one.
-        list.lens[i] = 0;
-        return true;
+fn read_user<T>(out: &mut T, src: u64) -> i64 {
+    // SAFETY: `out` is a whole `T` of plain integers, for which any bytes are a value.
+    unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_user(
+            out as *mut T as *mut _,
+            core::mem::size_of::<T>() as u32,
+            src as *const _,
+        )
     }
-    false
+}
+
+/// Reads the `i`-th `net.IP` slice (`ptr`, `len` header at `at`) into `list`: its 16 or 4
+/// bytes; a nil IP (any other length) reads nothing and is no source (Go's rule 1). Returns 0,
+/// or the helpers' errors ORed. Every outcome takes the same path but one branch: the
+/// verifier walks this about once per element.
+#[inline(always)]
+fn read_ip_slice(at: u64, list: &mut GoAddrList, i: usize) -> i64 {
+    let mut header = [0u64; 2];
+    let failed = read_user(&mut header, at);
+    let (ptr, len) = (header[0], header[1]);
+    let n = if len == 16 { 16 } else { (len == 4) as u32 * 4 };
+    list.lens[i] = n as u8;
+    // SAFETY: `addrs[i]` holds 16 bytes and `n` is 0, 4 or 16.
+    failed
+        | unsafe {
+            aya_ebpf::helpers::generated::bpf_probe_read_user(
+                list.addrs[i].as_mut_ptr() as *mut _,
+                n,
+                ptr as *const _,
+            )
+        }
 }
 
 /// Reads the `i`-th `netip.Addr` (`hi`, `lo`, `z` at `at`) into `list`; `z == 0` is the zero
-/// (invalid) address: no source.
+/// (invalid) address: no source. Returns 0, or the helper's error; one path, as above.
 #[inline(always)]
-fn read_netip(at: u64, list: &mut GoAddrList, i: usize) -> bool {
-    let Ok(words) = (unsafe { bpf_probe_read_user(at as *const [u64; 3]) }) else {
-        return false;
-    };
-    if words[2] == 0 {
-        list.lens[i] = 0;
-        return true;
-    }
+fn read_netip(at: u64, list: &mut GoAddrList, i: usize) -> i64 {
+    let mut words = [0u64; 3];
+    let failed = read_user(&mut words, at);
     list.addrs[i][..8].copy_from_slice(&words[0].to_be_bytes());
     list.addrs[i][8..].copy_from_slice(&words[1].to_be_bytes());
-    list.lens[i] = 16;
-    true
+    // 16 when `z` is not 0, without a branch: the top bit of `z | -z` is set exactly then.
+    let z = words[2];
+    list.lens[i] = ((z | z.wrapping_neg()) >> 63) as u8 * 16;
+    failed
 }
 
-/// Reads the `[]IPAddr` at `base` (`count` entries) into `list`; false when something was
-/// unreadable.
+/// Reads the `[]IPAddr` at `base` (`count` entries) into `list`; 0, or the helpers' errors
+/// ORed when something was unreadable.
 #[inline(always)]
-fn read_ipaddrs(base: u64, count: u64, list: &mut GoAddrList) -> bool {
-    let mut ok = true;
+fn read_ipaddrs(base: u64, count: u64, list: &mut GoAddrList) -> i64 {
+    let mut failed = 0;
     for i in 0..GO_MAX_ADDRS {
         if i as u64 >= count {
             break;
         }
-        ok &= read_ip_slice(base + IPADDR_SIZE * i as u64, list, i);
+        failed |= read_ip_slice(base + IPADDR_SIZE * i as u64, list, i);
     }
-    ok
+    failed
 }
 
 /// `sortByRFC6724withSrcs(addrs []IPAddr, srcs …)` entry, sources in `layout`.
@@ -255,7 +244,7 @@ fn sort_entry(ctx: &ProbeContext, layout: u32) -> u32 {
     if n > GO_MAX_ADDRS as u64 {
         rec.flags |= go_flags::CUT;
     }
-    let mut ok = read_ipaddrs(addrs, n, &mut rec.unsorted);
+    let mut failed = read_ipaddrs(addrs, n, &mut rec.unsorted);
     // A layout not known: no source is read.
     let src_count = if layout == go_layout::UNKNOWN {
         rec.flags |= go_flags::NO_SOURCES;
@@ -268,13 +257,13 @@ fn sort_entry(ctx: &ProbeContext, layout: u32) -> u32 {
             break;
         }
         let at = srcs + SOURCE_SIZE * i as u64;
-        ok &= if layout == go_layout::NETIP_ADDRS {
+        failed |= if layout == go_layout::NETIP_ADDRS {
             read_netip(at, &mut rec.sources, i)
         } else {
             read_ip_slice(at, &mut rec.sources, i)
         };
     }
-    if !ok {
+    if failed != 0 {
         rec.flags |= go_flags::UNREADABLE;
     }
     if GO_SORTS.insert(&k, rec, 0).is_err() {
@@ -312,7 +301,7 @@ pub fn go_sort_return(ctx: ProbeContext) -> u32 {
     };
     let rec = unsafe { &mut *rec };
     rec.header.ts_ns = unsafe { bpf_ktime_get_ns() };
-    if !read_ipaddrs(rec.addrs_ptr, rec.count as u64, &mut rec.sorted) {
+    if read_ipaddrs(rec.addrs_ptr, rec.count as u64, &mut rec.sorted) != 0 {
         rec.flags |= go_flags::UNREADABLE;
     }
     if EVENTS

@@ -217,6 +217,27 @@ fn count(index: u32, n: u64) {
     }
 }
 
+/// Reads `len` bytes of user memory at `src` into `out`, at most `N`, in one helper call of a
+/// bounded size (no byte-by-byte loop for the verifier to walk); returns the bytes read, 0 when
+/// they were unreadable (then the kernel has zeroed them).
+#[inline(always)]
+fn read_user_upto<const N: usize>(out: &mut [u8; N], src: u64, len: u64) -> u32 {
+    let n = if len > N as u64 { N as u32 } else { len as u32 };
+    // SAFETY: `out` holds N bytes and `n` is at most N.
+    let failed = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_user(
+            out.as_mut_ptr() as *mut _,
+            n,
+            src as *const _,
+        )
+    } != 0;
+    if failed {
+        0
+    } else {
+        n
+    }
+}
+
 /// Offsets of `task_struct.nsproxy`, `nsproxy.net_ns` and `net.ns.inum` in the running kernel,
 /// found by userspace in its BTF; all 0 when unknown (then `netns` is 0).
 #[unsafe(no_mangle)]

@@ -126,6 +126,46 @@ fn write_out(
     Ok(())
 }
 
+/// How long each step of a trace's start-up took, for the "hooks attached" line: a start-up
+/// of seconds (a slow or emulated machine, many executables to scan) then says where they went.
+struct StartupPhases {
+    started: Instant,
+    last: Instant,
+    phases: Vec<(&'static str, Duration)>,
+}
+
+impl StartupPhases {
+    fn new() -> Self {
+        let now = Instant::now();
+        StartupPhases {
+            started: now,
+            last: now,
+            phases: Vec::new(),
+        }
+    }
+
+    /// Ends step `name`, begun where the previous one ended.
+    fn end(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.phases.push((name, now - self.last));
+        self.last = now;
+    }
+
+    /// `1234 ms (kernel features 20 ms, …)`: the total so far, then each step.
+    fn describe(&self) -> String {
+        let steps: Vec<String> = self
+            .phases
+            .iter()
+            .map(|(name, took)| format!("{name} {} ms", took.as_millis()))
+            .collect();
+        format!(
+            "{} ms [{}]",
+            self.started.elapsed().as_millis(),
+            steps.join(", ")
+        )
+    }
+}
+
 /// Attaches the getaddrinfo uprobes to libcs of processes that start during the trace (a
 /// container's own copy, a chroot's): at exec, where the usual paths under `/proc/PID/root`
 /// find it before the dynamic loader maps it, and once more shortly after, from its maps.
@@ -805,8 +845,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             return Err(TraceError::NoSuchPid(*pid));
         }
     }
-    let started = Instant::now();
+    let mut startup = StartupPhases::new();
     let features = KernelFeatures::detect(true);
+    startup.end("kernel features");
     let blockers = features.trace_blockers();
     if !blockers.is_empty() {
         return Err(ProbeError::CannotTrace { blockers }.into());
@@ -828,13 +869,16 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         config.getaddrinfo = false;
         config.kernel_handlers = false;
     }
+    startup.end("outputs");
     let mut tracer = LiveTracer::start(&config, &features, &features.libcs)?;
+    startup.end("eBPF load and attach");
     let mut known = 0usize;
     for s in scan_all(std::path::Path::new("/proc")) {
         if tracer.add_netlink_socket(&s).is_ok() {
             known += 1;
         }
     }
+    startup.end("netlink sockets");
     let waiting =
         WaitingFlag::new(tracer.take_reader_waiting_flag()?).map_err(|source| TraceError::Io {
             what: "mapping the READER_WAITING flag",
@@ -877,6 +921,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         crate::probe::executable_resolvers::ExecutableResolverProbes::default();
     if config.getaddrinfo {
         executable_probes.scan_all(&mut tracer);
+        startup.end("executables");
     }
 
     for (id, name) in &families {
@@ -917,8 +962,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         *handler_summary.entry(mode).or_default() += 1;
     }
     eprintln!(
-        "nodeip-trace: {attached} hooks attached in {} ms (netlink capture: {}; kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
-        started.elapsed().as_millis(),
+        "nodeip-trace: {attached} hooks attached in {} (netlink capture: {}; kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
+        startup.describe(),
         tracer.netlink_capture,
         config.hooks.name(),
         if frames_only {

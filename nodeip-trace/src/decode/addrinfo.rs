@@ -90,11 +90,13 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
     let mut results = Vec::with_capacity(count);
     let mut addresses: Vec<String> = Vec::new();
     for entry in &rec.results[..count] {
-        let ip: IpAddr = if entry.family == 10 {
-            Ipv6Addr::from(entry.addr).into()
+        let sockaddr = &entry.sockaddr[..(entry.addrlen as usize).min(entry.sockaddr.len())];
+        // An address the probe could not read shows as its family's unspecified one.
+        let ip = sockaddr_ip(sockaddr).unwrap_or(if entry.family == 10 {
+            Ipv6Addr::UNSPECIFIED.into()
         } else {
-            Ipv4Addr::new(entry.addr[0], entry.addr[1], entry.addr[2], entry.addr[3]).into()
-        };
+            Ipv4Addr::UNSPECIFIED.into()
+        });
         let address = ip_text(ip);
         if !addresses.contains(&address) {
             addresses.push(address.clone());
@@ -104,7 +106,9 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
             family: family_name(entry.family as i32),
             socktype: socktype_name(entry.socktype as i32),
             protocol: entry.protocol,
-            port: u16::from_be(entry.port_be as u16),
+            port: sockaddr
+                .get(2..4)
+                .map_or(0, |p| u16::from_be_bytes([p[0], p[1]])),
         });
     }
     let hints = rec.flags & gai_flags::HINTS_NULL == 0;
@@ -208,19 +212,25 @@ mod tests {
         assert!(!op.connect);
         assert_eq!(op.addr, Some("172.18.45.20".parse().unwrap()));
     }
-    use nodeip_trace_common::{AddrinfoEntry, EventHeader, GAI_MAX_RESULTS};
+    use nodeip_trace_common::{AddrinfoEntry, EventHeader, GAI_MAX_RESULTS, GAI_SOCKADDR_LEN};
 
+    /// A result as the probe copies it: `addr` in a `sockaddr_in` or `sockaddr_in6`, port 80.
     fn entry(family: u32, socktype: u32, addr: &[u8]) -> AddrinfoEntry {
-        let mut a = [0u8; 16];
-        a[..addr.len()].copy_from_slice(addr);
+        let mut sockaddr = [0u8; GAI_SOCKADDR_LEN];
+        sockaddr[..2].copy_from_slice(&(family as u16).to_ne_bytes());
+        sockaddr[2..4].copy_from_slice(&80u16.to_be_bytes());
+        let (at, addrlen) = if family == 10 { (8, 28) } else { (4, 16) };
+        sockaddr[at..at + addr.len()].copy_from_slice(addr);
         AddrinfoEntry {
             family,
             socktype,
             protocol: 6,
-            port_be: 80u16.to_be() as u32,
-            addr: a,
-            scope_id: 0,
-            _pad: 0,
+            addrlen,
+            sockaddr: if addr.is_empty() {
+                [0; GAI_SOCKADDR_LEN]
+            } else {
+                sockaddr
+            },
         }
     }
 
@@ -277,6 +287,19 @@ mod tests {
         assert_eq!(call.results[0].port, 80);
         assert_eq!(call.duration_ns, 500);
         assert!(!call.results_truncated);
+    }
+
+    #[test]
+    fn ports_come_from_either_family_and_an_unread_address_is_unspecified() {
+        let mut r = record();
+        r.results[1] = entry(10, 1, &[]);
+        r.results[2] = entry(2, 1, &[]);
+        let call = decode_getaddrinfo(&r);
+        assert_eq!(call.results[1].address, "::");
+        assert_eq!(call.results[1].port, 0);
+        assert_eq!(call.results[2].address, "0.0.0.0");
+        assert_eq!(call.results[3].address, "fd00::1");
+        assert_eq!(call.results[3].port, 80);
     }
 
     #[test]

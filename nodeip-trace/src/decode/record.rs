@@ -231,7 +231,9 @@ mod tests {
         rec.count = 2;
         for (i, r) in rec.results.iter_mut().take(2).enumerate() {
             r.family = 2;
-            r.addr[..4].copy_from_slice(&[127, 0, 0, 1 + i as u8]);
+            r.addrlen = 16;
+            r.sockaddr[..2].copy_from_slice(&2u16.to_ne_bytes());
+            r.sockaddr[4..8].copy_from_slice(&[127, 0, 0, 1 + i as u8]);
         }
         let full = record_bytes(&rec);
         let entry = std::mem::size_of::<common::AddrinfoEntry>();
