@@ -20,6 +20,7 @@
 //! Needs root. Namespaces are `nit-res-<pid>-<n>`, always removed with their `/etc/netns`
 //! directory. Only veth pairs whose both ends stay in the namespace; nothing is sent (a UDP
 //! `connect()` sends no packet). `RESOLVER_SEED=<n>` replays a run; the seed is printed.
+//! `RESOLVER_NAMESPACES=<n>` judges n layouts instead of 24 (the VM lane: 8).
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -35,10 +36,23 @@ use nodeip_trace_tests::layouts::{
 use nodeip_trace_tests::{require_root, tool, trace_once_probed};
 
 const DEFAULT_SEED: u64 = 0x5eed_0f6a_7e00;
+/// Namespaces (random layouts) judged by default.
 const NAMESPACES: usize = 24;
+/// Overrides [`NAMESPACES`]: the VM lane judges fewer there (the sorts are the same code on
+/// every kernel; what the guest adds is its kernel's source choices and hooks, and a trace
+/// starts 15x slower under emulation).
+const NAMESPACES_ENV: &str = "RESOLVER_NAMESPACES";
 const NAMES_PER_NAMESPACE: usize = 10;
-/// Names each resolver must have been judged on.
-const MIN_NAMES: usize = 200;
+
+/// How many namespaces this run judges ([`NAMESPACES_ENV`], else [`NAMESPACES`]; at least 2,
+/// so both musl clients are traced).
+fn namespaces() -> usize {
+    std::env::var(NAMESPACES_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(NAMESPACES)
+        .max(2)
+}
 
 /// The real resolvers' clients: (label, binary, is Go).
 struct Client {
@@ -266,7 +280,12 @@ fn musl_and_go_return_what_their_replayed_sorts_predict() -> Result<()> {
     let mut judged: BTreeMap<String, usize> = BTreeMap::new();
     let mut live_checked: BTreeMap<&str, usize> = BTreeMap::new();
     let mut failures = Vec::new();
-    for n in 0..NAMESPACES {
+    let namespaces = namespaces();
+    // Names each resolver must have been judged on: five in six of those asked (200 of the
+    // default 240); half that for each traced musl client.
+    let min_names = namespaces * NAMES_PER_NAMESPACE * 5 / 6;
+    eprintln!("{namespaces} namespaces ({NAMESPACES_ENV})");
+    for n in 0..namespaces {
         let scene = make_scene(&mut rng, n)?;
         let names: Vec<&str> = scene.names.iter().map(|(n, _)| n.as_str()).collect();
         for client in &clients {
@@ -306,12 +325,12 @@ fn musl_and_go_return_what_their_replayed_sorts_predict() -> Result<()> {
         failures.join("\n")
     );
     for (label, count) in &judged {
-        assert!(*count >= MIN_NAMES, "{label}: only {count} names judged");
+        assert!(*count >= min_names, "{label}: only {count} names judged");
     }
     for label in ["musl", "musl-static"] {
         let checked = live_checked.get(label).copied().unwrap_or(0);
         assert!(
-            checked >= MIN_NAMES / 2,
+            checked >= min_names / 2,
             "{label}: only {checked} live events were checked"
         );
     }
