@@ -2,7 +2,7 @@
 //!
 //! Minimum kernel: 4.17 for uprobes via perf_event_open, 5.8 for ring buffers.
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_str_bytes, generated},
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_str_bytes},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
@@ -13,8 +13,8 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT, GAI_SCRATCH,
-    GO_CGO_THREADS,
+    count, filter::traced, read_user_prefix, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT,
+    GAI_SCRATCH, GO_CGO_THREADS,
 };
 
 /// x86-64 glibc/musl `struct addrinfo`.
@@ -150,11 +150,8 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
             out.sockaddr = [0; GAI_SOCKADDR_LEN];
             let len = ai.ai_addrlen & (GAI_SOCKADDR_LEN as u32 - 1);
             out.addrlen = len;
-            let _ = generated::bpf_probe_read_user(
-                out.sockaddr.as_mut_ptr() as *mut _,
-                len,
-                ai.ai_addr as *const _,
-            );
+            // `len` is below GAI_SOCKADDR_LEN, as read_user_prefix needs.
+            let _ = read_user_prefix(&mut out.sockaddr, ai.ai_addr, len);
             n += 1;
             next = ai.ai_next;
         }

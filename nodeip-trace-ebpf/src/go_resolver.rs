@@ -26,8 +26,8 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, header, read_user_upto, EVENTS, GO_CGO_THREADS, GO_HOSTS,
-    GO_HOST_SCRATCH, GO_NAMES, GO_SCRATCH, GO_SORTS,
+    count, filter::traced, header, read_user, read_user_prefix, read_user_upto, EVENTS,
+    GO_CGO_THREADS, GO_HOSTS, GO_HOST_SCRATCH, GO_NAMES, GO_SCRATCH, GO_SORTS,
 };
 
 /// Bytes of one `net.IPAddr` (`IP []byte` then `Zone string`).
@@ -54,16 +54,9 @@ pub fn go_lookup_entry(ctx: ProbeContext) -> u32 {
         _pad: 0,
         name: [0; GO_NAME_LEN],
     };
-    name.len = copy_go_string(ptr, len, &mut name.name);
+    name.len = read_user_upto(&mut name.name, ptr, len);
     let _ = GO_NAMES.insert(&key(&ctx, pid_tgid), &name, 0);
     0
-}
-
-/// Copies the Go string (`ptr`, `len`) into `out`, at most `N` bytes; returns the bytes copied
-/// (0 when they were unreadable).
-#[inline(always)]
-fn copy_go_string<const N: usize>(ptr: u64, len: u64, out: &mut [u8; N]) -> u32 {
-    read_user_upto(out, ptr, len)
 }
 
 /// `(*Resolver).goLookupHostOrder(ctx, name, order, …)` entry (`LookupHost`): the name (RDI/RSI).
@@ -86,7 +79,7 @@ pub fn go_host_entry(ctx: ProbeContext) -> u32 {
     rec.flags = 0;
     rec._pad = 0;
     rec.addr_lens = [0; GO_MAX_ADDRS];
-    rec.name_len = copy_go_string(ptr, len, &mut rec.name);
+    rec.name_len = read_user_upto(&mut rec.name, ptr, len);
     if GO_HOSTS.insert(&k, rec, 0).is_err() {
         count(counter::OTHER_RINGBUF_FULL, 1);
     }
@@ -116,7 +109,7 @@ pub fn go_host_return(ctx: ProbeContext) -> u32 {
                 break;
             }
             match unsafe { bpf_probe_read_user((ptr + 16 * i as u64) as *const [u64; 2]) } {
-                Ok(s) => rec.addr_lens[i] = copy_go_string(s[0], s[1], &mut rec.addrs[i]) as u8,
+                Ok(s) => rec.addr_lens[i] = read_user_upto(&mut rec.addrs[i], s[0], s[1]) as u8,
                 Err(_) => rec.flags |= go_flags::UNREADABLE,
             }
         }
@@ -144,20 +137,6 @@ pub fn go_cgo_getaddrinfo(_ctx: ProbeContext) -> u32 {
     0
 }
 
-/// Reads a `T` of user memory at `src` into `out`: the helper's answer (0, or a negative errno
-/// after which `out` is zeros), kept as a value so callers fold it without a branch.
-#[inline(always)]
-fn read_user<T>(out: &mut T, src: u64) -> i64 {
-    // SAFETY: `out` is a whole `T` of plain integers, for which any bytes are a value.
-    unsafe {
-        aya_ebpf::helpers::generated::bpf_probe_read_user(
-            out as *mut T as *mut _,
-            core::mem::size_of::<T>() as u32,
-            src as *const _,
-        )
-    }
-}
-
 /// Reads the `i`-th `net.IP` slice (`ptr`, `len` header at `at`) into `list`: its 16 or 4
 /// bytes; a nil IP (any other length) reads nothing and is no source (Go's rule 1). Returns 0,
 /// or the helpers' errors ORed. Every outcome takes the same path but one branch: the
@@ -170,14 +149,7 @@ fn read_ip_slice(at: u64, list: &mut GoAddrList, i: usize) -> i64 {
     let n = if len == 16 { 16 } else { (len == 4) as u32 * 4 };
     list.lens[i] = n as u8;
     // SAFETY: `addrs[i]` holds 16 bytes and `n` is 0, 4 or 16.
-    failed
-        | unsafe {
-            aya_ebpf::helpers::generated::bpf_probe_read_user(
-                list.addrs[i].as_mut_ptr() as *mut _,
-                n,
-                ptr as *const _,
-            )
-        }
+    failed | unsafe { read_user_prefix(&mut list.addrs[i], ptr, n) }
 }
 
 /// Reads the `i`-th `netip.Addr` (`hi`, `lo`, `z` at `at`) into `list`; `z == 0` is the zero

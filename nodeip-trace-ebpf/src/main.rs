@@ -217,21 +217,43 @@ fn count(index: u32, n: u64) {
     }
 }
 
-/// Reads `len` bytes of user memory at `src` into `out`, at most `N`, in one helper call of a
-/// bounded size (no byte-by-byte loop for the verifier to walk); returns the bytes read, 0 when
-/// they were unreadable (then the kernel has zeroed them).
+/// Reads a `T` of user memory at `src` into `out`: the helper's answer (0, or a negative errno
+/// after which `out` is zeros), kept as a value so callers can fold it without a branch.
+#[inline(always)]
+fn read_user<T>(out: &mut T, src: u64) -> i64 {
+    // SAFETY: `out` is a whole `T` of plain integers, for which any bytes are a value.
+    unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_user(
+            out as *mut T as *mut _,
+            core::mem::size_of::<T>() as u32,
+            src as *const _,
+        )
+    }
+}
+
+/// Reads the first `len` bytes of `out` from user memory at `src`, in one helper call of a size
+/// the caller bounded (a mask or a comparison the verifier sees, no loop for it to walk):
+/// the helper's answer, as [`read_user`]'s.
+///
+/// # Safety
+/// `len` is at most `N`.
+#[inline(always)]
+unsafe fn read_user_prefix<const N: usize>(out: &mut [u8; N], src: u64, len: u32) -> i64 {
+    aya_ebpf::helpers::generated::bpf_probe_read_user(
+        out.as_mut_ptr() as *mut _,
+        len,
+        src as *const _,
+    )
+}
+
+/// Reads `len` bytes of user memory at `src` into `out`, at most `N`, with
+/// [`read_user_prefix`]; returns the bytes read, 0 when they were unreadable (then the kernel
+/// has zeroed them).
 #[inline(always)]
 fn read_user_upto<const N: usize>(out: &mut [u8; N], src: u64, len: u64) -> u32 {
     let n = if len > N as u64 { N as u32 } else { len as u32 };
-    // SAFETY: `out` holds N bytes and `n` is at most N.
-    let failed = unsafe {
-        aya_ebpf::helpers::generated::bpf_probe_read_user(
-            out.as_mut_ptr() as *mut _,
-            n,
-            src as *const _,
-        )
-    } != 0;
-    if failed {
+    // SAFETY: `n` is at most N.
+    if unsafe { read_user_prefix(out, src, n) } != 0 {
         0
     } else {
         n

@@ -151,7 +151,7 @@ impl StartupPhases {
         self.last = now;
     }
 
-    /// `1234 ms (kernel features 20 ms, …)`: the total so far, then each step.
+    /// `1234 ms [kernel features 20 ms, …]`: the total so far, then each step.
     fn describe(&self) -> String {
         let steps: Vec<String> = self
             .phases
