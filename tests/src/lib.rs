@@ -264,17 +264,17 @@ pub struct BackgroundTrace {
     child: std::process::Child,
     recording: PathBuf,
     stderr: PathBuf,
+    /// Holds the recording, its stderr and the ready file; removed when the trace is dropped.
+    _dir: ScratchDir,
 }
 
 impl BackgroundTrace {
     /// Starts the trace and waits (up to 60 s) until its probes are attached.
     pub fn start(tag: &str, extra: &[&str]) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        let dir = std::env::temp_dir().join(format!("nit-{tag}-trace-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let (recording, ready) = (dir.join("rec.jsonl"), dir.join("ready"));
-        let stderr = dir.join("stderr");
-        let _ = std::fs::remove_file(&ready);
+        let dir = ScratchDir::new(&format!("{tag}-trace"));
+        let (recording, ready) = (dir.path.join("rec.jsonl"), dir.path.join("ready"));
+        let stderr = dir.path.join("stderr");
         let child = Command::new(tool())
             .args(["trace", "--format", "json", "-o"])
             .arg(&recording)
@@ -289,6 +289,7 @@ impl BackgroundTrace {
             child,
             recording,
             stderr,
+            _dir: dir,
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !ready.exists() {
