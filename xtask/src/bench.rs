@@ -403,6 +403,40 @@ fn hooks_alone(
     )
 }
 
+/// [`abba`] beside a thread that spins on another CPU, no tracer: what any busy neighbour
+/// costs a storm on this machine (its vCPUs share the host's cores and caches), beside what a
+/// tracer's consumer, busy through a storm, costs it.
+fn busy_neighbour(
+    rounds: usize,
+    run: impl FnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<Overhead> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    abba(
+        rounds,
+        run,
+        || {
+            let stop = Arc::new(AtomicBool::new(false));
+            let theirs = Arc::clone(&stop);
+            let spinner = std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !theirs.load(Ordering::Relaxed) {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            });
+            // The spinner is running on its CPU before the storm starts.
+            std::thread::sleep(Duration::from_millis(100));
+            Ok((stop, spinner))
+        },
+        |(stop, spinner)| {
+            stop.store(true, Ordering::Relaxed);
+            spinner
+                .join()
+                .map_err(|_| anyhow::anyhow!("the spinning thread panicked"))
+        },
+    )
+}
+
 /// [`abba`] under a tracer stopped (SIGSTOP) through each traced run, its ring big enough to
 /// hold the run's records: the hooks and the records they write, without the consumer. The
 /// storm's ratio minus this one is what the consumer reading beside the traced process costs it.
@@ -753,7 +787,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         met: Some(ratio <= 1.25),
     });
     commands.push(format!(
-        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json > FILE (all processes; and with --comm no-such-comm; and with --ring-buffer-mib 64, SIGSTOPped through each traced run); strace -f -o /dev/null ip -n NS -batch FILE",
+        "ip -n NS -batch FILE ({} `route get` lines); nodeip-trace trace --format json > FILE (all processes; and with --comm no-such-comm; and with --ring-buffer-mib 64, SIGSTOPped through each traced run; and untraced beside a thread of the bench spinning on the other CPU); strace -f -o /dev/null ip -n NS -batch FILE",
         sizes.route_gets
     ));
 
@@ -779,6 +813,22 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         ),
         without_consumer.in_seconds(),
         without_consumer.ratio,
+    ));
+
+    // 1c'. The same storm beside a spinning thread and no tracer: what a busy CPU next to
+    // `ip` costs it here, whatever keeps it busy (the consumer is busy through the storm).
+    let neighbour = busy_neighbour(sizes.rounds, &run_batch)?;
+    rows.push(Row::decomposition(
+        format!(
+            "netlink storm beside a thread spinning on the other CPU, no tracer: what a busy neighbour costs the storm, {} route gets",
+            sizes.route_gets
+        ),
+        format!(
+            "alone {:.3} s, beside the spinning thread {:.3} s",
+            neighbour.untraced.as_secs_f64(),
+            neighbour.traced.as_secs_f64()
+        ),
+        neighbour.ratio,
     ));
 
     // 1d. The kernel's own accounting of the tracer's programs through the same storm: the

@@ -40,6 +40,26 @@ struct NamespaceNames {
     names_by_netns: IdMap<u64, BTreeMap<u32, String>>,
 }
 
+/// Remembers `value` (a namespace, a cgroup) for `pid` in `table`, which starts over beyond
+/// [`MAX_REMEMBERED_PIDS`]. Nearly every record comes from a process already known with the same
+/// value: looked up first, the table is written only when that changes.
+fn remember_of_pid(table: &mut IdMap<u32, u64>, pid: u32, value: u64) {
+    if table.get(&pid) == Some(&value) {
+        return;
+    }
+    if table.len() >= MAX_REMEMBERED_PIDS {
+        table.clear();
+    }
+    table.insert(pid, value);
+}
+
+impl NamespaceNames {
+    /// Remembers that `pid` is in namespace `ns`.
+    fn remember(&mut self, pid: u32, ns: u64) {
+        remember_of_pid(&mut self.netns_by_pid, pid, ns);
+    }
+}
+
 /// Turns kernel records (live) or frames (offline) into timeline events.
 pub struct Pipeline {
     clock: WallClock,
@@ -126,10 +146,7 @@ impl Pipeline {
         if let Some(ns) = reported {
             let known = &mut self.namespaces;
             if pid != 0 {
-                if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
-                    known.netns_by_pid.clear();
-                }
-                known.netns_by_pid.insert(pid, ns);
+                known.remember(pid, ns);
             }
             let directory = &mut self.directory;
             known.names_by_netns.entry(ns).or_insert_with(|| {
@@ -146,10 +163,7 @@ impl Pipeline {
             Some(ns) => *ns,
             None => {
                 let ns = directory.netns_of(pid)?;
-                if known.netns_by_pid.len() >= MAX_REMEMBERED_PIDS {
-                    known.netns_by_pid.clear();
-                }
-                known.netns_by_pid.insert(pid, ns);
+                known.remember(pid, ns);
                 ns
             }
         };
@@ -275,15 +289,11 @@ impl Pipeline {
     pub fn on_kernel_record(&mut self, rec: KernelRecord, out: &mut Vec<Emitted>) {
         let h = rec.header();
         if h.cgroup_id != 0 {
-            if self.cgroup_by_pid.len() >= MAX_REMEMBERED_PIDS {
-                self.cgroup_by_pid.clear();
-            }
-            // Most records come from a process already known in the same cgroup: look before
-            // writing.
-            let pid = (h.pid_tgid >> 32) as u32;
-            if self.cgroup_by_pid.get(&pid) != Some(&h.cgroup_id) {
-                self.cgroup_by_pid.insert(pid, h.cgroup_id);
-            }
+            remember_of_pid(
+                &mut self.cgroup_by_pid,
+                (h.pid_tgid >> 32) as u32,
+                h.cgroup_id,
+            );
         }
         match rec {
             KernelRecord::GetaddrinfoEntry(h) => {
@@ -334,11 +344,7 @@ impl Pipeline {
                 // `ip -n` does); this beats looking the process up later, when it may be gone.
                 if h.header.netns != 0 {
                     let pid = (h.header.pid_tgid >> 32) as u32;
-                    let known = &mut self.namespaces.netns_by_pid;
-                    if known.len() >= MAX_REMEMBERED_PIDS {
-                        known.clear();
-                    }
-                    known.insert(pid, u64::from(h.header.netns));
+                    self.namespaces.remember(pid, u64::from(h.header.netns));
                 }
                 if let Some(frame) = self.chunks.push(&h, payload, &self.clock) {
                     self.on_frame(frame, out);
