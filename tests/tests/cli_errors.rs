@@ -32,6 +32,41 @@ fn missing_command_is_a_clear_error() {
 }
 
 #[test]
+fn a_trace_that_fails_to_start_leaves_no_new_output_files() {
+    let dir = nodeip_trace_tests::ScratchDir::new("unstarted");
+    let (rec, pcap, kept) = (
+        dir.file("rec.jsonl"),
+        dir.file("x.pcap"),
+        dir.file("kept.pcapng"),
+    );
+    std::fs::write(&kept, b"an earlier file").expect("writing the earlier file");
+    // Outputs are opened before the probes are attached; the command then cannot be run.
+    let (code, err) = run(&[
+        "trace",
+        "-o",
+        &rec,
+        "--pcap",
+        &pcap,
+        "--pcapng",
+        &kept,
+        "--",
+        "/nonexistent/command",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot run `/nonexistent/command`"), "{err}");
+    for made in [&rec, &pcap] {
+        assert!(
+            !std::path::Path::new(made).exists(),
+            "{made} was left after a failed start"
+        );
+    }
+    assert!(
+        std::path::Path::new(&kept).exists(),
+        "a file that was there before is not removed"
+    );
+}
+
+#[test]
 fn bad_flag_values_are_clear_errors() {
     for (args, needle) in [
         (

@@ -646,6 +646,28 @@ pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
     (number(line), lost)
 }
 
+/// What a run that lost records said of them: the reasons and counts in its summary line, and
+/// its record queue's peak (a full ring buffer with the queue far from full is the drain thread
+/// late; a full queue is the consumer behind); `None` when it lost nothing.
+fn loss_detail(stderr: &str) -> Option<String> {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("nodeip-trace: ") && l.contains(" lost"))?;
+    if summary_of(stderr).1 == 0 {
+        return None;
+    }
+    let reasons = line
+        .split_once(" lost (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map_or("", |(reasons, _)| reasons);
+    let peak = line
+        .split_once("record queue peak ")
+        .and_then(|(_, rest)| rest.split_once(';').map_or(Some(rest), |(p, _)| Some(p)))
+        .unwrap_or("unknown");
+    Some(format!("{reasons}, queue peak {peak}"))
+}
+
 /// Netlink calls lost (`netlink_calls_ringbuf_full` in the tracer's summary line); each of
 /// `load_gen netlink`'s calls carries one message.
 fn lost_calls(stderr: &str) -> u64 {
@@ -754,6 +776,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     };
     let mut straced = Vec::new();
     let mut storm_lost = 0;
+    let mut storm_losses = Vec::new();
     let storm = abba(
         sizes.rounds,
         &run_batch,
@@ -764,6 +787,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
             tracer_rss = tracer_rss.max(usage.max_rss_kib);
             tracer_pss = tracer_pss.max(usage.pss_kib);
             storm_lost += summary_of(&stderr).1;
+            storm_losses.extend(loss_detail(&stderr));
             Ok(())
         },
     )?;
@@ -777,10 +801,20 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     rows.push(Row {
         what: format!("netlink storm: ip -batch, {} route gets", sizes.route_gets),
         measured: format!(
-            "{}, strace -f {:.3} s ({:.1}×); lost {storm_lost}",
+            "{}, strace -f {:.3} s ({:.1}×); lost {storm_lost}{}",
             storm.in_seconds(),
             s.as_secs_f64(),
-            s.as_secs_f64() / storm.untraced.as_secs_f64()
+            s.as_secs_f64() / storm.untraced.as_secs_f64(),
+            if storm_losses.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", by {} of {} tracers: {}",
+                    storm_losses.len(),
+                    sizes.rounds,
+                    storm_losses.join("; ")
+                )
+            }
         ),
         ratio: Some(ratio),
         target: "≤ 1.25×".into(),
@@ -1377,7 +1411,7 @@ fn render(
 
 #[cfg(test)]
 mod tests {
-    use super::summary_of;
+    use super::{loss_detail, summary_of};
 
     #[test]
     fn the_summary_line_gives_what_was_made_and_lost() {
@@ -1386,5 +1420,16 @@ mod tests {
         let frames = "nodeip-trace: 200000 netlink buffers captured (no events made: no output reads them), 0 lost; stopped by SIGINT; record queue peak 0.4 MiB of 24";
         assert_eq!(summary_of(frames), (200000, 0));
         assert_eq!(summary_of("nothing"), (0, 0));
+    }
+
+    #[test]
+    fn a_run_that_lost_records_says_why_and_how_full_its_queue_was() {
+        let lost = "nodeip-trace: 80007 events, 5859 lost ({\"netlink_calls_ringbuf_full\": 3906, \"route_lookups_ringbuf_full\": 1953}); stopped by SIGINT; record queue peak 4.3 MiB of 24";
+        assert_eq!(
+            loss_detail(lost).as_deref(),
+            Some("{\"netlink_calls_ringbuf_full\": 3906, \"route_lookups_ringbuf_full\": 1953}, queue peak 4.3 MiB of 24")
+        );
+        let none = "nodeip-trace: 80007 events, 0 lost; stopped by SIGINT; record queue peak 4.3 MiB of 24";
+        assert_eq!(loss_detail(none), None);
     }
 }

@@ -739,6 +739,39 @@ const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 /// ≈ 5 MiB of them under a JSON burst.
 const RECORDS_PER_BATCH: usize = 1024;
 
+/// The output files a trace makes before anything is attached, removed again when it fails to
+/// start (probes refused, the command not found): a failed start leaves no empty recording or
+/// pcap behind to be taken for a trace of nothing. Files that were there before are left.
+struct UnstartedOutputs {
+    made: Vec<std::path::PathBuf>,
+}
+
+impl UnstartedOutputs {
+    /// The file outputs of `opts` that do not exist yet (stdout, `-`, is none).
+    fn before_opening(opts: &TraceOptions) -> Self {
+        let made = [&opts.output, &opts.pcap, &opts.pcapng, &opts.report]
+            .into_iter()
+            .flatten()
+            .filter(|p| p.as_os_str() != "-" && std::fs::symlink_metadata(p).is_err())
+            .cloned()
+            .collect();
+        Self { made }
+    }
+
+    /// The trace started: its outputs stay.
+    fn started(mut self) {
+        self.made.clear();
+    }
+}
+
+impl Drop for UnstartedOutputs {
+    fn drop(&mut self) {
+        for path in &self.made {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// The outputs a trace writes, opened before anything is attached: what they read decides
 /// which hooks are worth attaching (a plain pcap alone needs the netlink capture only). Also
 /// whether stdout carries machine output (a traced command's stdout then goes to stderr), and
@@ -860,6 +893,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         config.filter_by_pid = true;
         config.follow_forks = true;
     }
+    let unstarted = UnstartedOutputs::before_opening(&opts);
     let (mut sinks, stdout_machine, families) = open_sinks(&opts)?;
     let frames_only = !sinks.reads_events();
     if frames_only {
@@ -998,6 +1032,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         tracer.remove_traced_pid(me)?;
         child = Some(spawned?);
     }
+    unstarted.started();
     // Attached, outputs open, the command started with the caller's privileges: keep only what
     // attaching to what starts later needs (docs/security.md).
     match crate::probe::privileges::drop_to_running_set() {
