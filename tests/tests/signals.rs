@@ -271,3 +271,58 @@ fn a_capture_on_stdout_whose_reader_goes_away_ends_quietly() {
     );
     held.assert_released("pcap on a closed pipe");
 }
+
+/// A tracer stopped (SIGSTOP) through a storm of route gets cannot empty its 1 MiB ring: the
+/// records that did not fit are counted by reason, and the summary line says how full the ring
+/// was found and how late its drain thread came, so a loss tells a late reader from a full
+/// queue.
+#[test]
+fn a_ring_overflow_is_counted_and_says_how_full_the_ring_was_found() {
+    require_root();
+    let scratch = ScratchDir::new("ringfull");
+    let ns = nodeip_trace_tests::Netns::new("ringfull");
+    let batch = scratch.file("gets.batch");
+    std::fs::write(&batch, "route get 127.0.0.1\n".repeat(20_000)).unwrap();
+    let (rec, ready) = (scratch.file("rec.jsonl"), scratch.file("ready"));
+    let child = Command::new(tool())
+        .args(["trace", "--comm", "ip", "--ring-buffer-mib", "1"])
+        .args(["--format", "json", "-o", &rec, "--ready-file", &ready])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ready(&ready, "ring overflow");
+    // SAFETY: kill with our child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+    let storm = Command::new("ip")
+        .args(["-n", &ns.name, "-batch", &batch])
+        .output();
+    // SAFETY: as above; the tracer goes on whatever the storm did.
+    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    let storm = storm.unwrap();
+    assert!(storm.status.success(), "{storm:?}");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_lines(std::fs::read(&rec).unwrap().as_slice());
+    let lost = events
+        .iter()
+        .find(|e| e["kind"] == "lost")
+        .unwrap_or_else(|| panic!("no lost event: {stderr}"));
+    assert!(
+        lost["counts"]["netlink_calls_ringbuf_full"].as_u64() > Some(0),
+        "{lost}"
+    );
+    let found: u64 = stderr
+        .split_once("ring buffer found up to ")
+        .and_then(|(_, rest)| rest.split_once('%'))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no ring fill in the summary: {stderr}"));
+    assert!(
+        found >= 90,
+        "a stopped reader finds the ring full: {stderr}"
+    );
+}

@@ -647,8 +647,9 @@ pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
 }
 
 /// What a run that lost records said of them: the reasons and counts in its summary line, and
-/// its record queue's peak (a full ring buffer with the queue far from full is the drain thread
-/// late; a full queue is the consumer behind); `None` when it lost nothing.
+/// the rest of that line from its record queue's peak on (a full ring buffer with the queue far
+/// from full is the drain thread late, which the line then measures; a full queue is the
+/// consumer behind); `None` when it lost nothing.
 fn loss_detail(stderr: &str) -> Option<String> {
     let line = stderr
         .lines()
@@ -663,8 +664,7 @@ fn loss_detail(stderr: &str) -> Option<String> {
         .map_or("", |(reasons, _)| reasons);
     let peak = line
         .split_once("record queue peak ")
-        .and_then(|(_, rest)| rest.split_once(';').map_or(Some(rest), |(p, _)| Some(p)))
-        .unwrap_or("unknown");
+        .map_or("unknown", |(_, rest)| rest);
     Some(format!("{reasons}, queue peak {peak}"))
 }
 
@@ -1424,10 +1424,10 @@ mod tests {
 
     #[test]
     fn a_run_that_lost_records_says_why_and_how_full_its_queue_was() {
-        let lost = "nodeip-trace: 80007 events, 5859 lost ({\"netlink_calls_ringbuf_full\": 3906, \"route_lookups_ringbuf_full\": 1953}); stopped by SIGINT; record queue peak 4.3 MiB of 24";
+        let lost = "nodeip-trace: 80007 events, 5859 lost ({\"netlink_calls_ringbuf_full\": 3906, \"route_lookups_ringbuf_full\": 1953}); stopped by SIGINT; record queue peak 4.3 MiB of 24; ring buffer found up to 100% full, its drain thread late by up to 41 ms (its CPU) and blocked up to 0 ms (the queue's lock)";
         assert_eq!(
             loss_detail(lost).as_deref(),
-            Some("{\"netlink_calls_ringbuf_full\": 3906, \"route_lookups_ringbuf_full\": 1953}, queue peak 4.3 MiB of 24")
+            Some("{\"netlink_calls_ringbuf_full\": 3906, \"route_lookups_ringbuf_full\": 1953}, queue peak 4.3 MiB of 24; ring buffer found up to 100% full, its drain thread late by up to 41 ms (its CPU) and blocked up to 0 ms (the queue's lock)")
         );
         let none = "nodeip-trace: 80007 events, 0 lost; stopped by SIGINT; record queue peak 4.3 MiB of 24";
         assert_eq!(loss_detail(none), None);

@@ -1203,6 +1203,23 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         lost.lost += spill_lost;
     }
     let lost_total = lost.lost;
+    // A run that lost records to a full ring says how late its drain thread came at worst.
+    let ring_full = lost
+        .counts
+        .iter()
+        .any(|(reason, n)| reason.ends_with("ringbuf_full") && *n > 0);
+    let drain_said = if ring_full {
+        let d = source.drain_delays();
+        format!(
+            "; ring buffer found up to {}% full, its drain thread late by up to {} ms (its CPU) \
+             and blocked up to {} ms (the queue's lock)",
+            d.fullest * 100 / d.ring.max(1),
+            d.oversleep.as_millis(),
+            d.lock_wait.as_millis()
+        )
+    } else {
+        String::new()
+    };
     if !lost.counts.is_empty() {
         sinks.write(&Emitted::Event(Box::new(meta_event(
             &clock,
@@ -1234,7 +1251,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     };
     let _ = writeln!(
         std::io::stderr(),
-        "nodeip-trace: {made}, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}{}",
+        "nodeip-trace: {made}, {lost_total} lost{}; stopped by {stopped_by}; record queue peak {:.1} MiB of {}{}{drain_said}{}",
         if lost.counts.is_empty() {
             String::new()
         } else {

@@ -433,11 +433,14 @@ impl WaitingFlag {
 struct RingAndQueue {
     ring: RingReader,
     queue: RecordQueue,
+    /// The most bytes the ring held when emptied.
+    fullest: u64,
 }
 
 impl RingAndQueue {
     /// Moves every record the ring holds into the queue, until the queue is full: what moved.
     fn empty_ring(&mut self) -> Emptied {
+        self.fullest = self.fullest.max(self.ring.held());
         let (queue, mut moved, mut refused) = (&mut self.queue, 0, false);
         self.ring.read(|head, tail| {
             let taken = queue.push(head, tail);
@@ -457,9 +460,53 @@ struct Emptied {
     refused: bool,
 }
 
+/// How full the ring was found at worst, and how late the drain thread came to it: what a run
+/// that lost records to a full ring says of it (a ring overflows when neither that thread nor
+/// the consumer empties it for as long as it takes to fill).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrainDelays {
+    /// The most bytes the ring held when a reader (the drain thread, the consumer) came to it.
+    pub fullest: u64,
+    /// The ring's data bytes.
+    pub ring: u64,
+    /// The longest a busy pause lasted beyond what was asked (the thread waiting for a CPU).
+    pub oversleep: std::time::Duration,
+    /// The longest the thread waited for the lock the consumer takes to copy out a batch.
+    pub lock_wait: std::time::Duration,
+}
+
+/// [`DrainDelays`] as the drain thread keeps them, in microseconds.
+#[derive(Default)]
+struct DrainDelayMaxima {
+    oversleep_us: std::sync::atomic::AtomicU64,
+    lock_wait_us: std::sync::atomic::AtomicU64,
+}
+
+impl DrainDelayMaxima {
+    fn note(slot: &std::sync::atomic::AtomicU64, delay: std::time::Duration) {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        slot.fetch_max(us, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The delays so far, beside the ring's `fullest` and `ring` sizes.
+    fn get(&self, fullest: u64, ring: u64) -> DrainDelays {
+        let read = |slot: &std::sync::atomic::AtomicU64| {
+            std::time::Duration::from_micros(slot.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        DrainDelays {
+            fullest,
+            ring,
+            oversleep: read(&self.oversleep_us),
+            lock_wait: read(&self.lock_wait_us),
+        }
+    }
+}
+
 /// What the drain thread and the consumer share.
 struct Shared {
     inner: std::sync::Mutex<RingAndQueue>,
+    /// The drain thread's worst delays so far.
+    delays: DrainDelayMaxima,
     /// Set when the source is dropped: the drain thread ends.
     stop: std::sync::atomic::AtomicBool,
     /// Signalled when the drain thread moved records and the queue holds a backlog.
@@ -517,9 +564,11 @@ impl LiveSource {
                 inner: std::sync::Mutex::new(RingAndQueue {
                     ring,
                     queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
+                    fullest: 0,
                 }),
                 stop: std::sync::atomic::AtomicBool::new(false),
                 arrived: tokio::sync::Notify::new(),
+                delays: DrainDelayMaxima::default(),
             }),
             drainer: None,
             batch: Segment::default(),
@@ -548,6 +597,15 @@ impl LiveSource {
                 .spawn(move || drain_thread(&theirs, fd, waiting))?,
         );
         Ok(())
+    }
+
+    /// How full the ring was found and how late the drain thread came to it, at worst so far.
+    pub fn drain_delays(&self) -> DrainDelays {
+        let (fullest, ring) = {
+            let inner = self.shared.lock();
+            (inner.fullest, inner.ring.size() as u64)
+        };
+        self.shared.delays.get(fullest, ring)
     }
 
     /// Runs `look` on the queue (its peaks and the spill's state, at the end of a run).
@@ -644,6 +702,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFl
         let started = std::time::Instant::now();
         let (emptied, arrived, queued, left) = {
             let mut inner = shared.lock();
+            DrainDelayMaxima::note(&shared.delays.lock_wait_us, started.elapsed());
             if inner.queue.waiting_bytes() == 0 {
                 // The consumer took them.
                 unannounced = None;
@@ -672,7 +731,12 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFl
         if busy {
             pause = busy_pause(pause, arrived, started - last_pass, ring);
             last_pass = started;
+            let asleep = std::time::Instant::now();
             std::thread::sleep(pause);
+            DrainDelayMaxima::note(
+                &shared.delays.oversleep_us,
+                asleep.elapsed().saturating_sub(pause),
+            );
         } else {
             // The next record wakes the thread (a burst is read from its start, not up to
             // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One that
@@ -702,6 +766,25 @@ mod tests {
     use super::{busy_pause, RecordQueue, DRAIN_MAX_PAUSE, DRAIN_MIN_PAUSE};
 
     const MIB: usize = 1 << 20;
+
+    #[test]
+    fn drain_delays_keep_the_longest_of_each() {
+        use std::time::Duration;
+        let maxima = super::DrainDelayMaxima::default();
+        for ms in [3, 41, 7] {
+            super::DrainDelayMaxima::note(&maxima.oversleep_us, Duration::from_millis(ms));
+        }
+        super::DrainDelayMaxima::note(&maxima.lock_wait_us, Duration::from_micros(250));
+        assert_eq!(
+            maxima.get(4096, 8192),
+            super::DrainDelays {
+                fullest: 4096,
+                ring: 8192,
+                oversleep: Duration::from_millis(41),
+                lock_wait: Duration::from_micros(250),
+            }
+        );
+    }
 
     #[test]
     fn a_trickle_lengthens_the_pause_by_doubling_up_to_what_a_surge_allows() {

@@ -147,6 +147,14 @@ impl RingReader {
         self.positions().1.load(Ordering::Acquire)
     }
 
+    /// Bytes written into the ring and not yet read (records being written included).
+    pub fn held(&self) -> u64 {
+        let (consumer_pos, producer_pos) = self.positions();
+        producer_pos
+            .load(Ordering::Acquire)
+            .wrapping_sub(consumer_pos.load(Ordering::Relaxed))
+    }
+
     /// The ring's data bytes.
     pub fn size(&self) -> usize {
         self.size
