@@ -33,11 +33,17 @@ use crate::model::process::ProcessAttribution;
 /// Processes whose namespace is remembered at most; beyond, the memory starts over.
 const MAX_REMEMBERED_PIDS: usize = 16384;
 
+/// How often at most a namespace's interface table is loaded again because a buffer named an
+/// interface it lacks (one made after the table was loaded, or a load that came back short).
+const INTERFACE_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Interface name tables per network namespace, and which namespace each process is in.
 #[derive(Default)]
 struct NamespaceNames {
     netns_by_pid: IdMap<u32, u64>,
     names_by_netns: IdMap<u64, BTreeMap<u32, String>>,
+    /// When each namespace's table was last loaded again for a missing name.
+    reloaded_at: IdMap<u64, std::time::Instant>,
 }
 
 /// Remembers `value` (a namespace, a cgroup) for `pid` in `table`, which starts over beyond
@@ -57,6 +63,19 @@ impl NamespaceNames {
     /// Remembers that `pid` is in namespace `ns`.
     fn remember(&mut self, pid: u32, ns: u64) {
         remember_of_pid(&mut self.netns_by_pid, pid, ns);
+    }
+
+    /// Whether `ns`'s table may be loaded again now (at most once per
+    /// [`INTERFACE_RELOAD_INTERVAL`]); if so, now is noted as its last reload.
+    fn may_reload(&mut self, ns: u64) -> bool {
+        let now = std::time::Instant::now();
+        match self.reloaded_at.get(&ns) {
+            Some(at) if now.duration_since(*at) < INTERFACE_RELOAD_INTERVAL => false,
+            _ => {
+                self.reloaded_at.insert(ns, now);
+                true
+            }
+        }
     }
 }
 
@@ -212,6 +231,35 @@ impl Pipeline {
         let Some(ns) = self.netns_for(pid, reported) else {
             return self.netlink.decode(protocol, bytes);
         };
+        let decoded = self.decode_in(ns, protocol, bytes);
+        if self.netlink.named_every_interface() || !self.namespaces.may_reload(ns) {
+            return decoded;
+        }
+        // An interface the table lacks: made after the table was loaded, or the load came back
+        // short. The namespace's table is loaded again (names learned since are kept where
+        // the load has none) and the buffer decoded with it.
+        let Some(directory) = self.directory.as_mut() else {
+            return decoded;
+        };
+        let fresh = directory.interfaces_in(ns, pid);
+        if fresh.is_empty() {
+            return decoded;
+        }
+        self.namespaces
+            .names_by_netns
+            .entry(ns)
+            .or_default()
+            .extend(fresh);
+        self.decode_in(ns, protocol, bytes)
+    }
+
+    /// Decodes netlink bytes with the interface names of namespace `ns`.
+    fn decode_in(
+        &mut self,
+        ns: u64,
+        protocol: u16,
+        bytes: &[u8],
+    ) -> crate::decode::netlink::DecodedBuffer {
         let names = self.namespaces.names_by_netns.entry(ns).or_default();
         self.netlink.swap_interfaces(names);
         let decoded = self.netlink.decode(protocol, bytes);

@@ -76,6 +76,75 @@ fn interface_names_come_from_each_process_namespace() {
     assert_eq!(route_devs(&out), ["eth0", "veth-pod", "eth0"]);
 }
 
+/// A namespace whose interface 2 is made after its table was first loaded (the first load has
+/// `lo` only); counts the loads.
+struct InterfaceMadeLater {
+    loads: std::rc::Rc<std::cell::Cell<u32>>,
+}
+
+impl InterfaceDirectory for InterfaceMadeLater {
+    fn netns_of(&mut self, _pid: u32) -> Option<u64> {
+        Some(7)
+    }
+
+    fn interfaces_in(&mut self, _netns: u64, _pid: u32) -> BTreeMap<u32, String> {
+        self.loads.set(self.loads.get() + 1);
+        let mut names = BTreeMap::from([(1, "lo".to_string())]);
+        if self.loads.get() > 1 {
+            names.insert(2, "vb0".to_string());
+        }
+        names
+    }
+}
+
+#[test]
+fn an_interface_made_after_its_namespace_was_first_seen_is_named_from_a_reload() {
+    let loads = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default())
+        .with_interface_directory(Box::new(InterfaceMadeLater {
+            loads: loads.clone(),
+        }));
+    let mut out = Vec::new();
+    pipeline.on_frame(frame_from(10, route_reply(10)), &mut out);
+    assert_eq!(route_devs(&out), ["vb0"]);
+    assert_eq!(
+        loads.get(),
+        2,
+        "first sight, then one reload for the missing name"
+    );
+    // Named now: no further load.
+    pipeline.on_frame(frame_from(10, route_reply(10)), &mut out);
+    assert_eq!(route_devs(&out), ["vb0", "vb0"]);
+    assert_eq!(loads.get(), 2);
+}
+
+#[test]
+fn a_name_no_reload_finds_is_looked_for_at_most_once_a_second() {
+    struct OnlyLo(std::rc::Rc<std::cell::Cell<u32>>);
+    impl InterfaceDirectory for OnlyLo {
+        fn netns_of(&mut self, _pid: u32) -> Option<u64> {
+            Some(7)
+        }
+        fn interfaces_in(&mut self, _netns: u64, _pid: u32) -> BTreeMap<u32, String> {
+            self.0.set(self.0.get() + 1);
+            BTreeMap::from([(1, "lo".to_string())])
+        }
+    }
+    let loads = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default())
+        .with_interface_directory(Box::new(OnlyLo(loads.clone())));
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        pipeline.on_frame(frame_from(10, route_reply(10)), &mut out);
+    }
+    assert!(route_devs(&out).is_empty());
+    assert_eq!(
+        loads.get(),
+        2,
+        "first sight and one reload within the second"
+    );
+}
+
 #[test]
 fn without_a_directory_one_table_serves_all() {
     let mut pipeline = Pipeline::new(WallClock::identity(), RouteLookupDecoder::default());

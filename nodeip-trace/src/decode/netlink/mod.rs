@@ -409,6 +409,8 @@ pub struct NetlinkDecoder {
     families: BTreeMap<u16, String>,
     interfaces: BTreeMap<u32, String>,
     detail: MessageDetail,
+    /// A message of the buffer being decoded named an interface index the table lacks.
+    unnamed: std::cell::Cell<bool>,
 }
 
 impl Default for NetlinkDecoder {
@@ -426,6 +428,7 @@ impl NetlinkDecoder {
             families,
             interfaces: BTreeMap::new(),
             detail: MessageDetail::Full,
+            unnamed: std::cell::Cell::new(false),
         }
     }
 
@@ -469,14 +472,27 @@ impl NetlinkDecoder {
         std::mem::swap(&mut self.interfaces, names);
     }
 
-    /// The name of interface `index`, when known.
+    /// The name of interface `index`, when known. An index the table lacks is remembered for
+    /// [`Self::named_every_interface`].
     pub fn interface_name(&self, index: u32) -> Option<&str> {
-        self.interfaces.get(&index).map(String::as_str)
+        let name = self.interfaces.get(&index).map(String::as_str);
+        if name.is_none() && index != 0 {
+            self.unnamed.set(true);
+        }
+        name
+    }
+
+    /// Whether every interface index the last [`Self::decode`] looked up had a name: when not,
+    /// a caller with a live view of the namespace may load its table again (an interface made
+    /// after the table was loaded) and decode the buffer once more.
+    pub fn named_every_interface(&self) -> bool {
+        !self.unnamed.get()
     }
 
     /// Decodes one send/recv buffer (one or more messages) of netlink `protocol`
     /// (0 = ROUTE, 16 = GENERIC, 6 = XFRM, others raw).
     pub fn decode(&mut self, protocol: u16, bytes: &[u8]) -> DecodedBuffer {
+        self.unnamed.set(false);
         let mut out = DecodedBuffer {
             messages: Vec::with_capacity(message_count(bytes)),
             errors: Vec::new(),
