@@ -626,12 +626,16 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 /// From the tracer's summary line, "N events, M lost" (or, when no output read events, "N
 /// netlink buffers captured (…), M lost"): (N, M).
-pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
-    let line = stderr
+/// The tracer's last summary line in `stderr` (`nodeip-trace: N events, M lost…`).
+fn summary_line(stderr: &str) -> Option<&str> {
+    stderr
         .lines()
         .rev()
         .find(|l| l.starts_with("nodeip-trace: ") && l.contains(" lost"))
-        .unwrap_or_default();
+}
+
+pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
+    let line = summary_line(stderr).unwrap_or_default();
     let number = |text: &str| -> u64 {
         text.trim_start_matches(|c: char| !c.is_ascii_digit())
             .split(|c: char| !c.is_ascii_digit())
@@ -651,10 +655,7 @@ pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
 /// from full is the drain thread late, which the line then measures; a full queue is the
 /// consumer behind); `None` when it lost nothing.
 fn loss_detail(stderr: &str) -> Option<String> {
-    let line = stderr
-        .lines()
-        .rev()
-        .find(|l| l.starts_with("nodeip-trace: ") && l.contains(" lost"))?;
+    let line = summary_line(stderr)?;
     if summary_of(stderr).1 == 0 {
         return None;
     }

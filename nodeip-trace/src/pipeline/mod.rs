@@ -232,7 +232,11 @@ impl Pipeline {
             return self.netlink.decode(protocol, bytes);
         };
         let decoded = self.decode_in(ns, protocol, bytes);
-        if self.netlink.named_every_interface() || !self.namespaces.may_reload(ns) {
+        // Without a directory (offline) there is nothing to load again.
+        if self.netlink.named_every_interface()
+            || self.directory.is_none()
+            || !self.namespaces.may_reload(ns)
+        {
             return decoded;
         }
         // An interface the table lacks: made after the table was loaded, or the load came back
