@@ -735,9 +735,12 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 
 /// Records decoded, correlated and written out per batch; between batches the ring is emptied
-/// into the queue. The events of a batch are all held until it is written out: 4,096 held
-/// ≈ 5 MiB of them under a JSON burst.
-const RECORDS_PER_BATCH: usize = 1024;
+/// into the queue. The records and events of a batch are all held until it is written out, so
+/// a small batch keeps them in the CPU's caches when they are written and freed: with 1,024, a
+/// JSON burst's consumer spent 9% of its time in one load, mimalloc reading a freed block's
+/// next pointer out of cold memory. 64 cut its CPU per event by 7–8% (median of 8–10 paired
+/// runs, 32 and 128 alike; BENCHMARKS.md, 2026-11-28 13:00).
+const RECORDS_PER_BATCH: usize = 64;
 
 /// The output files a trace makes before anything is attached, removed again when it fails to
 /// start (probes refused, the command not found): a failed start leaves no empty recording or

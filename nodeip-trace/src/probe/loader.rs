@@ -102,7 +102,7 @@ pub struct TraceConfig {
 
 /// The ring buffer's default size in MiB. A drain thread empties the ring into the consumer's
 /// queue as often as its fill rate needs (an eighth of the ring between passes, at most 8 ms
-/// apart at this size), and the consumer between batches of 1,024 records, so the ring only
+/// apart at this size), and the consumer between batches of 64 records, so the ring only
 /// has to hold what arrives in that time, plus what waits once the queue is full: under a
 /// 100,000-pair `ip -batch` `route get` burst 4 and 8 MiB both lost nothing in every output. A ring and
 /// queue of 8 + 48 MiB (the ring then mapped twice) reached 74–82 MiB of RSS under `load_gen`'s
