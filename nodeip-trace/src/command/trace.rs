@@ -1213,9 +1213,17 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         .any(|(reason, n)| reason.ends_with("ringbuf_full") && *n > 0);
     let drain_said = if ring_full {
         let d = source.drain_delays();
+        let missed = match d.missed_wakeups {
+            0 => String::new(),
+            n => format!(
+                ", and it found the ring over half full {n} time{} after an idle wait (no \
+                 wake-up came)",
+                if n == 1 { "" } else { "s" }
+            ),
+        };
         format!(
             "; ring buffer found up to {}% full, its drain thread late by up to {} ms (its CPU) \
-             and blocked up to {} ms (the queue's lock)",
+             and blocked up to {} ms (the queue's lock){missed}",
             d.fullest * 100 / d.ring.max(1),
             d.oversleep.as_millis(),
             d.lock_wait.as_millis()

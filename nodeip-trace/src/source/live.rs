@@ -407,6 +407,9 @@ pub struct WaitingFlag {
 
 // SAFETY: the mapping is owned by this value and touched only through an atomic.
 unsafe impl Send for WaitingFlag {}
+// SAFETY: as above: shared between the drain thread and the consumer, the flag is only ever
+// read and written through an atomic.
+unsafe impl Sync for WaitingFlag {}
 
 impl WaitingFlag {
     /// Maps the flag's map (created `BPF_F_MMAPABLE`).
@@ -435,12 +438,21 @@ struct RingAndQueue {
     queue: RecordQueue,
     /// The most bytes the ring held when emptied.
     fullest: u64,
+    /// Times the ring was found over half full while the drain thread waited idle (see
+    /// [`DrainDelays::missed_wakeups`]).
+    missed_wakeups: u64,
 }
 
 impl RingAndQueue {
     /// Moves every record the ring holds into the queue, until the queue is full: what moved.
-    fn empty_ring(&mut self) -> Emptied {
-        self.fullest = self.fullest.max(self.ring.held());
+    /// `drain_thread_idle`: the drain thread is in (or just back from) an idle wait, so the
+    /// ring should hold what arrived since its first record woke it, far from half of it.
+    fn empty_ring(&mut self, drain_thread_idle: bool) -> Emptied {
+        let held = self.ring.held();
+        self.fullest = self.fullest.max(held);
+        if drain_thread_idle && held > self.ring.size() as u64 / 2 {
+            self.missed_wakeups += 1;
+        }
         let (queue, mut moved, mut refused) = (&mut self.queue, 0, false);
         self.ring.read(|head, tail| {
             let taken = queue.push(head, tail);
@@ -473,6 +485,10 @@ pub struct DrainDelays {
     pub oversleep: std::time::Duration,
     /// The longest the thread waited for the lock the consumer takes to copy out a batch.
     pub lock_wait: std::time::Duration,
+    /// Times a reader found the ring over half full while the drain thread waited idle for
+    /// the kernel side's wake-up, which its first record should have sent (see
+    /// [`Shared::drain_thread_idle`]).
+    pub missed_wakeups: u64,
 }
 
 /// [`DrainDelays`] as the drain thread keeps them, in microseconds.
@@ -489,7 +505,7 @@ impl DrainDelayMaxima {
     }
 
     /// The delays so far, beside the ring's `fullest` and `ring` sizes.
-    fn get(&self, fullest: u64, ring: u64) -> DrainDelays {
+    fn get(&self, fullest: u64, ring: u64, missed_wakeups: u64) -> DrainDelays {
         let read = |slot: &std::sync::atomic::AtomicU64| {
             std::time::Duration::from_micros(slot.load(std::sync::atomic::Ordering::Relaxed))
         };
@@ -498,6 +514,7 @@ impl DrainDelayMaxima {
             ring,
             oversleep: read(&self.oversleep_us),
             lock_wait: read(&self.lock_wait_us),
+            missed_wakeups,
         }
     }
 }
@@ -511,6 +528,16 @@ struct Shared {
     stop: std::sync::atomic::AtomicBool,
     /// Signalled when the drain thread moved records and the queue holds a backlog.
     arrived: tokio::sync::Notify,
+    /// The kernel side's `READER_WAITING` flag.
+    waiting: WaitingFlag,
+    /// Set while the drain thread waits on an empty ring for the kernel's wake-up, from before
+    /// it raises the flag. The consumer empties the ring too: when it takes records while this
+    /// is set, it raises the flag again. Without that, it could take the very record whose
+    /// program cleared the flag to wake the thread, and the thread then slept through its
+    /// whole idle wait (100 ms) while a storm's records, none of them waking anyone, filled
+    /// the 4 MiB ring in about 50: the storm rows' rare losses with the drain thread neither
+    /// late nor blocked (BENCHMARKS.md, 2026-11-28 13:15).
+    drain_thread_idle: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -530,9 +557,6 @@ pub struct LiveSource {
     /// The raw records of the batch being decoded, copied out of the queue under the lock and
     /// decoded after it is released.
     batch: Segment,
-    /// The kernel side's `READER_WAITING` flag, until the drain thread takes it (it is `None`
-    /// once that thread runs).
-    waiting: Option<WaitingFlag>,
     drainer: Option<std::thread::JoinHandle<()>>,
     /// The ring's fd (a duplicate) in the runtime's poller: a kernel wake-up (an exec record)
     /// reaches the consumer itself at once, not a millisecond later through the drain thread
@@ -565,14 +589,16 @@ impl LiveSource {
                     ring,
                     queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
                     fullest: 0,
+                    missed_wakeups: 0,
                 }),
                 stop: std::sync::atomic::AtomicBool::new(false),
                 arrived: tokio::sync::Notify::new(),
                 delays: DrainDelayMaxima::default(),
+                waiting,
+                drain_thread_idle: std::sync::atomic::AtomicBool::new(false),
             }),
             drainer: None,
             batch: Segment::default(),
-            waiting: Some(waiting),
         })
     }
 
@@ -585,27 +611,30 @@ impl LiveSource {
     /// its creator's: start it after the tracer dropped what it keeps no use for, so that it
     /// holds no more than the rest.
     pub fn start_drain_thread(&mut self) -> std::io::Result<()> {
-        // The flag is taken when the thread starts: without it, the thread runs already.
-        let Some(waiting) = self.waiting.take() else {
+        if self.drainer.is_some() {
             return Ok(());
-        };
+        }
         let fd = std::os::fd::AsRawFd::as_raw_fd(&self.shared.lock().ring);
         let theirs = std::sync::Arc::clone(&self.shared);
         self.drainer = Some(
             std::thread::Builder::new()
                 .name("ring-drain".into())
-                .spawn(move || drain_thread(&theirs, fd, waiting))?,
+                .spawn(move || drain_thread(&theirs, fd))?,
         );
         Ok(())
     }
 
     /// How full the ring was found and how late the drain thread came to it, at worst so far.
     pub fn drain_delays(&self) -> DrainDelays {
-        let (fullest, ring) = {
+        let (fullest, ring, missed) = {
             let inner = self.shared.lock();
-            (inner.fullest, inner.ring.size() as u64)
+            (
+                inner.fullest,
+                inner.ring.size() as u64,
+                inner.missed_wakeups,
+            )
         };
-        self.shared.delays.get(fullest, ring)
+        self.shared.delays.get(fullest, ring, missed)
     }
 
     /// Runs `look` on the queue (its peaks and the spill's state, at the end of a run).
@@ -655,7 +684,15 @@ impl LiveSource {
             batch.clear();
             {
                 let mut inner = self.shared.lock();
-                let _ = inner.empty_ring();
+                let idle = self
+                    .shared
+                    .drain_thread_idle
+                    .load(std::sync::atomic::Ordering::SeqCst);
+                let emptied = inner.empty_ring(idle);
+                if emptied.moved > 0 && idle {
+                    // The next record wakes the drain thread (see `drain_thread_idle`).
+                    self.shared.waiting.raise();
+                }
                 while n + batch.len() < max && inner.queue.pop_with(|bytes| batch.push(bytes, &[]))
                 {
                 }
@@ -691,13 +728,15 @@ impl Drop for LiveSource {
 /// (wakes it) when a backlog builds ([`WAKE_CONSUMER_BYTES`]), when records have waited
 /// [`CONSUMER_LATENCY`] while more come, and when the ring is empty again: the consumer wakes
 /// for records, not on a clock.
-fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFlag) {
+fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
     let ring = shared.lock().ring.size();
     let mut pause = DRAIN_MIN_PAUSE;
     let mut last_pass = std::time::Instant::now();
     let mut produced = shared.lock().ring.produced();
     // Since when the queue has held records the consumer was not woken for.
     let mut unannounced: Option<std::time::Instant> = None;
+    // The pass follows an idle wait (the thread still counts as idle until it has looked).
+    let mut after_idle = false;
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
         let started = std::time::Instant::now();
         let (emptied, arrived, queued, left) = {
@@ -707,7 +746,13 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFl
                 // The consumer took them.
                 unannounced = None;
             }
-            let emptied = inner.empty_ring();
+            let emptied = inner.empty_ring(after_idle);
+            if after_idle {
+                after_idle = false;
+                shared
+                    .drain_thread_idle
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
             let now_produced = inner.ring.produced();
             let arrived = now_produced.wrapping_sub(produced);
             produced = now_produced;
@@ -742,7 +787,10 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFl
             // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One that
             // came between the pass and the flag needs no wake-up: poll returns at once while
             // the ring holds data.
-            waiting.raise();
+            shared
+                .drain_thread_idle
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            shared.waiting.raise();
             let mut pollfd = libc::pollfd {
                 fd: ring_fd,
                 events: libc::POLLIN,
@@ -751,6 +799,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, waiting: WaitingFl
             // SAFETY: one valid pollfd; the ring's fd stays open while `shared` (which owns the
             // reader) lives, and the caller holds it. An error or EINTR just ends the wait.
             unsafe { libc::poll(&mut pollfd, 1, DRAIN_IDLE_WAIT_MS) };
+            after_idle = true;
             // Woken by a burst's first record: its rate is measured from here.
             pause = DRAIN_MIN_PAUSE;
             last_pass = std::time::Instant::now();
@@ -776,12 +825,13 @@ mod tests {
         }
         super::DrainDelayMaxima::note(&maxima.lock_wait_us, Duration::from_micros(250));
         assert_eq!(
-            maxima.get(4096, 8192),
+            maxima.get(4096, 8192, 2),
             super::DrainDelays {
                 fullest: 4096,
                 ring: 8192,
                 oversleep: Duration::from_millis(41),
                 lock_wait: Duration::from_micros(250),
+                missed_wakeups: 2,
             }
         );
     }
