@@ -624,8 +624,6 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// From the tracer's summary line, "N events, M lost" (or, when no output read events, "N
-/// netlink buffers captured (…), M lost"): (N, M).
 /// The tracer's last summary line in `stderr` (`nodeip-trace: N events, M lost…`).
 fn summary_line(stderr: &str) -> Option<&str> {
     stderr
@@ -634,6 +632,8 @@ fn summary_line(stderr: &str) -> Option<&str> {
         .find(|l| l.starts_with("nodeip-trace: ") && l.contains(" lost"))
 }
 
+/// From the tracer's summary line, "N events, M lost" (or, when no output read events, "N
+/// netlink buffers captured (…), M lost"): (N, M).
 pub(crate) fn summary_of(stderr: &str) -> (u64, u64) {
     let line = summary_line(stderr).unwrap_or_default();
     let number = |text: &str| -> u64 {
