@@ -575,7 +575,7 @@ fn meta_event(clock: &WallClock, body: EventBody) -> Event {
         ts_ns,
         pid: 0,
         tid: 0,
-        comm: String::new(),
+        comm: Default::default(),
         body,
     }
 }

@@ -97,7 +97,7 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
         } else {
             Ipv4Addr::UNSPECIFIED.into()
         });
-        let address = ip_text(ip);
+        let address = String::from(ip_text(ip));
         if !addresses.contains(&address) {
             addresses.push(address.clone());
         }
@@ -113,8 +113,8 @@ pub fn decode_getaddrinfo(rec: &GetaddrinfoRecord) -> GetaddrinfoCall {
     }
     let hints = rec.flags & gai_flags::HINTS_NULL == 0;
     GetaddrinfoCall {
-        node: (rec.flags & gai_flags::NODE_NULL == 0).then(|| c_string(&rec.node)),
-        service: (rec.flags & gai_flags::SERVICE_NULL == 0).then(|| c_string(&rec.service)),
+        node: (rec.flags & gai_flags::NODE_NULL == 0).then(|| c_string(&rec.node).into()),
+        service: (rec.flags & gai_flags::SERVICE_NULL == 0).then(|| c_string(&rec.service).into()),
         family: family_name(if hints { rec.hints_family } else { 0 }),
         socktype: socktype_name(if hints { rec.hints_socktype } else { 0 }),
         flags: if hints {

@@ -94,11 +94,11 @@ fn go_call(
     (start_ns, end_ns): (u64, u64),
     resolver: ResolverKind,
 ) -> GetaddrinfoCall {
-    let addresses: Vec<String> = returned.iter().map(|a| ip_text(*a)).collect();
+    let addresses: Vec<String> = returned.iter().map(|a| ip_text(*a).into()).collect();
     let results = returned
         .iter()
         .map(|a| AddrinfoResult {
-            address: ip_text(*a),
+            address: ip_text(*a).into(),
             family: if a.is_ipv4() { "AF_INET" } else { "AF_INET6" }.into(),
             socktype: "ANY".into(),
             protocol: 0,

@@ -3,6 +3,7 @@
 //! Every record starts with an [`EventHeader`]; its `kind` says which struct follows. Records are
 //! copied out with `read_unaligned` after a length check, so a short or foreign buffer is an
 //! error, never undefined behaviour.
+use compact_str::CompactString;
 use nodeip_trace_common as common;
 use nodeip_trace_common::{
     EventHeader, ExecRecord, ExtackRecord, GetaddrinfoRecord, NetlinkChunkHeader, TracepointRecord,
@@ -158,14 +159,15 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
 }
 
 /// The text before the first NUL of a fixed-size C string field, lossily as UTF-8.
-pub fn c_string(bytes: &[u8]) -> String {
+pub fn c_string(bytes: &[u8]) -> CompactString {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let text = &bytes[..end];
     // Valid UTF-8 (every comm and device name in practice) is checked in one pass;
     // `from_utf8_lossy` walks it in chunks, and every record's comm comes through here.
+    // A comm or device name (at most 15 bytes) stays inline: no allocation.
     match std::str::from_utf8(text) {
-        Ok(valid) => valid.to_owned(),
-        Err(_) => String::from_utf8_lossy(text).into_owned(),
+        Ok(valid) => CompactString::from(valid),
+        Err(_) => CompactString::from(String::from_utf8_lossy(text)),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::decode::tracepoint_format::{
     TracepointLayout, FIB6_TABLE_LOOKUP_6X, FIB_TABLE_LOOKUP_6X,
 };
 use crate::model::event::RouteLookup;
-use crate::model::ip_text::ipv4_text;
+use crate::model::ip_text::{ip_text, ipv4_text};
 
 /// The layouts of both fib tracepoints, from tracefs or the 6.x fallback.
 #[derive(Clone, Debug)]
@@ -78,14 +78,14 @@ impl RouteLookupDecoder {
         let gw = ip6("gw");
         RouteLookup {
             family: "inet6".into(),
-            dst: ip6("dst").to_string(),
-            src: ip6("src").to_string(),
+            dst: ip_text(ip6("dst")),
+            src: ip_text(ip6("src")),
             table: table_name(l.int(raw, 8, "tb_id", false).unwrap_or(0) as u32),
             route_type: l
                 .int(raw, 8, "rt_type", false)
                 .map(|t| route_type_name(t as u8)),
             oif: l.bytes(raw, 8, "name").map(c_string).unwrap_or_default(),
-            gateway: (!gw.is_unspecified()).then(|| gw.to_string()),
+            gateway: (!gw.is_unspecified()).then(|| ip_text(gw)),
             err: l.int(raw, 8, "err", true).unwrap_or(0) as i32,
         }
     }
@@ -110,16 +110,14 @@ pub fn decode_record(r: &RouteLookupRecord) -> RouteLookup {
     let v4 = |b: &[u8; 16]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
     let addr = |b: &[u8; 16]| {
         if v6 {
-            Ipv6Addr::from(*b).to_string()
+            ip_text(Ipv6Addr::from(*b))
         } else {
             ipv4_text(v4(b))
         }
     };
     let gateway = match r.gw_family {
         2 if v4(&r.gw) != Ipv4Addr::UNSPECIFIED => Some(ipv4_text(v4(&r.gw))),
-        10 if Ipv6Addr::from(r.gw) != Ipv6Addr::UNSPECIFIED => {
-            Some(Ipv6Addr::from(r.gw).to_string())
-        }
+        10 if Ipv6Addr::from(r.gw) != Ipv6Addr::UNSPECIFIED => Some(ip_text(Ipv6Addr::from(r.gw))),
         _ => None,
     };
     let dev = c_string(&r.dev);

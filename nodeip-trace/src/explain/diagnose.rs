@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
+use compact_str::CompactString;
+
 use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
 use crate::model::event::{Diagnosis, Event, EventBody, NetlinkConversation};
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
@@ -28,7 +30,7 @@ use crate::model::netlink::MessageBody;
 /// What one process did that a diagnosis at the end needs.
 #[derive(Default)]
 struct ProcessView {
-    comm: String,
+    comm: CompactString,
     /// Its last IPVS service creation (where an end-of-trace diagnosis is placed).
     last_service: Option<Event>,
     /// The local-table routes it read (`type local`), with the first dump that showed each:
@@ -42,7 +44,7 @@ struct ProcessView {
 }
 
 /// What `secondary_skipped` reads of a local route: destination, source, device.
-type LocalRouteKey = (String, Option<String>, Option<String>);
+type LocalRouteKey = (CompactString, Option<CompactString>, Option<CompactString>);
 
 /// Watches a timeline and emits diagnoses.
 #[derive(Default)]

@@ -263,7 +263,7 @@ impl NodeSnapshot {
             });
         }
         let r = best(false)?;
-        let dev = r.dev.clone().unwrap_or_default();
+        let dev = r.dev.as_deref().unwrap_or_default().to_string();
         let src = r
             .src
             .as_deref()
@@ -325,7 +325,7 @@ impl NodeSnapshot {
         self.address_rows()
             .map(|(address, f)| LocalAddressSource {
                 address,
-                ifname: f.ifname.clone(),
+                ifname: f.ifname.to_string(),
                 secondary: f.secondary,
                 src: self
                     .routes

@@ -6,6 +6,7 @@
 //! [`SCHEMA_VERSION`] on any incompatible change.
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 use super::clock::Timestamp;
@@ -35,7 +36,7 @@ pub struct Event {
     /// Thread id.
     pub tid: u32,
     /// Process name.
-    pub comm: String,
+    pub comm: CompactString,
     /// Who the process is (executable, ancestors, cgroup, systemd unit or container and pod),
     /// captured when the event happened; live tracing only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,18 +209,18 @@ pub struct RouteLookup {
     /// `inet` or `inet6`.
     pub family: Name,
     /// Destination looked up.
-    pub dst: String,
+    pub dst: CompactString,
     /// Source in the flow key (`0.0.0.0`/`::` when the kernel was asked to choose one).
-    pub src: String,
+    pub src: CompactString,
     /// Table id name (`local`, `main`, or the number).
     pub table: Name,
     /// Route type when the tracepoint reports it (IPv6), else null.
     #[serde(rename = "type")]
     pub route_type: Option<Name>,
     /// Output interface name chosen (`dev`), or empty.
-    pub oif: String,
+    pub oif: CompactString,
     /// Gateway, when any.
-    pub gateway: Option<String>,
+    pub gateway: Option<CompactString>,
     /// 0 on success, else -errno (`-11` = not in this table, the lookup goes on).
     pub err: i32,
 }

@@ -1,5 +1,6 @@
 //! A netlink buffer as one send or receive moved it: the unit that pcap frames, decoders and the
 //! timeline share, whatever the source (live eBPF chunks, nlmon captures, recordings).
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 /// Which way a buffer travelled.
@@ -20,7 +21,7 @@ pub struct Task {
     /// Thread id.
     pub tid: u32,
     /// `comm` (at most 15 bytes).
-    pub comm: String,
+    pub comm: CompactString,
 }
 
 /// One netlink send/receive buffer.

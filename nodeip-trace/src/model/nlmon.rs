@@ -152,7 +152,7 @@ impl FrameComment {
         parsed.task = pid.map(|pid| Task {
             pid,
             tid: tid.unwrap_or(pid),
-            comm: comm.unwrap_or_default(),
+            comm: comm.unwrap_or_default().into(),
         });
         parsed
     }

@@ -422,7 +422,7 @@ impl Pipeline {
                     r.header.ts_ns,
                     task,
                     EventBody::Extack(ExtackMessage {
-                        message: c_string(&r.msg),
+                        message: c_string(&r.msg).into(),
                     }),
                 );
                 self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);

@@ -57,7 +57,9 @@ fn route_devs(out: &[Emitted]) -> Vec<String> {
     out.iter()
         .filter_map(|e| match &e.event()?.body {
             EventBody::Netlink(n) => match &n.messages[0].body {
-                crate::model::netlink::MessageBody::Route(r) => r.oif_name.clone(),
+                crate::model::netlink::MessageBody::Route(r) => {
+                    r.oif_name.as_deref().map(String::from)
+                }
                 _ => None,
             },
             _ => None,

@@ -348,7 +348,11 @@ mod tests {
                 },
                 body: MessageBody::Route(Box::new(RouteBody {
                     family: "inet".into(),
-                    dst: Some(format!("10.0.{}.{}", seq / 250, seq % 250)),
+                    dst: Some(compact_str::format_compact!(
+                        "10.0.{}.{}",
+                        seq / 250,
+                        seq % 250
+                    )),
                     ..RouteBody::default()
                 })),
                 error: (seq % 7 == 3).then(|| "cut \"short\"".to_string()),
@@ -412,7 +416,7 @@ mod tests {
                         routes: vec![RouteFact {
                             table: "main".into(),
                             route_type: "unicast".into(),
-                            dst: format!("10.0.0.{seq}/32"),
+                            dst: compact_str::format_compact!("10.0.0.{seq}/32"),
                             dev: (seq % 2 == 0).then(|| "veth0".into()),
                             src: Some("10.0.0.1".into()),
                             gateway: None,
@@ -431,7 +435,7 @@ mod tests {
                 seq,
                 EventBody::RouteLookup(Box::new(RouteLookup {
                     family: "inet".into(),
-                    dst: format!("10.0.0.{seq}"),
+                    dst: compact_str::format_compact!("10.0.0.{seq}"),
                     src: "0.0.0.0".into(),
                     table: "main".into(),
                     route_type: (seq % 2 == 1).then(|| "unicast".into()),

@@ -192,7 +192,7 @@ impl<W: Write> PerfettoSink<W> {
             self.name_thread(pid, pid, name)?;
             return Ok(Some((Actor::Port(port), pid, pid)));
         }
-        let mut process = e.comm.clone();
+        let mut process = e.comm.to_string();
         if let Some(p) = &e.process {
             if let Some(c) = &p.identity.container {
                 process = format!("{process} ({})", container_label(c));
@@ -201,7 +201,7 @@ impl<W: Write> PerfettoSink<W> {
             }
         }
         self.name_process(e.pid, process)?;
-        self.name_thread(e.pid, e.tid, e.comm.clone())?;
+        self.name_thread(e.pid, e.tid, e.comm.to_string())?;
         Ok(Some((
             Actor::Thread {
                 pid: e.pid,

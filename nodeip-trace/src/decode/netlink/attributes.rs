@@ -120,7 +120,7 @@ impl<'a> Attribute<'a> {
 
     /// NUL-terminated (or not) string value, lossily decoded.
     pub fn string(&self) -> String {
-        c_string(self.value)
+        c_string(self.value).into()
     }
 }
 

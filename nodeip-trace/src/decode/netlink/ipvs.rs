@@ -215,7 +215,7 @@ fn decode_service(nest: Attribute, errors: &mut Vec<DecodeError>) -> IpvsService
         _ => attribute
             .value
             .get(..4)
-            .map(|b| ipv4_text(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
+            .map(|b| ipv4_text(Ipv4Addr::new(b[0], b[1], b[2], b[3])).into()),
     });
     service
 }

@@ -129,7 +129,7 @@ pub fn link_names(buffer: &[u8]) -> Vec<(u32, String)> {
                 .map_while(Result::ok)
                 .find(|a| a.kind == IFLA_IFNAME);
             if let (Some(name), true) = (name, index != 0) {
-                names.push((index, c_string(name.value)));
+                names.push((index, c_string(name.value).into()));
             }
         }
         at += attributes::align4(len);

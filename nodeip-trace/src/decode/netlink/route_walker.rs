@@ -12,6 +12,7 @@
 //! anything the crate would refuse, errors and all.
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use compact_str::CompactString;
 use netlink_packet_core::{NlaBuffer, ParseableParametrized};
 use netlink_packet_route::route::{RouteAttribute, RouteHeader, RouteLwEnCapType};
 use netlink_packet_route::AddressFamily;
@@ -42,7 +43,7 @@ const RTA_ENCAP: u16 = 22;
 /// An address attribute as the crate's `RouteAddress::parse` reads it, as the record writes
 /// it: IPv4 and IPv6 of exactly their length, other families' bytes in hex (MPLS never comes
 /// here).
-fn address_text(family: AddressFamily, value: &[u8]) -> Option<String> {
+fn address_text(family: AddressFamily, value: &[u8]) -> Option<CompactString> {
     match family {
         AddressFamily::Inet => {
             let octets: [u8; 4] = value.try_into().ok()?;
@@ -52,7 +53,7 @@ fn address_text(family: AddressFamily, value: &[u8]) -> Option<String> {
             let octets: [u8; 16] = value.try_into().ok()?;
             Some(ip_text(Ipv6Addr::from(octets)))
         }
-        _ => Some(hex(value)),
+        _ => Some(hex(value).into()),
     }
 }
 

@@ -3,6 +3,7 @@
 //! tables, types, protocols and scopes). Attributes those records do not show are kept raw;
 //! a body the crate rejects is kept as hex with the reason. `RTM_NEWLINK` teaches the decoder
 //! interface names.
+use compact_str::{format_compact, CompactString};
 use netlink_packet_core::ParseableParametrized;
 use netlink_packet_route::{
     address::{AddressAttribute, AddressMessage},
@@ -489,13 +490,13 @@ fn rule_action_name(action: u8) -> Name {
     .into()
 }
 
-fn route_address(address: &RouteAddress) -> String {
+fn route_address(address: &RouteAddress) -> CompactString {
     match address {
         RouteAddress::Inet(ip) => ip_text(*ip),
         RouteAddress::Inet6(ip) => ip_text(*ip),
-        RouteAddress::Mpls(label) => format!("mpls {}", label.label),
-        RouteAddress::Other(bytes) => hex(bytes),
-        _ => format!("{address:?}"),
+        RouteAddress::Mpls(label) => format_compact!("mpls {}", label.label),
+        RouteAddress::Other(bytes) => hex(bytes).into(),
+        _ => format_compact!("{address:?}"),
     }
 }
 
@@ -600,7 +601,7 @@ fn link_message(
 
 /// Tunnel local/remote addresses from `IFLA_INFO_DATA` of ipip/sit/ip6tnl, gre and vxlan.
 fn set_tunnel_endpoints(body: &mut LinkBody, data: InfoData) {
-    let mut set = |local: Option<String>, remote: Option<String>| {
+    let mut set = |local: Option<CompactString>, remote: Option<CompactString>| {
         if local.is_some() {
             body.tunnel_local = local;
         }
@@ -651,7 +652,9 @@ fn address_body(
         prefix_len: header.prefix_len,
         scope: scope_name(u8::from(header.scope)),
         index: header.index,
-        ifname: decoder.interface_name(header.index).map(str::to_string),
+        ifname: decoder
+            .interface_name(header.index)
+            .map(CompactString::from),
         other_attributes: other,
         ..AddressBody::default()
     };
@@ -659,7 +662,7 @@ fn address_body(
         match attribute {
             AddressAttribute::Address(ip) => body.address = Some(ip_text(ip)),
             AddressAttribute::Local(ip) => body.local = Some(ip_text(ip)),
-            AddressAttribute::Label(label) => body.label = Some(label),
+            AddressAttribute::Label(label) => body.label = Some(label.into()),
             AddressAttribute::Broadcast(ip) => body.broadcast = Some(ip_text(ip)),
             AddressAttribute::Anycast(ip) => body.anycast = Some(ip_text(ip)),
             // IFA_FLAGS is the full 32-bit set; the header holds only its low byte.
@@ -700,7 +703,7 @@ pub(super) fn finish_route_body(decoder: &NetlinkDecoder, body: &mut RouteBody, 
     let name_of = |index: Option<u32>| {
         index
             .and_then(|i| decoder.interface_name(i))
-            .map(str::to_string)
+            .map(CompactString::from)
     };
     body.oif_name = name_of(body.oif);
     body.iif_name = name_of(body.iif);
@@ -759,8 +762,8 @@ fn neighbour_body(
                 body.dst = Some(match address {
                     NeighbourAddress::Inet(ip) => ip_text(ip),
                     NeighbourAddress::Inet6(ip) => ip_text(ip),
-                    NeighbourAddress::Other(bytes) => hex(&bytes),
-                    _ => format!("{address:?}"),
+                    NeighbourAddress::Other(bytes) => hex(&bytes).into(),
+                    _ => format_compact!("{address:?}"),
                 })
             }
             NeighbourAttribute::LinkLayerAddress(bytes) => {

@@ -1,4 +1,6 @@
 //! Audit tests on layouts built the way the kernel builds its tables (one per seed incident).
+use compact_str::{format_compact, ToCompactString};
+
 use super::*;
 
 /// A layout: (interface, address/len) in the order added; the first address of a prefix on an
@@ -35,18 +37,18 @@ fn layout(
             });
         }
         s.addresses.push(AddressFact {
-            ifname: dev.to_string(),
-            address: addr.to_string(),
+            ifname: (*dev).into(),
+            address: addr.to_compact_string(),
             prefix_len: len,
             secondary: primary.is_some(),
             label: None,
         });
-        let src = primary.clone().unwrap_or(addr.to_string());
+        let src = primary.clone().unwrap_or(addr.to_compact_string());
         s.routes.push(RouteFact {
             table: "local".into(),
             route_type: "local".into(),
-            dst: format!("{addr}/32"),
-            dev: Some(dev.to_string()),
+            dst: format_compact!("{addr}/32"),
+            dev: Some((*dev).into()),
             src: Some(src.clone()),
             gateway: None,
         });
@@ -55,8 +57,8 @@ fn layout(
             s.routes.push(RouteFact {
                 table: "main".into(),
                 route_type: "unicast".into(),
-                dst: format!("{net}/{len}"),
-                dev: Some(dev.to_string()),
+                dst: format_compact!("{net}/{len}"),
+                dev: Some((*dev).into()),
                 src: Some(src),
                 gateway: None,
             });
@@ -66,7 +68,7 @@ fn layout(
         table: "main".into(),
         route_type: "unicast".into(),
         dst: "default".into(),
-        dev: Some(addresses[0].0.to_string()),
+        dev: Some(addresses[0].0.into()),
         src: None,
         gateway: Some(gateway.into()),
     });

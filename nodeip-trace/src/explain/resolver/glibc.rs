@@ -210,7 +210,11 @@ pub fn explain_call(
             agrees: d.agrees,
         })
         .collect();
-    let strings = |v: &[IpAddr]| v.iter().map(|a| ip_text(*a)).collect::<Vec<_>>();
+    let strings = |v: &[IpAddr]| {
+        v.iter()
+            .map(|a| String::from(ip_text(*a)))
+            .collect::<Vec<_>>()
+    };
     Some(GetaddrinfoWhy {
         resolver_order: strings(&resolver.iter().map(|(d, _)| *d).collect::<Vec<_>>()),
         matches,

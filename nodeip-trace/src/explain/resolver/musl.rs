@@ -343,7 +343,7 @@ pub fn explain(candidates: &[MuslCandidate], returned: &[IpAddr]) -> Getaddrinfo
             Some(pair(&candidates[ia], ia, &candidates[ib], ib))
         })
         .collect();
-    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(ip_text).collect();
+    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(|a| ip_text(a).into()).collect();
     GetaddrinfoWhy {
         resolver_order: strings(&mut candidates.iter().map(|c| c.dest)),
         matches: predicted == returned,

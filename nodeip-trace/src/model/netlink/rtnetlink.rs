@@ -1,5 +1,6 @@
 //! rtnetlink (`NETLINK_ROUTE`) object bodies: links, addresses, routes, neighbours, rules, as
 //! flat records with iproute2's names.
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 use super::{Name, RawAttribute};
@@ -47,10 +48,10 @@ pub struct LinkBody {
     pub operstate: Option<Name>,
     /// Tunnel local address (ipip/sit/ip6tnl, gre, vxlan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tunnel_local: Option<String>,
+    pub tunnel_local: Option<CompactString>,
     /// Tunnel remote address (vxlan: the group/remote).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tunnel_remote: Option<String>,
+    pub tunnel_remote: Option<CompactString>,
     /// Attributes not shown above (stats, af_spec, ...), raw.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_attributes: Vec<RawAttribute>,
@@ -69,10 +70,10 @@ pub struct AddressBody {
     pub index: u32,
     /// Interface name, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ifname: Option<String>,
+    pub ifname: Option<CompactString>,
     /// `IFA_LABEL` (IPv4: `eth0`, `eth0:1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<CompactString>,
     /// `IFA_F_*` names (`secondary`, `permanent`, `noprefixroute`, ...), from `IFA_FLAGS` when
     /// present, else the header.
     pub flags: Vec<Name>,
@@ -83,16 +84,16 @@ pub struct AddressBody {
     pub secondary: bool,
     /// `IFA_LOCAL`: the interface's own address (IPv4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local: Option<String>,
+    pub local: Option<CompactString>,
     /// `IFA_ADDRESS`: the address (IPv6) or the peer for point-to-point (IPv4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
+    pub address: Option<CompactString>,
     /// `IFA_BROADCAST`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broadcast: Option<String>,
+    pub broadcast: Option<CompactString>,
     /// `IFA_ANYCAST`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anycast: Option<String>,
+    pub anycast: Option<CompactString>,
     /// Attributes not shown above (cacheinfo, ...), raw.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_attributes: Vec<RawAttribute>,
@@ -119,32 +120,32 @@ pub struct RouteBody {
     pub tos: u8,
     /// `RTA_DST` (absent for a default route).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst: Option<String>,
+    pub dst: Option<CompactString>,
     /// Destination prefix length.
     pub dst_len: u8,
     /// `RTA_SRC` (source routing / lookup source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src: Option<String>,
+    pub src: Option<CompactString>,
     /// Source prefix length.
     pub src_len: u8,
     /// `RTA_PREFSRC`: the source address the kernel prefers for this route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefsrc: Option<String>,
+    pub prefsrc: Option<CompactString>,
     /// `RTA_GATEWAY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<String>,
+    pub gateway: Option<CompactString>,
     /// `RTA_OIF`: output interface index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oif: Option<u32>,
     /// Output interface name, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oif_name: Option<String>,
+    pub oif_name: Option<CompactString>,
     /// `RTA_IIF`: input interface index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iif: Option<u32>,
     /// Input interface name, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iif_name: Option<String>,
+    pub iif_name: Option<CompactString>,
     /// `RTA_PRIORITY` (the metric).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u32>,
@@ -182,7 +183,7 @@ pub struct NeighbourBody {
     pub neighbour_type: Name,
     /// `NDA_DST`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst: Option<String>,
+    pub dst: Option<CompactString>,
     /// `NDA_LLADDR`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lladdr: Option<String>,
@@ -207,12 +208,12 @@ pub struct RuleBody {
     pub priority: Option<u32>,
     /// `FRA_SRC`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src: Option<String>,
+    pub src: Option<CompactString>,
     /// Source prefix length.
     pub src_len: u8,
     /// `FRA_DST`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst: Option<String>,
+    pub dst: Option<CompactString>,
     /// Destination prefix length.
     pub dst_len: u8,
     /// `FRA_IIFNAME`.

@@ -126,7 +126,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
         EventBody::RouteLookup(r) => {
             let answer = match r.err {
                 0 if r.oif.is_empty() => "-".to_string(),
-                0 => r.oif.clone(),
+                0 => r.oif.to_string(),
                 -11 => "next table".into(),
                 err => format!("error {err}"),
             };

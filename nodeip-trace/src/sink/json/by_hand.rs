@@ -7,6 +7,8 @@
 //! without looking for characters to escape, and nothing goes through serde's per-field calls.
 //! Other shapes, rarer, keep the derived path. Tests compare both with serde_json over every
 //! optional field present and absent.
+use compact_str::CompactString;
+
 use super::compact::{
     self, append_integer, append_member_key as append_key, append_str, append_table_name, JsonError,
 };
@@ -59,7 +61,7 @@ fn append_names(out: &mut Vec<u8>, names: &[Name]) {
 }
 
 /// `,"key":"text"` when `text` is present.
-fn append_optional_text(out: &mut Vec<u8>, key: &'static str, text: &Option<String>) {
+fn append_optional_text(out: &mut Vec<u8>, key: &'static str, text: &Option<CompactString>) {
     if let Some(text) = text {
         append_key(out, key);
         append_str(out, text);

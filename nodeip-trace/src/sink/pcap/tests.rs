@@ -619,7 +619,7 @@ fn the_adapter_puts_diagnoses_and_summary_in_the_section_header_at_the_end() {
         ts_ns: 0,
         pid: 0,
         tid: 0,
-        comm: String::new(),
+        comm: Default::default(),
         process: None,
         body,
     };
