@@ -547,9 +547,10 @@ fn write_route_gets(path: &Path, count: usize) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Runs of each output in the burst (BENCHMARKS.md: the tracer's CPU moves ±20%
-/// between runs here).
-const BURST_ROUNDS: usize = 3;
+/// Runs of each output in the burst: the tracer's CPU moves ±20% between runs here and
+/// one run in three or four lands far off (2.05, 1.42, 1.65 µs/event in one 14:31 bench), so
+/// the median of five, not three.
+const BURST_ROUNDS: usize = 5;
 
 /// One traced run of the burst.
 struct BurstRun {
