@@ -803,8 +803,9 @@ fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>
         })?;
         let (out, written) = sinks.file_writer(file);
         let name = path.display().to_string();
+        let write_size = out.capacity();
         sinks.add_file(
-            Box::new(JsonLinesSink::new(out, name.clone(), false)),
+            Box::new(JsonLinesSink::new(out, name.clone(), false).with_write_size(write_size)),
             LimitedRecords::Events,
             name,
             written,

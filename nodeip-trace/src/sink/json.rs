@@ -215,8 +215,10 @@ pub struct JsonLinesSink<W: Write> {
     out: W,
     name: String,
     flush_each: bool,
-    /// The line being made (kept: its capacity is reused).
-    line: Vec<u8>,
+    /// Lines made and not yet written, then the line being made (kept: its capacity is reused).
+    lines: Vec<u8>,
+    /// Pending bytes at which `lines` is written out (0: each line as it is made).
+    write_size: usize,
     shared: SharedJson,
 }
 
@@ -228,37 +230,71 @@ impl<W: Write> JsonLinesSink<W> {
             out,
             name: name.into(),
             flush_each,
-            line: Vec::new(),
+            lines: Vec::new(),
+            write_size: 0,
             shared: SharedJson::default(),
         }
     }
 
+    /// Collects lines until `bytes` of them are pending, then writes them in one call (and on
+    /// every flush). Given a `BufWriter`'s capacity, the `BufWriter` hands them straight to its
+    /// writer instead of copying each line into its buffer first (a 100,000 route-get burst
+    /// writes 300 MB of JSON). Lines still pending when the sink is dropped are written then.
+    pub fn with_write_size(mut self, bytes: usize) -> Self {
+        self.write_size = bytes;
+        self
+    }
+
     /// Writes one event.
     pub fn write_event(&mut self, event: &Event) -> Result<(), SinkError> {
-        let io = |source| SinkError::Io {
-            what: self.name.clone(),
-            source,
-        };
-        self.line.clear();
-        append_event(event, &mut self.shared, &mut self.line)?;
-        self.line.push(b'\n');
-        self.out.write_all(&self.line).map_err(io)?;
+        let start = self.lines.len();
+        if let Err(e) = append_event(event, &mut self.shared, &mut self.lines) {
+            // Nothing of a line that failed stays.
+            self.lines.truncate(start);
+            return Err(e.into());
+        }
+        self.lines.push(b'\n');
         if self.flush_each {
-            self.out.flush().map_err(|source| SinkError::Io {
-                what: self.name.clone(),
-                source,
-            })?;
+            return self.flush_lines();
+        }
+        if self.lines.len() >= self.write_size {
+            self.write_lines()?;
         }
         Ok(())
+    }
+
+    /// Writes the pending lines.
+    fn write_lines(&mut self) -> Result<(), SinkError> {
+        let written = self.out.write_all(&self.lines);
+        self.lines.clear();
+        written.map_err(|source| SinkError::Io {
+            what: self.name.clone(),
+            source,
+        })
+    }
+
+    /// Writes the pending lines and flushes the writer.
+    fn flush_lines(&mut self) -> Result<(), SinkError> {
+        self.write_lines()?;
+        self.out.flush().map_err(|source| SinkError::Io {
+            what: self.name.clone(),
+            source,
+        })
+    }
+}
+
+impl<W: Write> Drop for JsonLinesSink<W> {
+    /// Writes what is pending, as a `BufWriter` does when dropped (errors cannot be reported).
+    fn drop(&mut self) {
+        if !self.lines.is_empty() {
+            let _ = self.out.write_all(&self.lines);
+        }
     }
 }
 
 impl<W: Write> EventSink for JsonLinesSink<W> {
     fn flush(&mut self) -> Result<(), SinkError> {
-        self.out.flush().map_err(|source| SinkError::Io {
-            what: self.name.clone(),
-            source,
-        })
+        self.flush_lines()
     }
 
     fn event(&mut self, event: &Event) -> Result<(), SinkError> {
@@ -266,10 +302,7 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
     }
 
     fn finish(&mut self) -> Result<(), SinkError> {
-        self.out.flush().map_err(|source| SinkError::Io {
-            what: self.name.clone(),
-            source,
-        })
+        self.flush_lines()
     }
 }
 
@@ -462,9 +495,58 @@ mod tests {
             expected.push(b'\n');
         }
         assert_eq!(
-            String::from_utf8(sink.out).unwrap(),
+            String::from_utf8(std::mem::take(&mut sink.out)).unwrap(),
             String::from_utf8(expected).unwrap()
         );
+    }
+
+    /// Lines collected up to the write size come out whole, in order, the same bytes as line
+    /// by line: written when the size is reached, on flush, and when the sink is dropped.
+    #[test]
+    fn collected_lines_are_written_at_the_size_on_flush_and_on_drop() {
+        // Two-digit `ts_ns`: every line the same length.
+        let events: Vec<Event> = (10..50)
+            .map(|seq| Event {
+                ts: String::from("2026-11-28T16:00:00.000000000Z").into(),
+                ts_ns: seq,
+                pid: 7,
+                tid: 7,
+                comm: "ip".into(),
+                process: None,
+                body: EventBody::Extack(crate::model::event::ExtackMessage {
+                    message: "Nexthop device is not up".into(),
+                }),
+            })
+            .collect();
+        let mut one_by_one = Vec::new();
+        let mut sink = JsonLinesSink::new(&mut one_by_one, "memory", false);
+        events.iter().for_each(|e| sink.write_event(e).unwrap());
+        drop(sink);
+        let line_len = one_by_one.len() / events.len();
+
+        let mut out = Vec::new();
+        let mut sink = JsonLinesSink::new(&mut out, "memory", false).with_write_size(10 * line_len);
+        for e in &events[..9] {
+            sink.write_event(e).unwrap();
+        }
+        assert!(
+            sink.out.is_empty(),
+            "nothing written before the size is reached"
+        );
+        sink.write_event(&events[9]).unwrap();
+        assert_eq!(sink.out.len(), 10 * line_len, "ten lines written at once");
+        sink.write_event(&events[10]).unwrap();
+        sink.flush().unwrap();
+        assert_eq!(
+            sink.out.len(),
+            11 * line_len,
+            "a flush writes what is pending"
+        );
+        events[11..]
+            .iter()
+            .for_each(|e| sink.write_event(e).unwrap());
+        drop(sink);
+        assert_eq!(out, one_by_one);
     }
 
     /// Live events (with a process) are written as serde_json writes them, whichever process
@@ -519,7 +601,7 @@ mod tests {
             }
         }
         assert_eq!(
-            String::from_utf8(sink.out).unwrap(),
+            String::from_utf8(std::mem::take(&mut sink.out)).unwrap(),
             String::from_utf8(expected).unwrap()
         );
     }
