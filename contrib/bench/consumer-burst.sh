@@ -16,13 +16,8 @@ BEFORE=$1; AFTER=$2; ROUNDS=${3:-3}; PAIRS=${4:-100000}
 NS=nbench-$$
 WORK=$(mktemp -d)
 trap 'ip netns del $NS 2>/dev/null; rm -rf "$WORK"' EXIT
-ip netns add $NS
-ip -n $NS link add veth0 type veth peer name veth1
-ip -n $NS link set veth0 up
-ip -n $NS link set veth1 up
-ip -n $NS addr add 10.9.0.1/24 dev veth0
-ip -n $NS link set lo up
-for i in $(seq 0 $((PAIRS - 1))); do echo "route get 10.9.0.$((i % 250 + 2))"; done > "$WORK/batch"
+. "$(dirname "$0")/burst-namespace.sh"
+burst_namespace $NS "$WORK" "$PAIRS"
 
 storm_ms() {
     local s e

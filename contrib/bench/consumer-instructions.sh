@@ -15,13 +15,8 @@ BIN=$(realpath "${1:-target/release/nodeip-trace}"); SMALL=${2:-2000}; LARGE=${3
 NS=ninstr-$$
 WORK=$(mktemp -d)
 trap 'ip netns del $NS 2>/dev/null; perf probe -q -d "ninstr:*" 2>/dev/null; rm -rf "$WORK"' EXIT
-ip netns add $NS
-ip -n $NS link add veth0 type veth peer name veth1
-ip -n $NS link set veth0 up
-ip -n $NS link set veth1 up
-ip -n $NS addr add 10.9.0.1/24 dev veth0
-ip -n $NS link set lo up
-for i in $(seq 0 $((LARGE - 1))); do echo "route get 10.9.0.$((i % 250 + 2))"; done > "$WORK/batch"
+. "$(dirname "$0")/burst-namespace.sh"
+burst_namespace $NS "$WORK" "$LARGE"
 
 # start_tracer WRAPPER...: the tracer (under WRAPPER, if any) tracing `ip`, JSON to a file;
 # sets TPID and waits until its probes are attached.
