@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use nodeip_trace_common::{go_flags, GoAddrList, GoHostRecord, GoSortRecord};
 
 use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall, ResolverKind, SortInputs};
-use crate::model::ip_text::ip_text;
+use crate::model::ip_text::{ip_text, ip_texts};
 
 /// The address at `i` of `list` (`None`: no address there, or an invalid one).
 fn address(list: &GoAddrList, i: usize) -> Option<IpAddr> {
@@ -94,7 +94,7 @@ fn go_call(
     (start_ns, end_ns): (u64, u64),
     resolver: ResolverKind,
 ) -> GetaddrinfoCall {
-    let addresses: Vec<String> = returned.iter().map(|a| ip_text(*a).into()).collect();
+    let addresses = ip_texts(returned.iter().copied());
     let results = returned
         .iter()
         .map(|a| AddrinfoResult {

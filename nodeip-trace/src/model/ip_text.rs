@@ -58,6 +58,11 @@ pub fn ip_text(addr: impl Into<IpAddr>) -> CompactString {
     }
 }
 
+/// The texts of `addrs`, in order, as the `String`s of a getaddrinfo-like call's address lists.
+pub fn ip_texts(addrs: impl IntoIterator<Item = IpAddr>) -> Vec<String> {
+    addrs.into_iter().map(|a| ip_text(a).into()).collect()
+}
+
 /// Appends `value` in decimal, unpadded (`format!("{value}")` without the formatter).
 pub fn push_decimal(out: &mut CompactString, mut value: u32) {
     let mut digits = [0u8; 10];

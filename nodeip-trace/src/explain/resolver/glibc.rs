@@ -19,7 +19,7 @@ use super::{connected_candidates, unmapped, ResolverSort};
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
 use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy, ResolverSpan};
-use crate::model::ip_text::ip_text;
+use crate::model::ip_text::ip_texts;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
 
 /// One row of glibc's `in6ai` list (`__check_pf`'s RTM_GETADDR dump).
@@ -210,15 +210,10 @@ pub fn explain_call(
             agrees: d.agrees,
         })
         .collect();
-    let strings = |v: &[IpAddr]| {
-        v.iter()
-            .map(|a| String::from(ip_text(*a)))
-            .collect::<Vec<_>>()
-    };
     Some(GetaddrinfoWhy {
-        resolver_order: strings(&resolver.iter().map(|(d, _)| *d).collect::<Vec<_>>()),
+        resolver_order: ip_texts(resolver.iter().map(|(d, _)| *d)),
         matches,
-        predicted: strings(&predicted),
+        predicted: ip_texts(predicted.iter().copied()),
         pairs,
         candidates: resolver
             .iter()

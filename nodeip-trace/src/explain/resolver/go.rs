@@ -25,7 +25,7 @@ use std::net::IpAddr;
 
 use super::ResolverSort;
 use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
-use crate::model::ip_text::ip_text;
+use crate::model::ip_text::ip_texts;
 
 /// One address as Go's sort sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,11 +233,10 @@ pub fn explain(candidates: &[GoCandidate], returned: &[IpAddr]) -> GetaddrinfoWh
             })
         })
         .collect();
-    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(|a| ip_text(a).into()).collect();
     GetaddrinfoWhy {
-        resolver_order: strings(&mut candidates.iter().map(|c| c.dest)),
+        resolver_order: ip_texts(candidates.iter().map(|c| c.dest)),
         matches: predicted == returned,
-        predicted: strings(&mut predicted.iter().copied()),
+        predicted: ip_texts(predicted.iter().copied()),
         pairs,
         candidates: candidates
             .iter()

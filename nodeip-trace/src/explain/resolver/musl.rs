@@ -24,7 +24,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use super::{connected_candidates, ResolverSort};
 use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
-use crate::model::ip_text::ip_text;
+use crate::model::ip_text::ip_texts;
 
 /// `MAXADDRS` in musl's `lookup.h`: the index term is `48 - i`.
 const MAX_ADDRS: u32 = 48;
@@ -343,11 +343,10 @@ pub fn explain(candidates: &[MuslCandidate], returned: &[IpAddr]) -> Getaddrinfo
             Some(pair(&candidates[ia], ia, &candidates[ib], ib))
         })
         .collect();
-    let strings = |v: &mut dyn Iterator<Item = IpAddr>| v.map(|a| ip_text(a).into()).collect();
     GetaddrinfoWhy {
-        resolver_order: strings(&mut candidates.iter().map(|c| c.dest)),
+        resolver_order: ip_texts(candidates.iter().map(|c| c.dest)),
         matches: predicted == returned,
-        predicted: strings(&mut predicted.iter().copied()),
+        predicted: ip_texts(predicted.iter().copied()),
         pairs,
         candidates: candidates
             .iter()
