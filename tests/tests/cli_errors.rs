@@ -31,6 +31,14 @@ fn missing_command_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// The names of the files in a scratch directory.
+fn names_in(dir: &nodeip_trace_tests::ScratchDir) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(&dir.path)
+        .expect("listing the scratch directory")
+        .map(|e| e.expect("a directory entry").file_name())
+        .collect()
+}
+
 #[test]
 fn a_trace_that_fails_to_start_leaves_no_new_output_files() {
     let dir = nodeip_trace_tests::ScratchDir::new("unstarted");
@@ -60,10 +68,27 @@ fn a_trace_that_fails_to_start_leaves_no_new_output_files() {
             "{made} was left after a failed start"
         );
     }
-    assert!(
-        std::path::Path::new(&kept).exists(),
-        "a file that was there before is not removed"
+    assert_eq!(
+        std::fs::read(&kept).ok().as_deref(),
+        Some(&b"an earlier file"[..]),
+        "a file that was there before is neither removed nor truncated"
     );
+    assert_eq!(names_in(&dir), ["kept.pcapng"], "no copy is left beside it");
+}
+
+#[test]
+fn a_trace_that_starts_replaces_an_earlier_output_file() {
+    let dir = nodeip_trace_tests::ScratchDir::new("replaced");
+    let rec = dir.file("rec.jsonl");
+    std::fs::write(&rec, b"an earlier file").expect("writing the earlier file");
+    let (code, err) = run(&["trace", "-o", &rec, "--", "true"]);
+    assert_eq!(code, Some(0), "{err}");
+    let text = std::fs::read_to_string(&rec).expect("reading the recording");
+    assert!(
+        text.starts_with("{") && !text.contains("an earlier file"),
+        "the recording replaced the earlier file: {text:.200}"
+    );
+    assert_eq!(names_in(&dir), ["rec.jsonl"], "no copy is left beside it");
 }
 
 #[test]

@@ -687,6 +687,7 @@ type PcapOutput = (
 /// size-limited).
 fn pcap_writer(
     sinks: &Sinks,
+    files: &mut UnstartedOutputs,
     path: &std::path::Path,
     pcapng: bool,
 ) -> Result<PcapOutput, TraceError> {
@@ -695,10 +696,7 @@ fn pcap_writer(
     let (out, written): (Box<dyn Write>, _) = if to_stdout {
         (Box::new(std::io::stdout()), None)
     } else {
-        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = files.create(path)?;
         let (out, written) = sinks.file_writer(file);
         (Box::new(out), written)
     };
@@ -742,28 +740,71 @@ const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 /// runs, 32 and 128 alike; BENCHMARKS.md, 2026-11-28 13:00).
 const RECORDS_PER_BATCH: usize = 64;
 
-/// The output files a trace makes before anything is attached, removed again when it fails to
-/// start (probes refused, the command not found): a failed start leaves no empty recording or
-/// pcap behind to be taken for a trace of nothing. Files that were there before are left.
+/// The output files of a trace, opened before anything is attached, kept only once it has
+/// started. A failed start (probes refused, the command not found) leaves no empty recording or
+/// pcap behind to be taken for a trace of nothing, and takes nothing away: an output that was
+/// already a regular file is written to a copy beside it ([`crate::sink::beside`]), which
+/// replaces it when the trace starts, so the earlier recording survives a failed start whole.
 struct UnstartedOutputs {
+    /// Files this trace made: removed unless it starts.
     made: Vec<std::path::PathBuf>,
+    /// Copies beside existing files, and the file each replaces when the trace starts.
+    replacing: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl UnstartedOutputs {
-    /// The file outputs of `opts` that do not exist yet (stdout, `-`, is none).
-    fn before_opening(opts: &TraceOptions) -> Self {
-        let made = [&opts.output, &opts.pcap, &opts.pcapng, &opts.report]
-            .into_iter()
-            .flatten()
-            .filter(|p| p.as_os_str() != "-" && std::fs::symlink_metadata(p).is_err())
-            .cloned()
-            .collect();
-        Self { made }
+    /// No output opened yet.
+    fn new() -> Self {
+        Self {
+            made: Vec::new(),
+            replacing: Vec::new(),
+        }
     }
 
-    /// The trace started: its outputs stay.
-    fn started(mut self) {
+    /// Opens the output file `path` for writing (owner-only, [`crate::sink::create_private`]):
+    /// a new file, or a copy beside an existing regular one (through a symbolic link, beside
+    /// its target, which the link keeps naming). Where no copy can be made beside it (a
+    /// directory this process may not write), the file itself is truncated, as before.
+    fn create(&mut self, path: &std::path::Path) -> Result<std::fs::File, TraceError> {
+        let fail = |source| TraceError::Create {
+            path: path.to_path_buf(),
+            source,
+        };
+        let existing = std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|_| std::fs::canonicalize(path).ok());
+        if let Some(target) = existing {
+            let copy = crate::sink::beside(&target, "unstarted");
+            // A copy left by a tracer that was killed before it started (same pid, later boot).
+            let _ = std::fs::remove_file(&copy);
+            if let Ok(file) = crate::sink::create_private_new(&copy) {
+                self.replacing.push((copy, target));
+                return Ok(file);
+            }
+            return crate::sink::create_private(path).map_err(fail);
+        }
+        let is_new = std::fs::symlink_metadata(path).is_err();
+        let file = crate::sink::create_private(path).map_err(fail)?;
+        if is_new {
+            self.made.push(path.to_path_buf());
+        }
+        Ok(file)
+    }
+
+    /// The trace started: its outputs stay, each copy replacing the file it was made beside.
+    fn started(mut self) -> Result<(), TraceError> {
         self.made.clear();
+        for (copy, target) in std::mem::take(&mut self.replacing) {
+            if let Err(source) = std::fs::rename(&copy, &target) {
+                let _ = std::fs::remove_file(&copy);
+                return Err(TraceError::Create {
+                    path: target,
+                    source,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -772,6 +813,9 @@ impl Drop for UnstartedOutputs {
         for path in &self.made {
             let _ = std::fs::remove_file(path);
         }
+        for (copy, _) in &self.replacing {
+            let _ = std::fs::remove_file(copy);
+        }
     }
 }
 
@@ -779,7 +823,10 @@ impl Drop for UnstartedOutputs {
 /// which hooks are worth attaching (a plain pcap alone needs the netlink capture only). Also
 /// whether stdout carries machine output (a traced command's stdout then goes to stderr), and
 /// the generic-netlink families known up front (id → name).
-fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>), TraceError> {
+fn open_sinks(
+    opts: &TraceOptions,
+    files: &mut UnstartedOutputs,
+) -> Result<(Sinks, bool, BTreeMap<u16, String>), TraceError> {
     let stdout_machine = opts.format.is_some_and(|f| f != OutputFormat::Text)
         || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
         || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
@@ -797,10 +844,7 @@ fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>
         sinks.add(timeline_sink(format, out, "stdout", false), None);
     }
     if let Some(path) = &opts.output {
-        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
-            path: path.clone(),
-            source,
-        })?;
+        let file = files.create(path)?;
         let (out, written) = sinks.file_writer(file);
         let name = path.display().to_string();
         let write_size = out.capacity();
@@ -813,10 +857,7 @@ fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>
         );
     }
     if let Some(path) = &opts.report {
-        let file = crate::sink::create_private(path).map_err(|source| TraceError::Create {
-            path: path.clone(),
-            source,
-        })?;
+        let file = files.create(path)?;
         sinks.add(
             Box::new(
                 crate::sink::html::HtmlReportSink::new(
@@ -831,7 +872,7 @@ fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>
     let mut families = crate::probe::kernel_dump::genl_families();
     families.extend(opts.genl_families.iter().cloned());
     if let Some(path) = &opts.pcap {
-        let (writer, written) = pcap_writer(&sinks, path, false)?;
+        let (writer, written) = pcap_writer(&sinks, files, path, false)?;
         let name = path.display().to_string();
         sinks.add_file(
             Box::new(crate::sink::FrameSinkAdapter::new(
@@ -846,7 +887,7 @@ fn open_sinks(opts: &TraceOptions) -> Result<(Sinks, bool, BTreeMap<u16, String>
         );
     }
     if let Some(path) = &opts.pcapng {
-        let (writer, written) = pcap_writer(&sinks, path, true)?;
+        let (writer, written) = pcap_writer(&sinks, files, path, true)?;
         let name = path.display().to_string();
         sinks.add_file(
             Box::new(
@@ -897,8 +938,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         config.filter_by_pid = true;
         config.follow_forks = true;
     }
-    let unstarted = UnstartedOutputs::before_opening(&opts);
-    let (mut sinks, stdout_machine, families) = open_sinks(&opts)?;
+    let mut unstarted = UnstartedOutputs::new();
+    let (mut sinks, stdout_machine, families) = open_sinks(&opts, &mut unstarted)?;
     let frames_only = !sinks.reads_events();
     if frames_only {
         // Nothing reads events: route lookups, resolver calls and kernel handler calls would
@@ -1036,7 +1077,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         tracer.remove_traced_pid(me)?;
         child = Some(spawned?);
     }
-    unstarted.started();
+    unstarted.started()?;
     // Attached, outputs open, the command started with the caller's privileges: keep only what
     // attaching to what starts later needs (docs/security.md).
     match crate::probe::privileges::drop_to_running_set() {

@@ -130,16 +130,41 @@ pub fn note(line: std::fmt::Arguments<'_>) {
 /// Creates (or truncates) an output file readable by its owner only (0600): captures and
 /// recordings hold other processes' addresses and requests, and travel to laptops.
 pub fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    open_private(
+        path,
+        std::fs::OpenOptions::new().create(true).truncate(true),
+    )
+}
+
+/// Creates an output file readable by its owner only, failing if anything (a file, a
+/// symbolic link) is already at `path`: for copies made beside an output ([`beside`]).
+pub fn create_private_new(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    open_private(path, std::fs::OpenOptions::new().create_new(true))
+}
+
+/// Opens `path` for writing with `options`, mode 0600 (an existing file's mode narrowed too).
+fn open_private(
+    path: &std::path::Path,
+    options: &mut std::fs::OpenOptions,
+) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
+    let file = options.write(true).mode(0o600).open(path)?;
     // An existing file keeps its mode on open: narrow it too.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     Ok(file)
+}
+
+/// A hidden file beside `path`, named for this process and `purpose`, that replaces it by a
+/// rename (the same directory, so the same file system): `dir/.name.nodeip-trace-PID.purpose`.
+pub fn beside(path: &std::path::Path, purpose: &str) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        ".{name}.nodeip-trace-{}.{purpose}",
+        std::process::id()
+    ))
 }
 
 /// A consumer of the pipeline's output. The stream's structure arrives as calls: frames, events,

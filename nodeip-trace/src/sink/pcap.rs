@@ -653,9 +653,9 @@ impl SectionComments {
 
 /// Adds `comments` (an `opt_comment` each, after the section's own options) to the section
 /// header of the pcapng file at `path`. The file is copied behind the new section header into a
-/// temporary file next to it (`.NAME.nodeip-trace-PID`, created 0600, given the file's mode),
-/// which then replaces it by a rename; the copy streams (`std::io::copy`: the kernel copies
-/// file to file), so memory stays constant whatever the size. Until the rename the capture is
+/// temporary file next to it (`.NAME.nodeip-trace-PID.comments`, created 0600, given the file's
+/// mode), which then replaces it by a rename; the copy streams (`std::io::copy`: the kernel
+/// copies file to file), so memory stays constant whatever the size. Until the rename the capture is
 /// untouched: a failure, or a kill, leaves it complete without the comments. Where no file may
 /// be made beside it (a directory the tracer, having dropped its capabilities, may not write),
 /// the file is rewritten in place instead.
@@ -739,11 +739,7 @@ pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), Pcap
     shb[4..8].copy_from_slice(&new_total);
     shb.extend_from_slice(&new_total);
 
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.nodeip-trace-{}", std::process::id()));
+    let temp = super::beside(path, "comments");
     let mut out = match super::create_private(&temp) {
         Ok(out) => out,
         // A directory this process may no longer write (the tracer dropped CAP_DAC_OVERRIDE
