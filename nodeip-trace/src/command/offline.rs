@@ -526,8 +526,20 @@ impl<'a> MappedCaptureReader<'a> {
 }
 
 impl std::io::Read for MappedCaptureReader<'_> {
+    /// Fails where the file was found cut shorter while mapped ([`MappedFile::cut_at`]): what
+    /// lies past its new end reads as zeros, not as frames.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.bytes.read(buf)?;
+        if let Some(at) = self.mapped.cut_at().filter(|&at| at < self.read + n) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the file was cut shorter while being read (to {at} bytes or fewer, of \
+                     {}): is a process still writing or rotating it? Analyze a copy",
+                    self.mapped.len()
+                ),
+            ));
+        }
         self.read += n;
         self.behind.reached(self.mapped, self.read, n == 0);
         Ok(n)
@@ -855,6 +867,42 @@ mod tests {
         );
         assert!(warnings.is_empty());
         assert_eq!(lines, 1);
+    }
+
+    /// A capture cut shorter while mapped (rotated under `analyze`) stops it with an error that
+    /// says so, the frames before the cut analyzed, instead of a SIGBUS killing it.
+    #[test]
+    fn a_capture_cut_while_mapped_ends_in_an_error_not_a_crash() {
+        let bytes = pcap_of(&vec![getaddr(24); 2000]);
+        let path = std::env::temp_dir().join(format!("nit-cut-pcap-{}", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let mapped = MappedFile::open(&path).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(20_000).unwrap();
+        let interfaces = InterfaceNames::new();
+        let known = Known {
+            genl_families: &[],
+            interfaces: &interfaces,
+        };
+        let mut out = Vec::new();
+        let result = {
+            let mut sink = crate::sink::json::JsonLinesSink::new(&mut out, "memory", false);
+            let reader = CaptureReader::unbuffered(MappedCaptureReader::new(&mapped));
+            analyze_read_by(&path, reader, &known, &mut sink, &mut |_| {}, &mut |_| {})
+        };
+        std::fs::remove_file(&path).unwrap();
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("cut shorter while being read"), "{err}");
+        let frames = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(r#""kind":"netlink""#))
+            .count();
+        // 24 bytes of file header, then 56 a frame: the frames before the first page cut.
+        assert!(
+            (300..=400).contains(&frames),
+            "{frames} frames before the cut"
+        );
     }
 
     /// Issue 19: a pcapng whose second frame has a corrupt nlmon header stopped `analyze` there;

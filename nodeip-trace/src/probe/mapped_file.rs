@@ -11,6 +11,12 @@
 //!
 //! `analyze` maps capture files the same way: both of its passes read the mapping, without
 //! `read` copying the file into the process twice.
+//!
+//! A mapped file that another process cuts shorter (a capture rotated or rewritten while
+//! `analyze` reads it, an executable overwritten by `cp` while the tracer reads it) would kill
+//! the process with SIGBUS on the first read past its new end. [`cut_guard`] takes that signal
+//! instead: the page becomes a page of zeros, and [`MappedFile::cut_at`] says where the file
+//! was found cut, for the reader to stop there and say so.
 use std::fs::File;
 use std::ops::Deref;
 use std::os::fd::AsRawFd;
@@ -21,6 +27,8 @@ pub struct MappedFile {
     /// Start of the mapping (dangling, never read, when `len` is 0).
     ptr: std::ptr::NonNull<u8>,
     len: usize,
+    /// Its entry in [`cut_guard`]'s table (none: empty, or the table was full).
+    guarded: Option<usize>,
 }
 
 // SAFETY: the mapping is read-only and owned by this value; shared reads from several threads
@@ -44,12 +52,13 @@ impl MappedFile {
             return Ok(Self {
                 ptr: std::ptr::NonNull::dangling(),
                 len: 0,
+                guarded: None,
             });
         }
         // SAFETY: a fresh shared read-only mapping of `len` bytes of an open file; the kernel
         // chooses the address. A running executable cannot be written (ETXTBSY); a file that is
-        // truncated under us makes reads past its new end fault, as with any mapped-file reader
-        // (ripgrep, object readers) — the price of not copying whole executables.
+        // truncated under us makes reads past its new end fault, which `cut_guard` takes: they
+        // read zeros, and `cut_at` says where.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -65,7 +74,14 @@ impl MappedFile {
         }
         let ptr = std::ptr::NonNull::new(ptr.cast::<u8>())
             .ok_or_else(|| std::io::Error::other("mmap returned a null mapping"))?;
-        Ok(Self { ptr, len })
+        let guarded = cut_guard::watch(ptr.as_ptr() as usize, len);
+        Ok(Self { ptr, len, guarded })
+    }
+
+    /// Where the file was found cut shorter while mapped: the offset of the first page read
+    /// past its new end (read as zeros from there), or `None` while nothing was.
+    pub fn cut_at(&self) -> Option<usize> {
+        self.guarded.and_then(cut_guard::cut_at)
     }
 }
 
@@ -98,11 +114,132 @@ impl Deref for MappedFile {
 
 impl Drop for MappedFile {
     fn drop(&mut self) {
+        if let Some(entry) = self.guarded {
+            cut_guard::forget(entry);
+        }
         if self.len > 0 {
             // SAFETY: unmaps exactly the mapping `map` made; no borrow of it outlives `self`.
             unsafe {
                 libc::munmap(self.ptr.as_ptr().cast(), self.len);
             }
+        }
+    }
+}
+
+/// The SIGBUS handler that keeps a cut mapped file from killing the process.
+///
+/// Each [`MappedFile`] is entered in a fixed table (start, length, first page found cut) that
+/// the handler reads with atomics only. A SIGBUS at an address inside a watched mapping is a
+/// read past the file's new end: the handler maps a page of zeros over that page
+/// (`MAP_FIXED`, anonymous, read-only), notes its offset, and returns, so the read goes on
+/// and sees zeros. Any other SIGBUS is not ours: the handler puts back the action it replaced
+/// (Rust's own, or the default) and returns, so the faulting read runs again under it.
+mod cut_guard {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Mappings watched at once; more are mapped unwatched (a cut one then kills as before).
+    const ENTRIES: usize = 64;
+    /// No page found cut.
+    const NOT_CUT: usize = usize::MAX;
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: AtomicUsize = AtomicUsize::new(0);
+    /// Start address of each watched mapping (0: a free entry).
+    static STARTS: [AtomicUsize; ENTRIES] = [EMPTY; ENTRIES];
+    /// Length of each (0 while an entry is being filled or emptied: the handler skips it).
+    static LENS: [AtomicUsize; ENTRIES] = [EMPTY; ENTRIES];
+    #[allow(clippy::declare_interior_mutable_const)]
+    const UNCUT: AtomicUsize = AtomicUsize::new(NOT_CUT);
+    /// Offset of the first page found cut in each.
+    static CUT_AT: [AtomicUsize; ENTRIES] = [UNCUT; ENTRIES];
+
+    /// The SIGBUS action the handler replaced, put back for a fault that is not ours.
+    static REPLACED: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
+
+    /// Watches the mapping at `start` of `len` bytes (installing the handler the first time):
+    /// its entry, or `None` when the table is full or the handler cannot be installed.
+    pub(super) fn watch(start: usize, len: usize) -> Option<usize> {
+        install()?;
+        let entry = (0..ENTRIES).find(|&i| {
+            STARTS[i]
+                .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })?;
+        CUT_AT[entry].store(NOT_CUT, Ordering::Release);
+        LENS[entry].store(len, Ordering::Release);
+        Some(entry)
+    }
+
+    /// Stops watching `entry` (before its mapping is unmapped).
+    pub(super) fn forget(entry: usize) {
+        LENS[entry].store(0, Ordering::Release);
+        STARTS[entry].store(0, Ordering::Release);
+    }
+
+    /// The offset of the first page of `entry` found cut.
+    pub(super) fn cut_at(entry: usize) -> Option<usize> {
+        Some(CUT_AT[entry].load(Ordering::Acquire)).filter(|&at| at != NOT_CUT)
+    }
+
+    /// Installs the handler once; `None` if it could not be.
+    fn install() -> Option<()> {
+        static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let installed = *INSTALLED.get_or_init(|| {
+            // SAFETY: sigaction with a zeroed (then filled) struct; the handler only uses
+            // atomics and async-signal-safe calls (mmap, sigaction).
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_sigbus as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut replaced: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut replaced) != 0 {
+                    return false;
+                }
+                // Set before the handler can run: it reads it.
+                let _ = REPLACED.set(replaced);
+                libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) == 0
+            }
+        });
+        installed.then_some(())
+    }
+
+    /// The SIGBUS handler (see the module).
+    extern "C" fn on_sigbus(_signal: i32, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
+        let address = unsafe { (*info).si_addr() } as usize;
+        // SAFETY: sysconf is async-signal-safe in practice (a read of the auxiliary vector).
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        for entry in 0..ENTRIES {
+            let (start, len) = (
+                STARTS[entry].load(Ordering::Acquire),
+                LENS[entry].load(Ordering::Acquire),
+            );
+            if len == 0 || address < start || address - start >= len {
+                continue;
+            }
+            let at = address & !(page - 1);
+            // SAFETY: replaces one page inside a mapping this process owns and is reading.
+            let zeros = unsafe {
+                libc::mmap(
+                    at as *mut libc::c_void,
+                    page,
+                    libc::PROT_READ,
+                    libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if zeros != libc::MAP_FAILED {
+                CUT_AT[entry].fetch_min(at.saturating_sub(start), Ordering::AcqRel);
+                return;
+            }
+            break;
+        }
+        // Not ours (or the page could not be replaced): the replaced action takes it.
+        if let Some(replaced) = REPLACED.get() {
+            // SAFETY: sigaction is async-signal-safe; `replaced` is what the kernel gave.
+            unsafe { libc::sigaction(libc::SIGBUS, replaced, std::ptr::null_mut()) };
         }
     }
 }
@@ -198,6 +335,81 @@ mod tests {
             "the uprobe's int3 in a private mapping"
         );
         assert_eq!(seen, 0xC3, "the mapped file shows the file's RET");
+    }
+
+    #[test]
+    fn a_file_cut_shorter_while_mapped_reads_as_zeros_past_its_new_end() {
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let path = std::env::temp_dir().join(format!("nit-cut-map-{}", std::process::id()));
+        std::fs::write(&path, vec![0xABu8; 3 * page]).unwrap();
+        let mapped = MappedFile::open(&path).unwrap();
+        assert_eq!(mapped.cut_at(), None);
+        assert_eq!(mapped[2 * page + 5], 0xAB);
+        // Cut to one page and a half: the pages wholly past the new end fault when read.
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len((page + page / 2) as u64).unwrap();
+        assert_eq!(
+            mapped[page / 2],
+            0xAB,
+            "the bytes before the cut are the file's"
+        );
+        assert_eq!(
+            mapped[2 * page + 5],
+            0,
+            "a page past the new end reads as zeros"
+        );
+        assert_eq!(mapped.cut_at(), Some(2 * page));
+        assert!(mapped[2 * page..].iter().all(|&b| b == 0));
+        std::fs::remove_file(&path).unwrap();
+        // Another mapping, mapped after, is not marked cut.
+        let other = MappedFile::open(Path::new("/proc/self/exe")).unwrap();
+        assert_eq!(other.cut_at(), None);
+    }
+
+    /// A SIGBUS from a mapping the guard does not watch still ends the process as SIGBUS does
+    /// (in a child, forked with everything set up: it only reads the byte).
+    #[test]
+    fn a_fault_in_a_mapping_not_watched_still_kills() {
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let path = std::env::temp_dir().join(format!("nit-unwatched-{}", std::process::id()));
+        std::fs::write(&path, vec![1u8; 2 * page]).unwrap();
+        let _installed = MappedFile::open(&path).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        // SAFETY: a shared read-only mapping of two pages of an open file, read in the child.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(raw, libc::MAP_FAILED);
+        file.set_len(0).unwrap();
+        // SAFETY: the child only reads the mapped byte and exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: a read of the mapping (it faults: the file is empty now).
+            let byte = unsafe { std::ptr::read_volatile(raw.cast::<u8>().add(page)) };
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(i32::from(byte) + 10) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        // SAFETY: unmapping the pages mapped above.
+        unsafe { libc::munmap(raw, 2 * page) };
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGBUS,
+            "the child ended by SIGBUS (status {status:#x})"
+        );
     }
 
     #[test]
