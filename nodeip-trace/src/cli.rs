@@ -82,9 +82,11 @@ enum Command {
     ///   nodeip-trace report incident.jsonl                 # writes incident.html
     ///   nodeip-trace report node.pcapng -o postmortem.html
     ///   nodeip-trace trace --duration 60 -o incident.jsonl --report incident.html
+    ///   tcpdump -i nlmon0 -U -w - | nodeip-trace report - -o live.html
     #[command(verbatim_doc_comment)]
     Report {
-        /// The recording (`trace --output`) or capture (pcap/pcapng; ours or tcpdump's nlmon).
+        /// The recording (`trace --output`) or capture (pcap/pcapng; ours or tcpdump's nlmon);
+        /// `-` reads standard input (then --output is needed).
         file: PathBuf,
         /// Where to write (default: FILE with the format's extension, e.g. incident.html).
         #[arg(long, short = 'o', value_name = "OUT")]

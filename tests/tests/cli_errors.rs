@@ -187,6 +187,40 @@ fn report_errors_say_what_and_keep_what_they_can() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `report -` reads standard input — a recording, or a capture from a pipe — and, having no
+/// file name to make the report's from, asks for --output.
+#[test]
+fn report_reads_standard_input_and_asks_where_to_write() {
+    let dir = nodeip_trace_tests::ScratchDir::new("report-stdin");
+    let root = nodeip_trace_tests::workspace_root();
+    let (code, err) = run(&["report", "-"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("give the report's file with --output"),
+        "{err}"
+    );
+    for input in [
+        "tests/fixtures/seeds/000-gai-reordered.jsonl",
+        "tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap",
+    ] {
+        let page = dir.file("page.html");
+        let out = Command::new(tool())
+            .args(["report", "-", "-o", &page])
+            .stdin(std::fs::File::open(root.join(input)).expect("opening the input"))
+            .output()
+            .expect("running nodeip-trace");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{input}: {err}");
+        let html = std::fs::read_to_string(&page).expect("reading the page");
+        assert!(
+            html.trim_end().ends_with("</html>"),
+            "{input}: a whole page"
+        );
+        assert!(html.contains("standard input"), "{input}: its source named");
+        assert!(html.contains("<g class=\"row\""), "{input}: rows drawn");
+    }
+}
+
 /// Issue 21 (fleet security): `trace` never writes a capture where the traced pods could read it
 /// or plant a symbolic link: kubelet's pod volumes, the runtimes' directories — also through a
 /// link that leads there, and below a mount of the host's root (`/host/var/lib/…`). Refused

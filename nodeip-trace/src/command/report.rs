@@ -49,6 +49,9 @@ pub enum ReportError {
         /// Why.
         source: std::io::Error,
     },
+    /// Standard input has no name to make the report's from.
+    #[error("reading standard input (`-`): give the report's file with --output (-o)")]
+    NoOutputForStdin,
     /// The output would overwrite the input.
     #[error("{0}: the report would overwrite its own input: give another --output")]
     SameFile(PathBuf),
@@ -74,14 +77,31 @@ pub enum ReportError {
     Sink(#[from] SinkError),
 }
 
+/// Whether `path` means standard input (`-`).
+fn is_stdin(path: &Path) -> bool {
+    path == Path::new(offline::STDIN_PATH)
+}
+
 /// A recording by its name (`.jsonl`, `.json`) or its first byte (`{`), else a capture; with
-/// the input opened, holding the bytes looked at (a pipe cannot be opened again to read them).
+/// the input opened (`-`: standard input), holding the bytes looked at (a pipe cannot be opened
+/// again to read them).
 fn sniff(path: &Path) -> Result<(InputKind, BufReader<std::fs::File>), ReportError> {
     let input_err = |source| ReportError::Input {
         path: path.into(),
         source,
     };
-    let mut reader = BufReader::new(std::fs::File::open(path).map_err(input_err)?);
+    let file = if is_stdin(path) {
+        use std::os::fd::AsFd;
+        std::fs::File::from(
+            std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(input_err)?,
+        )
+    } else {
+        std::fs::File::open(path).map_err(input_err)?
+    };
+    let mut reader = BufReader::new(file);
     let head = reader.fill_buf().map_err(input_err)?;
     let first = head.iter().find(|b| !b.is_ascii_whitespace());
     let named = path
@@ -109,11 +129,12 @@ pub fn default_output(input: &Path, format: OutputFormat) -> PathBuf {
 /// Writes the report of `opts.input`. When the input is cut or malformed, the report of what
 /// came before is still written, and the input's error returned.
 pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
+    let output = match &opts.output {
+        Some(output) => output.clone(),
+        None if is_stdin(&opts.input) => return Err(ReportError::NoOutputForStdin),
+        None => default_output(&opts.input, opts.format),
+    };
     let (kind, input) = sniff(&opts.input)?;
-    let output = opts
-        .output
-        .clone()
-        .unwrap_or_else(|| default_output(&opts.input, opts.format));
     let same = std::fs::canonicalize(&output)
         .ok()
         .is_some_and(|out| std::fs::canonicalize(&opts.input).ok() == Some(out));
@@ -128,7 +149,12 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     let name = output.display().to_string();
     let mut sink: Box<dyn EventSink> = match opts.format {
         OutputFormat::Html => {
-            Box::new(HtmlReportSink::new(out, name).with_source(opts.input.display().to_string()))
+            let source = if is_stdin(&opts.input) {
+                "standard input".to_string()
+            } else {
+                opts.input.display().to_string()
+            };
+            Box::new(HtmlReportSink::new(out, name).with_source(source))
         }
         format => timeline_sink(format, out, &name, false),
     };
@@ -146,7 +172,7 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
 
 /// Feeds the input (`input`: opened by [`sniff`]) through the pipeline into `sink`. A capture
 /// in a regular file is analyzed from its path (mapped, two passes); a stream, once, from
-/// `input`.
+/// `input` — standard input always, even redirected from a file (`sniff` has read its start).
 fn read_into(
     opts: &ReportOptions,
     kind: InputKind,
@@ -158,7 +184,9 @@ fn read_into(
     let mut warn = |w: &offline::AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
     match kind {
         InputKind::Recording => offline::replay_into(path, input, sink)?,
-        InputKind::Capture if input.get_ref().metadata().is_ok_and(|m| m.is_file()) => {
+        InputKind::Capture
+            if !is_stdin(path) && input.get_ref().metadata().is_ok_and(|m| m.is_file()) =>
+        {
             offline::analyze_file(path, &opts.genl_families, sink, &mut warn, &mut |_| {})?;
         }
         InputKind::Capture => {
