@@ -142,7 +142,9 @@ pub fn create_private_new(path: &std::path::Path) -> std::io::Result<std::fs::Fi
     open_private(path, std::fs::OpenOptions::new().create_new(true))
 }
 
-/// Opens `path` for writing with `options`, mode 0600 (an existing file's mode narrowed too).
+/// Opens `path` for writing with `options`, mode 0600 (an existing regular file's mode narrowed
+/// too; a device or a FIFO — `-o /dev/null` — keeps its own: narrowing /dev/null's would break
+/// every other user's writes to it).
 fn open_private(
     path: &std::path::Path,
     options: &mut std::fs::OpenOptions,
@@ -150,7 +152,9 @@ fn open_private(
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let file = options.write(true).mode(0o600).open(path)?;
     // An existing file keeps its mode on open: narrow it too.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    if file.metadata()?.is_file() {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
     Ok(file)
 }
 
@@ -376,6 +380,40 @@ impl EventSink for FrameSinkAdapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: `trace -o /dev/null` narrowed /dev/null to 0600, and other users' writes to
+    /// it failed. Only a regular file is narrowed; here a FIFO stands for the device.
+    #[test]
+    fn outputs_narrow_a_regular_file_but_not_a_device_or_fifo() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("nit-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let regular = dir.join("old.jsonl");
+        std::fs::write(&regular, b"x").unwrap();
+        std::fs::set_permissions(&regular, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(create_private(&regular).unwrap());
+        assert_eq!(mode(&regular), 0o600);
+        let fifo = dir.join("fifo");
+        let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o666) }, 0);
+        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+        // A reader first, so that opening it for writing does not wait.
+        let reader = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .unwrap()
+        };
+        drop(create_private(&fifo).unwrap());
+        drop(reader);
+        assert_eq!(mode(&fifo), 0o666, "the FIFO keeps its mode");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Regression: `analyze | head` reported "serializing an event to JSON failed: Broken pipe"
     /// because the JSON sink's write errors come wrapped in serde_json's error.

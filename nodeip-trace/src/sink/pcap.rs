@@ -655,10 +655,10 @@ impl SectionComments {
 /// header of the pcapng file at `path`. The file is copied behind the new section header into a
 /// temporary file next to it (`.NAME.nodeip-trace-PID.comments`, created 0600, given the file's
 /// mode), which then replaces it by a rename; the copy streams (`std::io::copy`: the kernel
-/// copies file to file), so memory stays constant whatever the size. Until the rename the capture is
-/// untouched: a failure, or a kill, leaves it complete without the comments. Where no file may
-/// be made beside it (a directory the tracer, having dropped its capabilities, may not write),
-/// the file is rewritten in place instead.
+/// copies file to file), so memory stays constant whatever the size. Until the rename the
+/// capture is untouched: a failure, or a kill, leaves it complete without the comments. Where
+/// no file may be made beside it (a directory the tracer, having dropped its capabilities, may
+/// not write), the file is rewritten in place instead.
 pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), PcapError> {
     use std::os::unix::fs::PermissionsExt;
     let fail = |step: &'static str| {
