@@ -239,6 +239,54 @@ fn a_closed_output_pipe_ends_that_output_only() {
     }
 }
 
+/// Regression: a recording written into a FIFO whose reader went away (`-o FIFO`, then the
+/// reader quits) hung the tracer for ever — cutting the recording back to its last line opened
+/// and read the FIFO — and a stop signal could not end it. It now closes that output, the
+/// others go on, and it ends when its command does.
+#[test]
+fn a_recording_into_a_fifo_whose_reader_goes_away_ends() {
+    require_root();
+    let scratch = ScratchDir::new("fifo");
+    let fifo = scratch.file("rec.fifo");
+    let c_fifo = std::ffi::CString::new(fifo.clone()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || {
+            let mut first = [0u8; 100];
+            let mut f = std::fs::File::open(&fifo).unwrap();
+            std::io::Read::read_exact(&mut f, &mut first).unwrap();
+        }
+    });
+    let mut child = Command::new(tool())
+        .args(["trace", "--format", "json", "-o", &fifo, "--"])
+        // Output in two bursts a second apart: the reader has gone by the second.
+        .args([
+            "sh",
+            "-c",
+            "sleep 1; ip -br addr >/dev/null; sleep 1; ip -br addr >/dev/null; sleep 1",
+        ])
+        // A second output, which goes on: the trace ends with its command, saying which failed.
+        .stdout(std::fs::File::create(scratch.file("stdout.jsonl")).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    reader.join().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the tracer did not end within 60 s of its command");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Broken pipe"), "{stderr}");
+}
+
 /// Regression: `trace --pcap - | head -c 100` ended with exit 2 and "writing - failed: … Broken
 /// pipe" because the pcap writer's error reached the CLI flattened into a string. Like tcpdump,
 /// it now ends quietly: exit 0, no error on stderr, nothing left loaded.

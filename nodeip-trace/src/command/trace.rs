@@ -490,7 +490,7 @@ impl Sinks {
                 }
                 slot.failed = Some(e.to_string());
                 if let Some(path) = &slot.recording {
-                    cut_to_last_line(path);
+                    let _ = crate::sink::cut_to_last_line(path);
                 }
                 last_error = Some(e);
             }
@@ -550,20 +550,6 @@ impl Sinks {
     /// The outputs that failed, with why.
     fn failures(&self) -> Vec<String> {
         self.slots.iter().filter_map(|s| s.failed.clone()).collect()
-    }
-}
-
-/// Cuts a JSON-lines file back to its last complete line (after a failed write, e.g. disk full),
-/// so every line in it stays parseable.
-fn cut_to_last_line(path: &std::path::Path) {
-    let Ok(bytes) = std::fs::read(path) else {
-        return;
-    };
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if keep < bytes.len() {
-        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) {
-            let _ = f.set_len(keep as u64);
-        }
     }
 }
 

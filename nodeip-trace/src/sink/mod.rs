@@ -171,6 +171,43 @@ pub fn beside(path: &std::path::Path, purpose: &str) -> std::path::PathBuf {
     ))
 }
 
+/// Cuts a JSON-lines file back to its last complete line (after a failed write, e.g. disk full),
+/// so every line in it stays parseable. Only a regular file: a FIFO or a device (`-o
+/// /dev/null`, a pipe whose reader went away) is left alone — reading a FIFO the tracer itself
+/// still holds open for writing would wait for ever. The file is read backwards from its end,
+/// 64 KiB at a time, until a newline: not read whole into memory (a recording runs to GBs).
+pub fn cut_to_last_line(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: u64 = 64 << 10;
+    // Looked at before opening: opening a FIFO waits for its other end.
+    if !std::fs::metadata(path)?.is_file() {
+        return Ok(());
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; CHUNK as usize];
+    let keep = loop {
+        if end == 0 {
+            break 0;
+        }
+        let start = end.saturating_sub(CHUNK);
+        let piece = &mut chunk[..(end - start) as usize];
+        file.read_exact_at(piece, start)?;
+        if let Some(at) = piece.iter().rposition(|&b| b == b'\n') {
+            break start + at as u64 + 1;
+        }
+        end = start;
+    };
+    if keep < len {
+        file.set_len(keep)?;
+    }
+    Ok(())
+}
+
 /// A consumer of the pipeline's output. The stream's structure arrives as calls: frames, events,
 /// and each resolver call as `begin_span` (its event), what happened inside it, `end_span`.
 /// Every method but [`EventSink::write`]'s dispatch defaults to doing nothing, so a sink
@@ -381,8 +418,31 @@ impl EventSink for FrameSinkAdapter {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_recording_is_cut_back_to_its_last_whole_line() {
+        let dir = std::env::temp_dir().join(format!("nit-cut-line-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rec.jsonl");
+        // The last newline 100 KiB before the end: found across two chunks.
+        let mut bytes = b"{\"a\":1}\n{\"b\":2}\n".to_vec();
+        let whole = bytes.len();
+        bytes.extend(std::iter::repeat_n(b'x', 100 << 10));
+        std::fs::write(&path, &bytes).unwrap();
+        cut_to_last_line(&path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), &bytes[..whole]);
+        // Whole lines stay whole; no line at all is cut to nothing.
+        cut_to_last_line(&path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap().len(), whole);
+        std::fs::write(&path, b"{\"cut").unwrap();
+        cut_to_last_line(&path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Regression: `trace -o /dev/null` narrowed /dev/null to 0600, and other users' writes to
-    /// it failed. Only a regular file is narrowed; here a FIFO stands for the device.
+    /// it failed. Only a regular file is narrowed (or cut back); here a FIFO stands for the
+    /// device.
     #[test]
     fn outputs_narrow_a_regular_file_but_not_a_device_or_fifo() {
         use std::os::unix::fs::PermissionsExt;
@@ -409,8 +469,13 @@ mod tests {
                 .open(&fifo)
                 .unwrap()
         };
-        drop(create_private(&fifo).unwrap());
+        let writer = create_private(&fifo).unwrap();
+        // Regression: cutting a recording that is a FIFO read it, and waited for ever; with
+        // its reader gone, opening it waits for ever too.
+        cut_to_last_line(&fifo).unwrap();
+        drop(writer);
         drop(reader);
+        cut_to_last_line(&fifo).unwrap();
         assert_eq!(mode(&fifo), 0o666, "the FIFO keeps its mode");
         std::fs::remove_dir_all(&dir).unwrap();
     }
