@@ -420,11 +420,7 @@ pub fn analyze(
 ) -> Result<AnalyzeSummary, OfflineError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut sink = stdout_sink(format);
-    let shown = if path == Path::new(STDIN_PATH) {
-        "standard input".to_string()
-    } else {
-        path.display().to_string()
-    };
+    let shown = input_name(path);
     let mut warn = |w: &AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
     let show_progress = std::io::stderr().is_terminal() && size >= PROGRESS_MIN_BYTES;
     let mut last = Instant::now();
@@ -466,7 +462,7 @@ pub fn analyze_file(
             source,
         })
     };
-    if path == Path::new(STDIN_PATH) {
+    if is_stdin(path) {
         let stdin = std::io::stdin().lock();
         return analyze_into(path, stdin, genl_families, sink, warn, progress);
     }
@@ -498,6 +494,20 @@ pub fn analyze_file(
 
 /// The capture path that means standard input.
 pub const STDIN_PATH: &str = "-";
+
+/// Whether an input path means standard input ([`STDIN_PATH`]).
+pub fn is_stdin(path: &Path) -> bool {
+    path == Path::new(STDIN_PATH)
+}
+
+/// An input as messages and reports name it: "standard input" for [`STDIN_PATH`], else its path.
+pub fn input_name(path: &Path) -> String {
+    if is_stdin(path) {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
 
 /// Bytes read past between two releases of a [`MappedCaptureReader`]'s pages.
 const RELEASE_EVERY: usize = 4 << 20;

@@ -77,11 +77,6 @@ pub enum ReportError {
     Sink(#[from] SinkError),
 }
 
-/// Whether `path` means standard input (`-`).
-fn is_stdin(path: &Path) -> bool {
-    path == Path::new(offline::STDIN_PATH)
-}
-
 /// A recording by its name (`.jsonl`, `.json`) or its first byte (`{`), else a capture; with
 /// the input opened (`-`: standard input), holding the bytes looked at (a pipe cannot be opened
 /// again to read them).
@@ -90,7 +85,7 @@ fn sniff(path: &Path) -> Result<(InputKind, BufReader<std::fs::File>), ReportErr
         path: path.into(),
         source,
     };
-    let file = if is_stdin(path) {
+    let file = if offline::is_stdin(path) {
         use std::os::fd::AsFd;
         std::fs::File::from(
             std::io::stdin()
@@ -131,7 +126,7 @@ pub fn default_output(input: &Path, format: OutputFormat) -> PathBuf {
 pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     let output = match &opts.output {
         Some(output) => output.clone(),
-        None if is_stdin(&opts.input) => return Err(ReportError::NoOutputForStdin),
+        None if offline::is_stdin(&opts.input) => return Err(ReportError::NoOutputForStdin),
         None => default_output(&opts.input, opts.format),
     };
     let (kind, input) = sniff(&opts.input)?;
@@ -149,12 +144,7 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     let name = output.display().to_string();
     let mut sink: Box<dyn EventSink> = match opts.format {
         OutputFormat::Html => {
-            let source = if is_stdin(&opts.input) {
-                "standard input".to_string()
-            } else {
-                opts.input.display().to_string()
-            };
-            Box::new(HtmlReportSink::new(out, name).with_source(source))
+            Box::new(HtmlReportSink::new(out, name).with_source(offline::input_name(&opts.input)))
         }
         format => timeline_sink(format, out, &name, false),
     };
@@ -185,7 +175,8 @@ fn read_into(
     match kind {
         InputKind::Recording => offline::replay_into(path, input, sink)?,
         InputKind::Capture
-            if !is_stdin(path) && input.get_ref().metadata().is_ok_and(|m| m.is_file()) =>
+            if !offline::is_stdin(path)
+                && input.get_ref().metadata().is_ok_and(|m| m.is_file()) =>
         {
             offline::analyze_file(path, &opts.genl_families, sink, &mut warn, &mut |_| {})?;
         }

@@ -90,8 +90,7 @@ impl MappedFile {
     /// mapping is of a file and shared, so reading them again fetches the same bytes from the
     /// page cache; the process's RSS stops counting what a front-to-back reader has passed.
     pub fn release_before(&self, end: usize) {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let page = page_size();
         let len = end.min(self.len) / page * page;
         if len > 0 {
             // SAFETY: the first `len` bytes of the mapping, page-aligned (mmap's start is); on a
@@ -100,6 +99,17 @@ impl MappedFile {
             unsafe { libc::madvise(self.ptr.as_ptr().cast(), len, libc::MADV_DONTNEED) };
         }
     }
+}
+
+/// The size of a memory page (4096 where the system does not say). Called from the SIGBUS
+/// handler too: `sysconf(_SC_PAGESIZE)` only reads the auxiliary vector, async-signal-safe in
+/// practice.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&page| page > 0)
+        .unwrap_or(4096)
 }
 
 impl Deref for MappedFile {
@@ -208,8 +218,7 @@ mod cut_guard {
     extern "C" fn on_sigbus(_signal: i32, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
         // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
         let address = unsafe { (*info).si_addr() } as usize;
-        // SAFETY: sysconf is async-signal-safe in practice (a read of the auxiliary vector).
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let page = super::page_size();
         for entry in 0..ENTRIES {
             let (start, len) = (
                 STARTS[entry].load(Ordering::Acquire),
@@ -339,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_file_cut_shorter_while_mapped_reads_as_zeros_past_its_new_end() {
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let page = page_size();
         let path = std::env::temp_dir().join(format!("nit-cut-map-{}", std::process::id()));
         std::fs::write(&path, vec![0xABu8; 3 * page]).unwrap();
         let mapped = MappedFile::open(&path).unwrap();
@@ -370,7 +379,7 @@ mod tests {
     /// (in a child, forked with everything set up: it only reads the byte).
     #[test]
     fn a_fault_in_a_mapping_not_watched_still_kills() {
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let page = page_size();
         let path = std::env::temp_dir().join(format!("nit-unwatched-{}", std::process::id()));
         std::fs::write(&path, vec![1u8; 2 * page]).unwrap();
         let _installed = MappedFile::open(&path).unwrap();
