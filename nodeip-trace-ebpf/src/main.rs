@@ -51,10 +51,12 @@ static BATCH_WAKEUPS: Global<u32> = Global::new(0);
 /// Submit flag for records the reader must see at once (`BPF_RB_FORCE_WAKEUP`).
 const WAKE_NOW: u64 = 2;
 
-/// Element 0 is 1 while the reader waits for a wake-up on an empty ring (userspace sets it in
-/// its mapping of the map):
-/// the next record wakes it, and sets it back to 0, so a burst that starts on a quiet ring is
-/// read from its first record on instead of at the reader's next timeout, with one wake-up.
+/// Element 0 says when the reader wants a wake-up (userspace sets it in its mapping of the
+/// map): 0 never; 1 at the next record (it waits on an empty ring, so that a burst that starts
+/// on a quiet ring is read from its first record on instead of at the reader's next timeout);
+/// N > 1 once N bytes wait in the ring (it pauses between passes while records stream in, and
+/// a surge wakes it before the ring fills instead of its pause having to be short enough for
+/// the fastest surge). The record that wakes it sets it back to 0: one wake-up per wait.
 #[map]
 static READER_WAITING: Array<u32> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 
@@ -65,18 +67,22 @@ const BPF_F_MMAPABLE: u32 = 1 << 10;
 #[inline(always)]
 fn submit_flags() -> u64 {
     const BPF_RB_NO_WAKEUP: u64 = 1;
+    /// `bpf_ringbuf_query`: bytes not yet consumed.
+    const BPF_RB_AVAIL_DATA: u64 = 0;
     if BATCH_WAKEUPS.load() == 0 {
         return 0;
     }
-    match READER_WAITING.get_ptr_mut(0) {
-        // SAFETY: element 0 of a one-element array map, valid while the program runs; racing
-        // CPUs at worst both wake the reader.
-        Some(waiting) if unsafe { *waiting } != 0 => {
-            unsafe { *waiting = 0 };
-            WAKE_NOW
-        }
-        _ => BPF_RB_NO_WAKEUP,
+    let Some(waiting) = READER_WAITING.get_ptr_mut(0) else {
+        return BPF_RB_NO_WAKEUP;
+    };
+    // SAFETY: element 0 of a one-element array map, valid while the program runs; racing
+    // CPUs at worst both wake the reader.
+    let wanted = unsafe { *waiting };
+    if wanted == 0 || (wanted > 1 && EVENTS.query(BPF_RB_AVAIL_DATA) < u64::from(wanted)) {
+        return BPF_RB_NO_WAKEUP;
     }
+    unsafe { *waiting = 0 };
+    WAKE_NOW
 }
 
 /// Element `index` of a load-time array global, read alone (`Global::load` reads the whole array,

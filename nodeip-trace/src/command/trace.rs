@@ -1244,8 +1244,8 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         let missed = match d.missed_wakeups {
             0 => String::new(),
             n => format!(
-                ", and it found the ring over half full {n} time{} after an idle wait (woken late \
-                 or not at all)",
+                ", and it found the ring over half full {n} time{} after a wait for the kernel's \
+                 wake-up (woken late or not at all)",
                 if n == 1 { "" } else { "s" }
             ),
         };

@@ -355,42 +355,18 @@ const WAKE_CONSUMER_BYTES: usize = 1 << 20;
 /// and its CPU in the 6.1 guest doubled (`bench --vm`, 12:24 vs 12:34 UTC on 2026-11-27).
 const CONSUMER_LATENCY: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// The shortest pause of the drain thread between passes while records come: the first after a
-/// wake-up from idle, so that the ring's fill rate is known a millisecond into a burst.
-const DRAIN_MIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+/// How long the drain thread waits between passes while records come, unless the kernel side
+/// wakes it first because [`ring_bytes_that_wake`] bytes wait in the ring. It bounds how late
+/// a steady stream's records are seen. Each pass is a wake-up, which under QEMU TCG costs the
+/// guest some 200 µs: passes every 1–8 ms (paced by a measured rate so that the fastest surge
+/// could not fill half the ring within one pause) were most of the 6.1 guest's capture CPU.
+const DRAIN_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The longest pause while records come, for the largest rings. Each pass is a wake-up, which
-/// under QEMU TCG costs the guest some 200 µs: at a fixed 1 ms (later 4 ms) they were a good
-/// part of the 6.1 guest's capture CPU.
-const DRAIN_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(32);
-
-/// The fastest rate records are assumed to arrive at after a slow stretch, in bytes per
-/// millisecond (≈ 268 MB/s): a pause never lasts longer than this rate takes to fill half the
-/// ring (8 ms for the default 4 MiB ring). The host's `ip -batch` storm makes some 100 MB/s of
-/// records, and the drain thread's wake-up was seen 22 ms late on the busy 2-CPU host: at a
-/// 16 ms cap the 4 MiB ring overflowed in one storm of five.
-const SURGE_BYTES_PER_MS: u64 = 256 << 10;
-
-/// The pause after a pass, when `arrived` ring bytes were written `since` the pass before it
-/// started (the producer's position, whoever read them: the consumer empties the ring too):
-/// the time that rate takes to fill an eighth of a `ring`-byte ring, at most twice the
-/// `previous` pause (a burst that speeds up is caught within a few passes), within
-/// [`DRAIN_MIN_PAUSE`] and the longest pause [`SURGE_BYTES_PER_MS`] allows. Passes a few
-/// milliseconds apart move a burst in batches; far apart when a storm trickles, they wake the
-/// thread far less.
-fn busy_pause(
-    previous: std::time::Duration,
-    arrived: u64,
-    since: std::time::Duration,
-    ring: usize,
-) -> std::time::Duration {
-    use std::time::Duration;
-    let longest = Duration::from_millis(ring as u64 / 2 / SURGE_BYTES_PER_MS)
-        .clamp(DRAIN_MIN_PAUSE, DRAIN_MAX_PAUSE);
-    let eighth = since.as_nanos() * (ring as u128 / 8) / u128::from(arrived.max(1));
-    Duration::from_nanos(eighth.min(u64::MAX as u128) as u64)
-        .min(previous * 2)
-        .clamp(DRAIN_MIN_PAUSE, longest)
+/// The ring bytes at which the kernel side wakes the drain thread from its wait between passes:
+/// an eighth of a `ring`-byte ring, leaving seven eighths for the time the thread takes to run
+/// (at the host's `ip -batch` storm rate, some 100 MB/s, 36 ms for the default 4 MiB ring).
+fn ring_bytes_that_wake(ring: usize) -> u32 {
+    u32::try_from(ring / 8).unwrap_or(u32::MAX).max(2)
 }
 
 /// The kernel side's `READER_WAITING` flag (element 0 of a one-element `BPF_F_MMAPABLE` array
@@ -420,15 +396,81 @@ impl WaitingFlag {
         Ok(Self { _map: map, mapping })
     }
 
-    /// Sets the flag unless it is set: the kernel side clears it when it wakes the reader.
-    fn raise(&self) {
+    /// The flag, shared with the kernel side.
+    fn flag(&self) -> &std::sync::atomic::AtomicU32 {
         // SAFETY: the mapping's first 4 bytes are element 0 (a u32, 8-byte aligned at a page
         // start), live while `self` is; the kernel side reads and writes them too, so they are
         // only ever accessed atomically here.
-        let flag = unsafe { &*self.mapping.as_ptr().cast::<std::sync::atomic::AtomicU32>() };
-        if flag.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        unsafe { &*self.mapping.as_ptr().cast::<std::sync::atomic::AtomicU32>() }
+    }
+
+    /// Asks for a wake-up at the next record (the kernel side sets the flag back to 0 when it
+    /// wakes the reader), unless that is asked for already.
+    fn raise(&self) {
+        let flag = self.flag();
+        if flag.load(std::sync::atomic::Ordering::Relaxed) != 1 {
             flag.store(1, std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// Asks for a wake-up once `bytes` (more than 1) wait in the ring.
+    fn raise_at(&self, bytes: u32) {
+        self.flag()
+            .store(bytes.max(2), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Asks for no wake-up.
+    fn lower(&self) {
+        self.flag().store(0, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An edge-triggered epoll of the ring's fd: a wait on it returns when the kernel side wakes
+/// the ring's readers after the wait began (or one wake-up earlier), not as soon as the ring
+/// holds data, as `poll` does: what the drain thread needs to wait between passes while records
+/// keep coming.
+struct RingWakeups(std::os::fd::OwnedFd);
+
+impl RingWakeups {
+    /// Watches `ring_fd` (the caller keeps it open while this lives).
+    fn new(ring_fd: std::os::fd::RawFd) -> std::io::Result<Self> {
+        use std::os::fd::FromRawFd as _;
+        // SAFETY: plain system calls; the new fd is owned at once.
+        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epoll < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `epoll` was just made and is owned by nothing else.
+        let epoll = unsafe { std::os::fd::OwnedFd::from_raw_fd(epoll) };
+        let mut event = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: 0,
+        };
+        // SAFETY: a valid epoll fd, the caller's open fd and a valid event.
+        let added = unsafe {
+            libc::epoll_ctl(
+                std::os::fd::AsRawFd::as_raw_fd(&epoll),
+                libc::EPOLL_CTL_ADD,
+                ring_fd,
+                &mut event,
+            )
+        };
+        if added < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self(epoll))
+    }
+
+    /// Waits up to `timeout` for a wake-up: whether one came (an error or a signal counts as
+    /// one: the caller just makes its next pass early).
+    fn wait(&self, timeout: std::time::Duration) -> bool {
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: a valid epoll fd and room for one event.
+        let n = unsafe {
+            libc::epoll_wait(std::os::fd::AsRawFd::as_raw_fd(&self.0), &mut event, 1, ms)
+        };
+        n != 0
     }
 }
 
@@ -438,19 +480,20 @@ struct RingAndQueue {
     queue: RecordQueue,
     /// The most bytes the ring held when emptied.
     fullest: u64,
-    /// Times the ring was found over half full while the drain thread waited idle (see
+    /// Times the ring was found over half full after a wait for the kernel side's wake-up (see
     /// [`DrainDelays::missed_wakeups`]).
     missed_wakeups: u64,
 }
 
 impl RingAndQueue {
     /// Moves every record the ring holds into the queue, until the queue is full: what moved.
-    /// `drain_thread_idle`: the drain thread is in (or just back from) an idle wait, so the
-    /// ring should hold what arrived since its first record woke it, far from half of it.
-    fn empty_ring(&mut self, drain_thread_idle: bool) -> Emptied {
+    /// `after_wakeup_wait`: the reader comes from (or the drain thread is in) a wait the kernel
+    /// side was to end by a wake-up, at the first record or at an eighth of the ring, so the
+    /// ring should be far from half full.
+    fn empty_ring(&mut self, after_wakeup_wait: bool) -> Emptied {
         let held = self.ring.held();
         self.fullest = self.fullest.max(held);
-        if drain_thread_idle && held > self.ring.size() as u64 / 2 {
+        if after_wakeup_wait && held > self.ring.size() as u64 / 2 {
             self.missed_wakeups += 1;
         }
         let (queue, mut moved, mut refused) = (&mut self.queue, 0, false);
@@ -481,13 +524,14 @@ pub struct DrainDelays {
     pub fullest: u64,
     /// The ring's data bytes.
     pub ring: u64,
-    /// The longest a busy pause lasted beyond what was asked (the thread waiting for a CPU).
+    /// The longest a wait between passes lasted beyond its timeout (the thread waiting for a
+    /// CPU).
     pub oversleep: std::time::Duration,
     /// The longest the thread waited for the lock the consumer takes to copy out a batch.
     pub lock_wait: std::time::Duration,
-    /// Times a reader found the ring over half full while the drain thread waited idle for
-    /// the kernel side's wake-up, which its first record should have sent (see
-    /// [`Shared::drain_thread_idle`]).
+    /// Times a reader found the ring over half full after (or, for the consumer, during) a
+    /// wait of the drain thread for the kernel side's wake-up, which the first record (idle)
+    /// or the record that filled an eighth of the ring (between passes) should have sent.
     pub missed_wakeups: u64,
 }
 
@@ -548,7 +592,8 @@ impl Shared {
 }
 
 /// Reads kernel records from the ring buffer. A drain thread moves them from the ring into the
-/// queue every 1–8 ms while they come at the default ring size (see `busy_pause`), so the ring
+/// queue every [`DRAIN_BUSY_WAIT`] while they come, or sooner when the kernel side sees an
+/// eighth of the ring filled (see [`ring_bytes_that_wake`]), so the ring
 /// is emptied while the consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
 /// 4 MiB ring between batches in 5 of 10 runs, 1 of 10 with the thread); the consumer empties
 /// the ring too, before each batch it takes.
@@ -615,11 +660,12 @@ impl LiveSource {
             return Ok(());
         }
         let fd = std::os::fd::AsRawFd::as_raw_fd(&self.shared.lock().ring);
+        let wakeups = RingWakeups::new(fd)?;
         let theirs = std::sync::Arc::clone(&self.shared);
         self.drainer = Some(
             std::thread::Builder::new()
                 .name("ring-drain".into())
-                .spawn(move || drain_thread(&theirs, fd))?,
+                .spawn(move || drain_thread(&theirs, fd, &wakeups))?,
         );
         Ok(())
     }
@@ -722,43 +768,36 @@ impl Drop for LiveSource {
     }
 }
 
-/// The drain thread: a pass over the ring, then a pause — [`busy_pause`] after a pass that
-/// moved records, found the queue full or left records in the ring, else a wait on the ring's
-/// fd for a kernel wake-up — until the source is dropped. It hands the queue to the consumer
-/// (wakes it) when a backlog builds ([`WAKE_CONSUMER_BYTES`]), when records have waited
+/// The drain thread: a pass over the ring, then a wait — after a pass that moved records or
+/// left records in the ring, [`DRAIN_BUSY_WAIT`] or until the kernel side sees
+/// [`ring_bytes_that_wake`] bytes in the ring (`wakeups`); after one that found the queue full,
+/// [`CONSUMER_LATENCY`]; else a wait on the ring's fd for its next record — until the source
+/// is dropped. It hands the queue to the consumer (wakes
+/// it) when a backlog builds ([`WAKE_CONSUMER_BYTES`]), when records have waited
 /// [`CONSUMER_LATENCY`] while more come, and when the ring is empty again: the consumer wakes
 /// for records, not on a clock.
-fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
-    let ring = shared.lock().ring.size();
-    let mut pause = DRAIN_MIN_PAUSE;
-    let mut last_pass = std::time::Instant::now();
-    let mut produced = shared.lock().ring.produced();
+fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, wakeups: &RingWakeups) {
+    let wake_at = ring_bytes_that_wake(shared.lock().ring.size());
     // Since when the queue has held records the consumer was not woken for.
     let mut unannounced: Option<std::time::Instant> = None;
-    // The pass follows an idle wait (the thread still counts as idle until it has looked).
-    let mut after_idle = false;
+    // Every pass but the first follows a wait the kernel side was to end (after an idle one,
+    // the thread counts as idle until it has looked).
+    let mut waited = false;
     while !shared.stop.load(std::sync::atomic::Ordering::Acquire) {
         let started = std::time::Instant::now();
-        let (emptied, arrived, queued, left) = {
+        let (emptied, queued, left) = {
             let mut inner = shared.lock();
             DrainDelayMaxima::note(&shared.delays.lock_wait_us, started.elapsed());
             if inner.queue.waiting_bytes() == 0 {
                 // The consumer took them.
                 unannounced = None;
             }
-            let emptied = inner.empty_ring(after_idle);
-            if after_idle {
-                after_idle = false;
-                shared
-                    .drain_thread_idle
-                    .store(false, std::sync::atomic::Ordering::SeqCst);
-            }
-            let now_produced = inner.ring.produced();
-            let arrived = now_produced.wrapping_sub(produced);
-            produced = now_produced;
+            let emptied = inner.empty_ring(waited);
+            shared
+                .drain_thread_idle
+                .store(false, std::sync::atomic::Ordering::SeqCst);
             (
                 emptied,
-                arrived,
                 inner.queue.waiting_bytes(),
                 inner.ring.holds_records(),
             )
@@ -774,14 +813,24 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
             }
         }
         if busy {
-            pause = busy_pause(pause, arrived, started - last_pass, ring);
-            last_pass = started;
+            let wait = if emptied.refused {
+                // The queue is full: the consumer makes room, not the kernel side; a wake-up
+                // asked for there would come at every record while the ring stays full.
+                shared.waiting.lower();
+                CONSUMER_LATENCY
+            } else {
+                // Records that came before the flag count toward it: the next record wakes
+                // the thread when they are already that many.
+                shared.waiting.raise_at(wake_at);
+                DRAIN_BUSY_WAIT
+            };
             let asleep = std::time::Instant::now();
-            std::thread::sleep(pause);
-            DrainDelayMaxima::note(
-                &shared.delays.oversleep_us,
-                asleep.elapsed().saturating_sub(pause),
-            );
+            if !wakeups.wait(wait) {
+                DrainDelayMaxima::note(
+                    &shared.delays.oversleep_us,
+                    asleep.elapsed().saturating_sub(wait),
+                );
+            }
         } else {
             // The next record wakes the thread (a burst is read from its start, not up to
             // 10 ms later, when a 1 MiB ring is already full at `load_gen`'s rate). One that
@@ -799,12 +848,8 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
             // SAFETY: one valid pollfd; the ring's fd stays open while `shared` (which owns the
             // reader) lives, and the caller holds it. An error or EINTR just ends the wait.
             unsafe { libc::poll(&mut pollfd, 1, DRAIN_IDLE_WAIT_MS) };
-            after_idle = true;
-            // Woken by a burst's first record: its rate is measured from here.
-            pause = DRAIN_MIN_PAUSE;
-            last_pass = std::time::Instant::now();
-            produced = shared.lock().ring.produced();
         }
+        waited = true;
     }
 }
 
@@ -812,7 +857,7 @@ fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd) {
 mod tests {
     use std::time::Duration;
 
-    use super::{busy_pause, RecordQueue, DRAIN_MAX_PAUSE, DRAIN_MIN_PAUSE};
+    use super::{ring_bytes_that_wake, RecordQueue, RingWakeups};
 
     const MIB: usize = 1 << 20;
 
@@ -837,34 +882,42 @@ mod tests {
     }
 
     #[test]
-    fn a_trickle_lengthens_the_pause_by_doubling_up_to_what_a_surge_allows() {
-        let ms = Duration::from_millis;
-        // 5 MB/s into a 4 MiB ring: an eighth would take 100 ms; doubling from 1 ms, capped at
-        // 8 ms (half the ring at the assumed surge rate).
-        let trickle =
-            |pause: Duration| busy_pause(pause, 5_000 * pause.as_millis() as u64, pause, 4 * MIB);
-        let mut pause = DRAIN_MIN_PAUSE;
-        let mut seen = Vec::new();
-        for _ in 0..5 {
-            pause = trickle(pause);
-            seen.push(pause.as_millis());
-        }
-        assert_eq!(seen, [2, 4, 8, 8, 8]);
-        // A 64 MiB ring allows the longest pause; a 1 MiB ring 2 ms.
-        assert_eq!(busy_pause(ms(32), 1, ms(32), 64 * MIB), DRAIN_MAX_PAUSE);
-        assert_eq!(busy_pause(ms(32), 1, ms(32), MIB), ms(2));
-        // Nothing arrived: as long as allowed.
-        assert_eq!(busy_pause(ms(8), 0, ms(8), 4 * MIB), ms(8));
+    fn the_kernel_side_wakes_the_drain_thread_at_an_eighth_of_the_ring() {
+        assert_eq!(ring_bytes_that_wake(4 * MIB), 512 << 10);
+        assert_eq!(ring_bytes_that_wake(MIB), 128 << 10);
+        // Never 0 or 1 (no wake-up, the next record) and never past what the flag holds.
+        assert_eq!(ring_bytes_that_wake(8), 2);
+        assert_eq!(ring_bytes_that_wake(usize::MAX), u32::MAX);
     }
 
     #[test]
-    fn a_burst_shortens_the_pause_to_an_eighth_of_the_ring() {
-        let ms = Duration::from_millis;
-        // 100 MB/s into a 4 MiB ring: an eighth fills in ~5.2 ms.
-        let pause = busy_pause(ms(8), 800_000, ms(8), 4 * MIB);
-        assert!(pause > ms(5) && pause < ms(6), "{pause:?}");
-        // Faster than an eighth of the ring per millisecond: never below the minimum.
-        assert_eq!(busy_pause(ms(1), 4 << 20, ms(1), 4 * MIB), DRAIN_MIN_PAUSE);
+    fn a_wait_between_passes_returns_on_a_new_wake_up_not_on_data_still_there() {
+        use std::os::fd::{AsRawFd as _, FromRawFd as _};
+        // An eventfd stands in for the ring's fd: readable while its count is not 0, as the
+        // ring is while it holds records, and it wakes its waiters on each write.
+        // SAFETY: a plain system call; the new fd is owned at once.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        let event = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let wake = || {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: 8 bytes to a valid eventfd.
+            assert_eq!(
+                unsafe { libc::write(event.as_raw_fd(), one.as_ptr().cast(), 8) },
+                8
+            );
+        };
+        let wakeups = RingWakeups::new(event.as_raw_fd()).unwrap();
+        let short = Duration::from_millis(20);
+        assert!(!wakeups.wait(short), "nothing happened yet");
+        wake();
+        assert!(wakeups.wait(short), "a wake-up");
+        // Still readable (never read), but no new wake-up: the wait lasts its time.
+        let started = std::time::Instant::now();
+        assert!(!wakeups.wait(short));
+        assert!(started.elapsed() >= short);
+        wake();
+        assert!(wakeups.wait(Duration::from_secs(5)));
     }
 
     fn drain_all(queue: &mut RecordQueue) -> Vec<Vec<u8>> {

@@ -141,12 +141,6 @@ impl RingReader {
         consumer_pos.store(pos, Ordering::Release);
     }
 
-    /// Bytes the kernel side has written into the ring so far (its `producer_pos`, counting
-    /// records being written): what arrived, whoever reads it.
-    pub fn produced(&self) -> u64 {
-        self.positions().1.load(Ordering::Acquire)
-    }
-
     /// Bytes written into the ring and not yet read (records being written included).
     pub fn held(&self) -> u64 {
         let (consumer_pos, producer_pos) = self.positions();
