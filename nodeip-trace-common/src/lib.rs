@@ -197,7 +197,8 @@ pub mod counter {
     pub const ROUTE_RINGBUF_FULL: u32 = 7;
     /// extack / exec / other small records dropped because the ring buffer was full.
     pub const OTHER_RINGBUF_FULL: u32 = 8;
-    /// netlink receive calls with MSG_PEEK (not data: the real read follows), skipped.
+    /// netlink receive calls with MSG_PEEK (not data: the real read follows), skipped; counted
+    /// before the filters (every process's, at the sock tracepoints) and not reported.
     pub const NETLINK_PEEK_SKIPPED: u32 = 9;
     /// netlink syscalls seen with a protocol outside the selected families (not captured).
     pub const NETLINK_FAMILY_FILTERED: u32 = 10;

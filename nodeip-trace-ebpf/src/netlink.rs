@@ -427,6 +427,11 @@ fn sock_capture<C: EbpfContext>(
     ret: i64,
     flags: u64,
 ) -> u32 {
+    // A peek first: every route get of iproute2 makes one before its receive, and it needs
+    // neither the filters nor the protocol read.
+    if receiving && (peeking(flags) || ret <= 0) {
+        return 0;
+    }
     let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
     if !traced(pid_tgid) {
         return 0;
@@ -434,12 +439,6 @@ fn sock_capture<C: EbpfContext>(
     let protocol = read_protocol();
     if !protocol_selected(protocol) {
         count(counter::NETLINK_FAMILY_FILTERED, 1);
-        return 0;
-    }
-    if receiving && peeking(flags) {
-        return 0;
-    }
-    if receiving && ret <= 0 {
         return 0;
     }
     let Some(regs) = syscall_regs() else {

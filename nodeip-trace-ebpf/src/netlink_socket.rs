@@ -132,13 +132,11 @@ fn datagram_taken(sk: u64, flags: u64, skb: u64) {
         bpf_probe_read_kernel((sk as usize + offset(socket_offset::SOCK_FAMILY)) as *const u16)
     }
     .unwrap_or(0);
-    if family as u64 != AF_NETLINK {
+    // A peek before the protocol read: every route get of iproute2 makes one.
+    if family as u64 != AF_NETLINK || peeking(flags) {
         return;
     }
-    let Some(call) = call_at(sk, syscall::RECVMSG) else {
-        return;
-    };
-    if !peeking(flags) {
+    if let Some(call) = call_at(sk, syscall::RECVMSG) {
         copy_datagram(pid_tgid, &call, skb);
     }
 }
