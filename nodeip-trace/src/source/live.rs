@@ -357,9 +357,10 @@ const CONSUMER_LATENCY: std::time::Duration = std::time::Duration::from_millis(1
 
 /// How long the drain thread waits between passes while records come, unless the kernel side
 /// wakes it first because [`ring_bytes_that_wake`] bytes wait in the ring. It bounds how late
-/// a steady stream's records are seen. Each pass is a wake-up, which under QEMU TCG costs the
-/// guest some 200 µs: passes every 1–8 ms (paced by a measured rate so that the fastest surge
-/// could not fill half the ring within one pause) were most of the 6.1 guest's capture CPU.
+/// a steady stream's records are seen. Each pass is a wake-up (under QEMU TCG some 200 µs of
+/// the guest's time): paced at 1–8 ms by a measured rate, so that the fastest surge could not
+/// fill half the ring within one pause, a steady stream woke the thread four times as often
+/// (664 against 148 wake-ups in 5 s of 2,000 route gets a second; BENCHMARKS.md, 2026-11-29).
 const DRAIN_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The ring bytes at which the kernel side wakes the drain thread from its wait between passes:
@@ -425,10 +426,10 @@ impl WaitingFlag {
     }
 }
 
-/// An edge-triggered epoll of the ring's fd: a wait on it returns when the kernel side wakes
-/// the ring's readers after the wait began (or one wake-up earlier), not as soon as the ring
-/// holds data, as `poll` does: what the drain thread needs to wait between passes while records
-/// keep coming.
+/// An edge-triggered epoll of the ring's fd: a wait on it returns at the kernel side's next
+/// wake-up of the ring's readers (at once for one that came since the last wait), not as soon
+/// as the ring holds data, as `poll` does: what the drain thread needs to wait between passes
+/// while records keep coming.
 struct RingWakeups(std::os::fd::OwnedFd);
 
 impl RingWakeups {
