@@ -414,10 +414,11 @@ impl WaitingFlag {
         }
     }
 
-    /// Asks for a wake-up once `bytes` (more than 1) wait in the ring.
+    /// Asks for a wake-up once `bytes` wait in the ring (more than 1: [`ring_bytes_that_wake`]
+    /// gives it; 0 and 1 mean no wake-up and the next record).
     fn raise_at(&self, bytes: u32) {
         self.flag()
-            .store(bytes.max(2), std::sync::atomic::Ordering::SeqCst);
+            .store(bytes, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Asks for no wake-up.
@@ -594,10 +595,10 @@ impl Shared {
 
 /// Reads kernel records from the ring buffer. A drain thread moves them from the ring into the
 /// queue every [`DRAIN_BUSY_WAIT`] while they come, or sooner when the kernel side sees an
-/// eighth of the ring filled (see [`ring_bytes_that_wake`]), so the ring
-/// is emptied while the consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the
-/// 4 MiB ring between batches in 5 of 10 runs, 1 of 10 with the thread); the consumer empties
-/// the ring too, before each batch it takes.
+/// eighth of the ring filled (see [`ring_bytes_that_wake`]), so the ring is emptied while the
+/// consumer renders and writes a batch (`load_gen`'s 100,000-pair burst filled the 4 MiB ring
+/// between batches in 5 of 10 runs, 1 of 10 with the thread); the consumer empties the ring
+/// too, before each batch it takes.
 pub struct LiveSource {
     shared: std::sync::Arc<Shared>,
     /// The raw records of the batch being decoded, copied out of the queue under the lock and
@@ -773,10 +774,9 @@ impl Drop for LiveSource {
 /// left records in the ring, [`DRAIN_BUSY_WAIT`] or until the kernel side sees
 /// [`ring_bytes_that_wake`] bytes in the ring (`wakeups`); after one that found the queue full,
 /// [`CONSUMER_LATENCY`]; else a wait on the ring's fd for its next record — until the source
-/// is dropped. It hands the queue to the consumer (wakes
-/// it) when a backlog builds ([`WAKE_CONSUMER_BYTES`]), when records have waited
-/// [`CONSUMER_LATENCY`] while more come, and when the ring is empty again: the consumer wakes
-/// for records, not on a clock.
+/// is dropped. It hands the queue to the consumer (wakes it) when a backlog builds
+/// ([`WAKE_CONSUMER_BYTES`]), when records have waited [`CONSUMER_LATENCY`] while more come,
+/// and when the ring is empty again: the consumer wakes for records, not on a clock.
 fn drain_thread(shared: &Shared, ring_fd: std::os::fd::RawFd, wakeups: &RingWakeups) {
     let wake_at = ring_bytes_that_wake(shared.lock().ring.size());
     // Since when the queue has held records the consumer was not woken for.
@@ -899,6 +899,7 @@ mod tests {
         // SAFETY: a plain system call; the new fd is owned at once.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just made and is owned by nothing else.
         let event = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
         let wake = || {
             let one = 1u64.to_ne_bytes();
