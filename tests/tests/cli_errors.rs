@@ -81,6 +81,8 @@ fn a_trace_that_starts_replaces_an_earlier_output_file() {
     let dir = nodeip_trace_tests::ScratchDir::new("replaced");
     let rec = dir.file("rec.jsonl");
     std::fs::write(&rec, b"an earlier file").expect("writing the earlier file");
+    // Someone else's file (nobody's): the replacement keeps its owner, as truncating it did.
+    std::os::unix::fs::chown(&rec, Some(65534), Some(65534)).expect("giving the file to nobody");
     let (code, err) = run(&["trace", "-o", &rec, "--", "true"]);
     assert_eq!(code, Some(0), "{err}");
     let text = std::fs::read_to_string(&rec).expect("reading the recording");
@@ -89,6 +91,13 @@ fn a_trace_that_starts_replaces_an_earlier_output_file() {
         "the recording replaced the earlier file: {text:.200}"
     );
     assert_eq!(names_in(&dir), ["rec.jsonl"], "no copy is left beside it");
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(&rec).expect("the recording's metadata");
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o777),
+        (65534, 65534, 0o600),
+        "the replacement keeps the owner, owner-only"
+    );
 }
 
 #[test]

@@ -7,6 +7,12 @@ pub mod output_paths;
 pub mod report;
 pub mod trace;
 
+/// `n` and `what`, plural unless `n` is 1 ("1 frame", "3 frames"): the commands' own counts on
+/// stderr.
+pub fn count_of(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 /// What the tool's exit status means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -64,6 +70,13 @@ pub fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counts_are_plural_unless_one() {
+        assert_eq!(super::count_of(0, "frame"), "0 frames");
+        assert_eq!(super::count_of(1, "frame"), "1 frame");
+        assert_eq!(super::count_of(2, "time"), "2 times");
+    }
+
     use super::*;
 
     #[derive(Debug, thiserror::Error)]

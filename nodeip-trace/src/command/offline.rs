@@ -586,7 +586,7 @@ fn mapped_capture(file: &std::fs::File) -> Option<MappedFile> {
 /// The closing count of [`analyze`] on stderr, when there is something to say: how many frames
 /// were read (also none), problems read past, what was skipped.
 fn summary_line(summary: &AnalyzeSummary) -> Option<String> {
-    let count = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let count = super::count_of;
     let frames = count(summary.frames, "frame");
     match (summary.frames, summary.warnings, summary.skipped) {
         (0, 0, 0) => Some(format!("{frames}: the capture holds no packets")),

@@ -413,10 +413,24 @@ const FILE_BUFFER_BYTES: usize = 256 << 10;
 const LIMITED_FILE_BUFFER_BYTES: usize = 8 << 10;
 
 impl Sinks {
-    /// A file output's buffered writer, and the count of the bytes it has written to the file
-    /// when outputs are size-limited (counted as the buffer is written out: the limit is seen
-    /// within one buffer, so a limited output keeps `BufWriter`'s 8 KiB; others get
-    /// [`FILE_BUFFER_BYTES`]).
+    /// A file output's writer, the count of the bytes it has written to the file when outputs
+    /// are size-limited, and how many bytes to collect before each write(2): the limit is seen
+    /// as a buffer is written out, so a limited output buffers 8 KiB
+    /// ([`LIMITED_FILE_BUFFER_BYTES`]); others [`FILE_BUFFER_BYTES`].
+    fn file_destination(
+        &self,
+        file: std::fs::File,
+    ) -> (CountingWriter<std::fs::File>, Option<Arc<AtomicU64>>, usize) {
+        let written = self.max_output_bytes.map(|_| Arc::new(AtomicU64::new(0)));
+        let buffer = if written.is_some() {
+            LIMITED_FILE_BUFFER_BYTES
+        } else {
+            FILE_BUFFER_BYTES
+        };
+        (CountingWriter::new(file, written.clone()), written, buffer)
+    }
+
+    /// A file output's [`Sinks::file_destination`] behind a `BufWriter` of its buffer size.
     fn file_writer(
         &self,
         file: std::fs::File,
@@ -424,18 +438,8 @@ impl Sinks {
         std::io::BufWriter<CountingWriter<std::fs::File>>,
         Option<Arc<AtomicU64>>,
     ) {
-        let written = self.max_output_bytes.map(|_| Arc::new(AtomicU64::new(0)));
-        (
-            std::io::BufWriter::with_capacity(
-                if written.is_some() {
-                    LIMITED_FILE_BUFFER_BYTES
-                } else {
-                    FILE_BUFFER_BYTES
-                },
-                CountingWriter::new(file, written.clone()),
-            ),
-            written,
-        )
+        let (out, written, buffer) = self.file_destination(file);
+        (std::io::BufWriter::with_capacity(buffer, out), written)
     }
 
     /// Adds a file output, size-limited when its writer counted (see [`Sinks::file_writer`]).
@@ -759,12 +763,18 @@ impl UnstartedOutputs {
         let existing = std::fs::metadata(path)
             .ok()
             .filter(|m| m.is_file())
-            .and_then(|_| std::fs::canonicalize(path).ok());
-        if let Some(target) = existing {
+            .and_then(|m| Some((m, std::fs::canonicalize(path).ok()?)));
+        if let Some((metadata, target)) = existing {
             let copy = crate::sink::beside(&target, "unstarted");
             // A copy left by a tracer that was killed before it started (same pid, later boot).
             let _ = std::fs::remove_file(&copy);
             if let Ok(file) = crate::sink::create_private_new(&copy) {
+                // The copy keeps the owner of the file it replaces, as truncating that file in
+                // place did (its mode is narrowed to 0600 either way). Best effort: a file
+                // system without owners refuses, and the output is still written.
+                use std::os::unix::fs::MetadataExt as _;
+                let _ =
+                    std::os::unix::fs::fchown(&file, Some(metadata.uid()), Some(metadata.gid()));
                 self.replacing.push((copy, target));
                 return Ok(file);
             }
@@ -831,9 +841,9 @@ fn open_sinks(
     }
     if let Some(path) = &opts.output {
         let file = files.create(path)?;
-        let (out, written) = sinks.file_writer(file);
+        // The sink collects its lines itself and writes them in one call: no `BufWriter`.
+        let (out, written, write_size) = sinks.file_destination(file);
         let name = path.display().to_string();
-        let write_size = out.capacity();
         sinks.add_file(
             Box::new(JsonLinesSink::new(out, name.clone(), false).with_write_size(write_size)),
             LimitedRecords::Events,
@@ -1244,9 +1254,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         let missed = match d.missed_wakeups {
             0 => String::new(),
             n => format!(
-                ", and it found the ring over half full {n} time{} after a wait for the kernel's \
+                ", and it found the ring over half full {} after a wait for the kernel's \
                  wake-up (woken late or not at all)",
-                if n == 1 { "" } else { "s" }
+                super::count_of(n, "time")
             ),
         };
         format!(
