@@ -21,6 +21,7 @@ struct Sizes {
     rounds: usize,
     route_gets: usize,
     udp_sends: usize,
+    io_calls: usize,
     gai_calls: usize,
     burst_requests: usize,
     routes: usize,
@@ -31,6 +32,7 @@ const FULL: Sizes = Sizes {
     rounds: 9,
     route_gets: 20_000,
     udp_sends: 200_000,
+    io_calls: 500_000,
     gai_calls: 20_000,
     burst_requests: 100_000,
     routes: 100_000,
@@ -41,6 +43,7 @@ const QUICK: Sizes = Sizes {
     rounds: 3,
     route_gets: 5_000,
     udp_sends: 200_000,
+    io_calls: 200_000,
     gai_calls: 5_000,
     burst_requests: 20_000,
     routes: 10_000,
@@ -884,13 +887,21 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     ));
 
     // 2 and 3. Non-netlink sendmsg and getaddrinfo storms (targets: issue 20's), each beside
-    // the same storm with every record filtered in the kernel: what the hooks alone cost.
+    // the same storm with every record filtered in the kernel: what the hooks alone cost. The
+    // read/write storm is the tax on every process of the node (held to the UDP storm's
+    // target): syscall tracepoints slow every system call, and those on `read` every read.
     for (mode, count, target, label) in [
         (
             "udp",
             sizes.udp_sends,
             1.05,
             "non-netlink storm: UDP sendmsg on loopback",
+        ),
+        (
+            "io",
+            sizes.io_calls,
+            1.05,
+            "non-netlink storm: read and write of one byte (/dev/zero to /dev/null)",
         ),
         (
             "gai",

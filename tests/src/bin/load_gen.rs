@@ -5,7 +5,9 @@
 //! - `udp COUNT`: `sendmsg` of 64-byte datagrams to a bound socket on 127.0.0.1 (non-netlink);
 //! - `gai COUNT`: `getaddrinfo("localhost")` from /etc/hosts;
 //! - `netlink COUNT`: RTM_GETROUTE of 127.0.0.1 on one NETLINK_ROUTE socket, each reply read
-//!   (2 × COUNT netlink messages).
+//!   (2 × COUNT netlink messages);
+//! - `io COUNT`: `read` of one byte from /dev/zero and `write` of it to /dev/null (non-netlink
+//!   system calls of the commonest kind: what a tracer costs every process on the node).
 use std::time::Instant;
 
 fn udp(count: u64) -> u64 {
@@ -97,10 +99,27 @@ fn netlink(count: u64) -> u64 {
     }
 }
 
+fn io(count: u64) -> u64 {
+    use std::io::{Read as _, Write as _};
+    let mut zero = std::fs::File::open("/dev/zero").expect("opening /dev/zero");
+    let mut null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .expect("opening /dev/null");
+    let mut byte = [0u8; 1];
+    let mut done = 0;
+    for _ in 0..count {
+        if zero.read(&mut byte).is_ok_and(|n| n == 1) && null.write(&byte).is_ok_and(|n| n == 1) {
+            done += 1;
+        }
+    }
+    done
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(mode), Some(count)) = (args.get(1), args.get(2).and_then(|c| c.parse().ok())) else {
-        eprintln!("usage: load_gen udp|gai|netlink COUNT");
+        eprintln!("usage: load_gen udp|gai|netlink|io COUNT");
         std::process::exit(2);
     };
     let start = Instant::now();
@@ -108,8 +127,9 @@ fn main() {
         "udp" => udp(count),
         "gai" => gai(count),
         "netlink" => netlink(count),
+        "io" => io(count),
         other => {
-            eprintln!("load_gen: unknown mode {other:?}: udp, gai or netlink");
+            eprintln!("load_gen: unknown mode {other:?}: udp, gai, netlink or io");
             std::process::exit(2);
         }
     };
