@@ -559,7 +559,8 @@ pub struct GaiSocketInflight {
 pub struct GaiConfRecord {
     /// Common header.
     pub header: EventHeader,
-    /// `openat`'s error (< 0), or `read`'s return value (bytes, 0 at end of file).
+    /// `openat`'s error (< 0), or the bytes the stream read from the file (0: the end of the
+    /// file, sent when the getaddrinfo call returns).
     pub ret: i32,
     /// Bytes of `data` that are valid.
     pub len: u32,

@@ -1,19 +1,48 @@
-//! glibc's `/etc/gai.conf` as a getaddrinfo call reads it (`openat` + `read` syscall
-//! tracepoints, acting only while a getaddrinfo call is in flight on the thread and only on that
-//! file): the sort tables the call used, captured before a short-lived process (getent, a
-//! process in its own mount namespace) is gone and its file with it. glibc reads the file at its
-//! first call (and again when it changes); an `openat` error means no file: the default tables.
-//! Every other `openat`/`read` costs one hash lookup.
+//! glibc's `/etc/gai.conf` as a getaddrinfo call reads it: the sort tables the call used,
+//! captured before a short-lived process (getent, a process in its own mount namespace) is gone
+//! and its file with it. glibc reads the file at its first call (and again when it changes),
+//! line by line with `getline` on a `FILE`; an `openat` error means no file: the default tables.
+//!
+//! The `openat` syscall tracepoints mark the thread and the descriptor (only while a
+//! getaddrinfo call is in flight on the thread, and only for that file: every other `openat`
+//! costs one hash lookup). The contents are then taken from the `FILE`'s own buffer at each
+//! `getline` entry (a uprobe in glibc, where getaddrinfo is probed): each buffer-full the stream
+//! read from the file, once, as it was read. The end of the file is sent when the getaddrinfo
+//! call returns. Elsewhere `getline` costs one array read (`GAI_CONF_READERS`) after the
+//! uprobe's own trap.
+//!
+//! Taking the reads at `sys_enter_read`/`sys_exit_read`, as before, made every `read` of the
+//! node fill two tracepoint records: a one-byte read/write loop ran 2.0× slower under the tracer
+//! (BENCHMARKS.md, 2026-11-29 04:14); at the raw `sys_exit` tracepoint every system call paid
+//! instead (1.8×).
 //!
 //! Minimum kernel: 4.7 (syscall tracepoints for BPF), 5.8 for ring buffers.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user_str_bytes},
-    macros::tracepoint,
-    programs::TracePointContext,
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_str_bytes},
+    macros::{map, tracepoint, uprobe},
+    maps::Array,
+    programs::{ProbeContext, TracePointContext},
 };
 use nodeip_trace_common::{counter, GaiConfRecord, GAI_CONF_PATH, KIND_GAI_CONF};
 
-use crate::{count, read_user_upto, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
+use crate::{count, counted, read_user_upto, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT};
+
+/// Entries of `GAI_CONF_STATE` (slot 0; see [`crate::counted`]): threads with gai.conf open.
+#[map]
+static GAI_CONF_READERS: Array<u64> = Array::with_max_entries(1, 0);
+
+/// glibc's x86-64 `struct _IO_FILE` (public and stable: `bits/types/struct_FILE.h`), the
+/// members read here, as byte offsets.
+mod file {
+    /// `_IO_read_ptr`: the next byte `getline` takes.
+    pub const READ_PTR: usize = 8;
+    /// `_IO_read_end`: the end of what the last read put in the buffer.
+    pub const READ_END: usize = 16;
+    /// `_IO_read_base`: the start of the buffer.
+    pub const READ_BASE: usize = 24;
+    /// `_fileno`: the descriptor.
+    pub const FILENO: usize = 112;
+}
 
 /// Where reading gai.conf stands on a thread.
 #[repr(C)]
@@ -21,8 +50,9 @@ use crate::{count, read_user_upto, write_header, EVENTS, GAI_CONF_STATE, GAI_INF
 pub struct GaiConfState {
     /// The file's descriptor; -1 while `openat` is in flight.
     fd: i64,
-    /// The buffer of a `read` in flight on it, else 0.
-    buf: u64,
+    /// `_IO_read_ptr` at the last `getline` entry (0: none yet): a buffer whose read pointer
+    /// went back holds the file's next bytes.
+    seen_ptr: u64,
 }
 
 /// Emits a record: `ret` and, when `buf` is set, `ret` bytes from it.
@@ -57,8 +87,11 @@ pub fn gai_conf_open_enter(ctx: TracePointContext) -> u32 {
         return 0;
     }
     if name[..GAI_CONF_PATH.len()] == GAI_CONF_PATH {
-        let state = GaiConfState { fd: -1, buf: 0 };
-        let _ = GAI_CONF_STATE.insert(pid_tgid, state, 0);
+        let state = GaiConfState {
+            fd: -1,
+            seen_ptr: 0,
+        };
+        let _ = counted::insert(&GAI_CONF_STATE, &GAI_CONF_READERS, pid_tgid, &state);
     }
     0
 }
@@ -75,7 +108,7 @@ pub fn gai_conf_open_exit(ctx: TracePointContext) -> u32 {
     }
     let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
     if ret < 0 {
-        let _ = GAI_CONF_STATE.remove(pid_tgid);
+        forget(pid_tgid);
         emit(pid_tgid, ret, 0);
     } else {
         unsafe { (*state).fd = ret };
@@ -83,36 +116,64 @@ pub fn gai_conf_open_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// `syscalls:sys_enter_read`: a read of the open gai.conf.
-#[tracepoint]
-pub fn gai_conf_read_enter(ctx: TracePointContext) -> u32 {
+/// Reads the `T` at `base + offset` in the traced process's memory.
+#[inline(always)]
+fn user_at<T>(base: u64, offset: usize) -> Option<T> {
+    unsafe { bpf_probe_read_user((base as usize + offset) as *const T) }.ok()
+}
+
+/// uprobe `getline(char **line, size_t *n, FILE *stream)` in glibc: on the gai.conf stream of a
+/// thread reading it, the buffer the stream filled from the file since the last entry, sent
+/// once, whole (`_IO_read_base` to `_IO_read_end`). A line longer than the buffer (4 KiB)
+/// would make the stream fill it more than once within one call, and those bytes are missed.
+#[uprobe]
+pub fn gai_conf_getline(ctx: ProbeContext) -> u32 {
+    if !counted::any(&GAI_CONF_READERS) {
+        return 0;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(state) = GAI_CONF_STATE.get_ptr_mut(pid_tgid) else {
         return 0;
     };
-    let fd: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
-    if unsafe { (*state).fd } == fd && fd >= 0 {
-        unsafe { (*state).buf = ctx.read_at(24).unwrap_or(0) };
+    let open_fd = unsafe { (*state).fd };
+    let stream: u64 = ctx.arg(2).unwrap_or(0);
+    if open_fd < 0 || stream == 0 || user_at::<i32>(stream, file::FILENO) != Some(open_fd as i32) {
+        return 0;
     }
+    let (Some(ptr), Some(end), Some(base)) = (
+        user_at::<u64>(stream, file::READ_PTR),
+        user_at::<u64>(stream, file::READ_END),
+        user_at::<u64>(stream, file::READ_BASE),
+    ) else {
+        return 0;
+    };
+    // Not filled yet (the first call), or the same buffer as at the last entry.
+    let seen = unsafe { (*state).seen_ptr };
+    if base == 0 || end <= base || (seen != 0 && ptr > seen) {
+        unsafe { (*state).seen_ptr = ptr };
+        return 0;
+    }
+    unsafe { (*state).seen_ptr = ptr };
+    emit(pid_tgid, (end - base) as i64, base);
     0
 }
 
-/// `syscalls:sys_exit_read`: copy what was read; the end of the file ends the capture.
-#[tracepoint]
-pub fn gai_conf_read_exit(ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
+/// The thread's getaddrinfo call returned: the end of gai.conf, when it read the file (glibc
+/// reads it whole inside the call), and the thread no longer reads it.
+#[inline(always)]
+pub fn call_returned(pid_tgid: u64) {
     let Some(state) = GAI_CONF_STATE.get_ptr_mut(pid_tgid) else {
-        return 0;
+        return;
     };
-    let buf = unsafe { (*state).buf };
-    if buf == 0 {
-        return 0;
+    if unsafe { (*state).fd } >= 0 {
+        emit(pid_tgid, 0, 0);
     }
-    unsafe { (*state).buf = 0 };
-    let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
-    emit(pid_tgid, ret, buf);
-    if ret <= 0 {
-        let _ = GAI_CONF_STATE.remove(pid_tgid);
-    }
-    0
+    forget(pid_tgid);
+}
+
+/// The thread no longer reads gai.conf (the file is missing, or its getaddrinfo call
+/// returned).
+#[inline(always)]
+fn forget(pid_tgid: u64) {
+    counted::remove(&GAI_CONF_STATE, &GAI_CONF_READERS, pid_tgid);
 }

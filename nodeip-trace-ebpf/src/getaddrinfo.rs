@@ -13,8 +13,8 @@ use nodeip_trace_common::{
 };
 
 use crate::{
-    count, filter::traced, read_user_prefix, write_header, EVENTS, GAI_CONF_STATE, GAI_INFLIGHT,
-    GAI_SCRATCH, GO_CGO_THREADS,
+    count, filter::traced, read_user_prefix, write_header, EVENTS, GAI_INFLIGHT, GAI_SCRATCH,
+    GO_CGO_THREADS,
 };
 
 /// x86-64 glibc/musl `struct addrinfo`.
@@ -83,7 +83,7 @@ fn gai_return(ctx: &RetProbeContext, resolver: u32) -> u32 {
         return 0;
     };
     crate::decision::end(&GAI_INFLIGHT, pid_tgid);
-    let _ = GAI_CONF_STATE.remove(pid_tgid);
+    crate::gai_conf::call_returned(pid_tgid);
     let Some(rec) = GAI_SCRATCH.get_ptr_mut(0) else {
         return 0;
     };

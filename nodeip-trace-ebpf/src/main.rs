@@ -8,6 +8,7 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
+mod counted;
 mod decision;
 mod filter;
 mod gai_conf;

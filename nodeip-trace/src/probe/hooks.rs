@@ -198,7 +198,7 @@ const fn tp(
 const FLOOR: &str = "5.8";
 
 /// Every tracepoint hook, in the order doctor lists them.
-pub const TRACEPOINT_HOOKS: [TracepointHook; 25] = {
+pub const TRACEPOINT_HOOKS: [TracepointHook; 23] = {
     use HookGroup::*;
     [
         tp("socket_enter", "syscalls", "sys_enter_socket", NetlinkSyscalls, "learn netlink sockets as they are opened", FLOOR),
@@ -222,8 +222,6 @@ pub const TRACEPOINT_HOOKS: [TracepointHook; 25] = {
         tp("gai_socket_exit", "syscalls", "sys_exit_getsockname", ResolverSort, "getaddrinfo's sort: the source chosen per candidate", FLOOR),
         tp("gai_conf_open_enter", "syscalls", "sys_enter_openat", ResolverSort, "getaddrinfo's sort: the /etc/gai.conf it opens", FLOOR),
         tp("gai_conf_open_exit", "syscalls", "sys_exit_openat", ResolverSort, "getaddrinfo's sort: the /etc/gai.conf it opens", FLOOR),
-        tp("gai_conf_read_enter", "syscalls", "sys_enter_read", ResolverSort, "getaddrinfo's sort: the /etc/gai.conf it reads", FLOOR),
-        tp("gai_conf_read_exit", "syscalls", "sys_exit_read", ResolverSort, "getaddrinfo's sort: the /etc/gai.conf it reads", FLOOR),
         tp("process_fork", "sched", "sched_process_fork", Processes, "follow descendants of traced processes", FLOOR),
         tp("process_exec", "sched", "sched_process_exec", Processes, "new programs (libc attach, attribution)", FLOOR),
     ]

@@ -366,21 +366,11 @@ impl LiveTracer {
             // Each raw program is named after its tracepoint, with `_raw`.
             for hook in tracepoints_of(HookGroup::RouteLookups) {
                 let (category, name) = (hook.category, hook.name);
-                if offsets_known.route && features.tracepoint_available(category, name) {
-                    let raw = format!("{name}_raw");
-                    let status = self
-                        .attach_raw_tracepoint(&raw, name)
-                        .map_err(HookError::from);
-                    let attached = status.is_ok();
-                    self.hooks.push(AttachedHook {
-                        program: raw,
-                        mode: HookMode::RawTracepoint,
-                        target: name.into(),
-                        status,
-                    });
-                    if attached {
-                        continue;
-                    }
+                if offsets_known.route
+                    && features.tracepoint_available(category, name)
+                    && self.attach_raw_hook(&format!("{name}_raw"), name)
+                {
+                    continue;
                 }
                 tps.push(hook);
             }
@@ -469,7 +459,7 @@ impl LiveTracer {
             ("getaddrinfo_entry", HookMode::Uprobe),
         ] {
             let target = format!("getaddrinfo@{}", shown.display());
-            let status = self.attach_uprobe(program, (path, &target), offset);
+            let status = self.attach_uprobe(program, (path, &target), "getaddrinfo", offset);
             self.hooks.push(AttachedHook {
                 program: program.into(),
                 mode,
@@ -483,6 +473,20 @@ impl LiveTracer {
                 result = Err(e);
                 break;
             }
+        }
+        // glibc reads /etc/gai.conf with `getline` inside getaddrinfo: its contents are taken
+        // from the stream's buffer there (see the eBPF `gai_conf` module). Without it the
+        // file is read through /proc/PID/root at the first call, which a short-lived process
+        // may not outlive; its getaddrinfo is probed all the same.
+        if result.is_ok() && kind == LibcKind::Glibc && offset.is_none() {
+            let target = format!("getline@{}", shown.display());
+            let status = self.attach_uprobe("gai_conf_getline", (path, &target), "getline", None);
+            self.hooks.push(AttachedHook {
+                program: "gai_conf_getline".into(),
+                mode: HookMode::Uprobe,
+                target,
+                status: status.map_err(|e| HookError::Failed(e.to_string())),
+            });
         }
         result
     }
@@ -567,7 +571,7 @@ impl LiveTracer {
         function: &str,
     ) -> Result<(), ProbeError> {
         let target = format!("{function}@{}+{offset:#x}", shown.display());
-        let status = self.attach_uprobe(program, (path, &target), Some(offset));
+        let status = self.attach_uprobe(program, (path, &target), function, Some(offset));
         self.hooks.push(AttachedHook {
             program: program.into(),
             mode: HookMode::Uprobe,
@@ -893,6 +897,22 @@ impl LiveTracer {
         Ok(())
     }
 
+    /// Attaches `program` at the raw tracepoint `name` and lists the attempt among the hooks:
+    /// whether it is attached (the caller falls back to the classic tracepoints when not).
+    fn attach_raw_hook(&mut self, program: &str, name: &str) -> bool {
+        let status = self
+            .attach_raw_tracepoint(program, name)
+            .map_err(HookError::from);
+        let attached = status.is_ok();
+        self.hooks.push(AttachedHook {
+            program: program.into(),
+            mode: HookMode::RawTracepoint,
+            target: name.into(),
+            status,
+        });
+        attached
+    }
+
     fn attach_raw_tracepoint(&mut self, program: &str, name: &str) -> Result<(), ProbeError> {
         let err = attach_error(program, name);
         let prog: &mut RawTracePoint = Self::program(&mut self.ebpf, program, name)?;
@@ -903,12 +923,13 @@ impl LiveTracer {
         Ok(())
     }
 
-    /// Attaches the uprobe `program` to `file` at `offset` (else at its `getaddrinfo` symbol),
-    /// loading the program first when needed; `target` names the point in errors.
+    /// Attaches the uprobe `program` to `file` at `offset` (else at its `symbol`), loading the
+    /// program first when needed; `target` names the point in errors.
     fn attach_uprobe(
         &mut self,
         program: &str,
         (file, target): (&Path, &str),
+        symbol: &str,
         offset: Option<u64>,
     ) -> Result<(), ProbeError> {
         let err = attach_error(program, target);
@@ -919,7 +940,7 @@ impl LiveTracer {
         let point = aya::programs::uprobe::UProbeAttachPoint {
             location: match offset {
                 Some(at) => aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(at),
-                None => "getaddrinfo".into(),
+                None => symbol.into(),
             },
             cookie: None,
         };
