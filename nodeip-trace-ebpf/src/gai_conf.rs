@@ -147,13 +147,12 @@ pub fn gai_conf_getline(ctx: ProbeContext) -> u32 {
     ) else {
         return 0;
     };
-    // Not filled yet (the first call), or the same buffer as at the last entry.
     let seen = unsafe { (*state).seen_ptr };
+    unsafe { (*state).seen_ptr = ptr };
+    // Not filled yet (the first call), or the same buffer as at the last entry.
     if base == 0 || end <= base || (seen != 0 && ptr > seen) {
-        unsafe { (*state).seen_ptr = ptr };
         return 0;
     }
-    unsafe { (*state).seen_ptr = ptr };
     emit(pid_tgid, (end - base) as i64, base);
     0
 }

@@ -70,14 +70,14 @@ pub fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn counts_are_plural_unless_one() {
-        assert_eq!(super::count_of(0, "frame"), "0 frames");
-        assert_eq!(super::count_of(1, "frame"), "1 frame");
-        assert_eq!(super::count_of(2, "time"), "2 times");
+        assert_eq!(count_of(0, "frame"), "0 frames");
+        assert_eq!(count_of(1, "frame"), "1 frame");
+        assert_eq!(count_of(2, "time"), "2 times");
     }
-
-    use super::*;
 
     #[derive(Debug, thiserror::Error)]
     #[error("reading f.pcap failed: {source}")]

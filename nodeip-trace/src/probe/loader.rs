@@ -459,16 +459,8 @@ impl LiveTracer {
             ("getaddrinfo_entry", HookMode::Uprobe),
         ] {
             let target = format!("getaddrinfo@{}", shown.display());
-            let status = self.attach_uprobe(program, (path, &target), "getaddrinfo", offset);
-            self.hooks.push(AttachedHook {
-                program: program.into(),
-                mode,
-                target,
-                status: status
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(|e| HookError::Failed(e.to_string())),
-            });
+            let status =
+                self.attach_listed_uprobe(program, mode, (path, target), "getaddrinfo", offset);
             if let Err(e) = status {
                 result = Err(e);
                 break;
@@ -480,13 +472,13 @@ impl LiveTracer {
         // may not outlive; its getaddrinfo is probed all the same.
         if result.is_ok() && kind == LibcKind::Glibc && offset.is_none() {
             let target = format!("getline@{}", shown.display());
-            let status = self.attach_uprobe("gai_conf_getline", (path, &target), "getline", None);
-            self.hooks.push(AttachedHook {
-                program: "gai_conf_getline".into(),
-                mode: HookMode::Uprobe,
-                target,
-                status: status.map_err(|e| HookError::Failed(e.to_string())),
-            });
+            let _ = self.attach_listed_uprobe(
+                "gai_conf_getline",
+                HookMode::Uprobe,
+                (path, target),
+                "getline",
+                None,
+            );
         }
         result
     }
@@ -571,17 +563,13 @@ impl LiveTracer {
         function: &str,
     ) -> Result<(), ProbeError> {
         let target = format!("{function}@{}+{offset:#x}", shown.display());
-        let status = self.attach_uprobe(program, (path, &target), function, Some(offset));
-        self.hooks.push(AttachedHook {
-            program: program.into(),
-            mode: HookMode::Uprobe,
-            target,
-            status: status
-                .as_ref()
-                .map(|_| ())
-                .map_err(|e| HookError::Failed(e.to_string())),
-        });
-        status
+        self.attach_listed_uprobe(
+            program,
+            HookMode::Uprobe,
+            (path, target),
+            function,
+            Some(offset),
+        )
     }
 
     /// Attaches each kernel handler as `plan` says; under `auto`, a function whose fentry
@@ -921,6 +909,28 @@ impl LiveTracer {
         }
         prog.attach(name).map_err(err)?;
         Ok(())
+    }
+
+    /// [`LiveTracer::attach_uprobe`], the outcome listed among the hooks as `mode` at `target`.
+    fn attach_listed_uprobe(
+        &mut self,
+        program: &str,
+        mode: HookMode,
+        (file, target): (&Path, String),
+        symbol: &str,
+        offset: Option<u64>,
+    ) -> Result<(), ProbeError> {
+        let status = self.attach_uprobe(program, (file, &target), symbol, offset);
+        self.hooks.push(AttachedHook {
+            program: program.into(),
+            mode,
+            target,
+            status: status
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| HookError::Failed(e.to_string())),
+        });
+        status
     }
 
     /// Attaches the uprobe `program` to `file` at `offset` (else at its `symbol`), loading the
