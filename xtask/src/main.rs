@@ -11,6 +11,7 @@ mod demo;
 mod dist;
 mod fuzz;
 mod image;
+mod kernel_faults;
 mod kernels;
 mod program_time;
 mod setup;

@@ -20,6 +20,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use serde_json::json;
 
+use crate::kernel_faults::{self, FaultTime, KernelFault, FAULT_KERNEL_ARGS};
 use crate::kernels::{self, Kernel};
 use crate::{cargo, output, run, workspace_root};
 
@@ -183,6 +184,8 @@ const VM_PACKAGES: [&str; 5] = [
 ];
 
 /// Marker lines the guest prints; the host parses them from the console log.
+/// `/init`'s first line: what the kernel reports before it is the boot's, not the project's.
+const INIT_MARKER: &str = "@@VM-INIT";
 const RESULT_MARKER: &str = "@@VM-RESULT";
 const DONE_MARKER: &str = "@@VM-DONE";
 const RUN_MARKER: &str = "@@VM-RUN";
@@ -202,7 +205,8 @@ const HUNG_END_MARKER: &str = "@@VM-HUNG-END";
 /// The guest's guard, a shell function: `guarded NAME SECONDS COMMAND...` runs the command in
 /// the foreground (background jobs of a script start with SIGINT ignored, which the tests' own
 /// SIGINTs would then miss) and, when it is still running after SECONDS, prints `HUNG_MARKER`,
-/// every task's state, wait channel and kernel stack, the blocked tasks (sysrq `w`) and the
+/// every task's state, wait channel and kernel stack, every CPU's stack (sysrq `l`), the
+/// blocked tasks (sysrq `w`) and the
 /// kernel log's tail, then kills it and every nodeip-trace it left. Its status is the
 /// command's (137 when killed).
 const GUEST_GUARD: &str = r#"guarded() {
@@ -216,6 +220,7 @@ const GUEST_GUARD: &str = r#"guarded() {
       echo "--- task ${t#/proc/} $(cat $t/comm 2>/dev/null) $(grep '^State' $t/status 2>/dev/null) wchan $(cat $t/wchan 2>/dev/null) syscall $(cat $t/syscall 2>/dev/null)"
       cat $t/stack 2>/dev/null
     done
+    echo l > /proc/sysrq-trigger 2>/dev/null
     echo w > /proc/sysrq-trigger 2>/dev/null
     dmesg | tail -n 150
     echo "@@VM-HUNG-END"
@@ -458,7 +463,7 @@ fn init_script(
     job: &GuestJob,
 ) -> String {
     let mut s = String::from(
-        "#!/bin/sh\nexport PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root RUST_BACKTRACE=1\n\
+        "#!/bin/sh\necho @@VM-INIT\nexport PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root RUST_BACKTRACE=1\n\
          mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev\n\
          mkdir -p /tmp; chmod 1777 /tmp; mount -t tmpfs run /run; mkdir -p /var; ln -sf /run /var/run\n\
          mount -t tracefs tracefs /sys/kernel/tracing; mount -t debugfs debugfs /sys/kernel/debug\n\
@@ -673,6 +678,16 @@ struct GuestReport {
     hung: Vec<(String, u64)>,
     /// The base64 text of the artifacts tar.gz.
     artifacts: String,
+    /// What the kernel reported going wrong: lockups, hung tasks, RCU stalls, oopses.
+    faults: Vec<KernelFault>,
+}
+
+impl GuestReport {
+    /// The faults that came after the guest's `/init` started: with the project's code
+    /// running (a fault while the kernel booted is the boot's).
+    fn faults_after_boot(&self) -> impl Iterator<Item = &KernelFault> {
+        self.faults.iter().filter(|f| f.during != FaultTime::Boot)
+    }
 }
 
 fn parse_console(log: &str) -> GuestReport {
@@ -717,6 +732,13 @@ fn parse_console(log: &str) -> GuestReport {
         }
         finished |= line.starts_with(DONE_MARKER);
     }
+    let faults = kernel_faults::kernel_faults(
+        console_lines(log)
+            .filter(|(_, in_artifacts)| !in_artifacts)
+            .map(|(line, _)| line),
+        INIT_MARKER,
+        RUN_MARKER,
+    );
     GuestReport {
         results,
         cases,
@@ -724,6 +746,7 @@ fn parse_console(log: &str) -> GuestReport {
         finished,
         hung,
         artifacts,
+        faults,
     }
 }
 
@@ -895,19 +918,8 @@ fn boot(
         prepare.elapsed().as_secs_f64()
     );
     let started = Instant::now();
-    let status = Command::new("timeout")
-        .arg(timeout_secs.to_string())
-        .args([
-            "qemu-system-x86_64",
-            "-accel",
-            accel,
-            "-cpu",
-            "max",
-            "-smp",
-            "2",
-            "-m",
-            "2048",
-        ])
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args(["-accel", accel, "-cpu", "max", "-smp", "2", "-m", "2048"])
         .args([
             "-nodefaults",
             "-no-user-config",
@@ -923,21 +935,36 @@ fn boot(
         .arg(&image)
         .arg("-append")
         .arg(
-            ["console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init"]
+            ["console=ttyS0 quiet panic=-1 rdinit=/init"]
                 .into_iter()
+                .chain(FAULT_KERNEL_ARGS)
                 .chain(kernel_args.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(" "),
-        )
-        .status()
-        .context("starting qemu-system-x86_64 (apt install qemu-system-x86)")?;
+        );
+    let status = watch_guest(&mut qemu, &console, timeout_secs)?;
     let log = std::fs::read_to_string(&console).unwrap_or_default();
     let report = parse_console(&log);
     let guest_secs = started.elapsed().as_secs_f64();
     println!(
-        "vm-test: kernel {version}, guest ran {guest_secs:.0} s (qemu {status}); console: {}",
+        "vm-test: kernel {version}, guest ran {guest_secs:.0} s ({status}); console: {}",
         console.display()
     );
+    if !report.faults.is_empty() {
+        // Kept apart: the next boot of this kernel writes console.log again.
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        let kept = work.join(format!("console-faulted-{stamp}.log"));
+        std::fs::copy(&console, &kept)?;
+        println!(
+            "vm-test: the guest's kernel reported {} fault(s) (whole console kept in {}):\n{}",
+            report.faults.len(),
+            kept.display(),
+            kernel_faults::render(&report.faults)
+        );
+    }
     let artifacts = work.join("artifacts");
     match unpack_artifacts(&report.artifacts, &artifacts) {
         Ok(n) => println!(
@@ -953,6 +980,74 @@ fn boot(
         console,
         artifacts,
     })
+}
+
+/// How a guest's QEMU ended.
+enum GuestEnd {
+    /// QEMU exited (the guest powered off, or panicked and did not reboot).
+    Exited(std::process::ExitStatus),
+    /// Still running after the host's timeout: killed.
+    TimedOut(u64),
+    /// The kernel reported a fault and the console then stayed silent for this long: the guest
+    /// was stuck, killed rather than left to the timeout.
+    StuckAfterFault(u64),
+}
+
+impl std::fmt::Display for GuestEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuestEnd::Exited(status) => write!(f, "qemu {status}"),
+            GuestEnd::TimedOut(secs) => write!(f, "qemu killed after the {secs} s timeout"),
+            GuestEnd::StuckAfterFault(secs) => write!(
+                f,
+                "qemu killed: a kernel fault, then {secs} s without a console line"
+            ),
+        }
+    }
+}
+
+/// Seconds of console silence after a kernel fault that count as a stuck guest.
+const SILENCE_AFTER_FAULT_SECS: u64 = 120;
+
+/// Runs QEMU until it exits, `timeout_secs` pass, or its console shows a kernel fault and then
+/// stays silent for [`SILENCE_AFTER_FAULT_SECS`] (a locked-up guest that did not panic need not
+/// cost the whole timeout).
+fn watch_guest(qemu: &mut Command, console: &Path, timeout_secs: u64) -> anyhow::Result<GuestEnd> {
+    let started = Instant::now();
+    let mut child = qemu
+        .spawn()
+        .context("starting qemu-system-x86_64 (apt install qemu-system-x86)")?;
+    let mut last_size = 0;
+    let mut last_growth = Instant::now();
+    let end = loop {
+        if let Some(status) = child.try_wait()? {
+            break GuestEnd::Exited(status);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        if started.elapsed().as_secs() >= timeout_secs {
+            break GuestEnd::TimedOut(timeout_secs);
+        }
+        let size = std::fs::metadata(console).map(|m| m.len()).unwrap_or(0);
+        if size != last_size {
+            last_size = size;
+            last_growth = Instant::now();
+            continue;
+        }
+        let silent = last_growth.elapsed().as_secs();
+        if silent >= SILENCE_AFTER_FAULT_SECS {
+            let log = std::fs::read_to_string(console).unwrap_or_default();
+            if !parse_console(&log).faults.is_empty() {
+                break GuestEnd::StuckAfterFault(silent);
+            }
+            // Silent but no fault: look again after another full silence.
+            last_growth = Instant::now();
+        }
+    };
+    if !matches!(end, GuestEnd::Exited(_)) {
+        let _ = child.kill();
+        child.wait()?;
+    }
+    Ok(end)
 }
 
 /// What the storm benchmark reported from a guest.
@@ -983,6 +1078,14 @@ pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Resul
         &GuestJob::Bench { rounds },
         "storm bench",
     )?;
+    if let Some(f) = booted.report.faults_after_boot().next() {
+        bail!(
+            "the guest's kernel reported a {} {} (stacks above); see {}",
+            f.kind.name(),
+            f.during,
+            booted.console.display()
+        );
+    }
     let table = std::fs::read_to_string(booted.artifacts.join(BENCH_ARTIFACT));
     if table.is_err() {
         // A hung capturer's threads (storm_bench's own report) or the guard's: in the output.
@@ -1110,9 +1213,13 @@ fn print_console(console: &Path) {
     );
 }
 
-/// Whether a boot passed: it finished, no step hung, and every binary passed.
+/// Whether a boot passed: it finished, no step hung, the kernel reported no fault after the
+/// guest's `/init` started, and every binary passed.
 fn boot_passed(report: &GuestReport, verdicts: &[(Verdict, serde_json::Value)]) -> bool {
-    report.finished && report.hung.is_empty() && verdicts.iter().all(|(v, _)| *v == Verdict::Passed)
+    report.finished
+        && report.hung.is_empty()
+        && report.faults_after_boot().next().is_none()
+        && verdicts.iter().all(|(v, _)| *v == Verdict::Passed)
 }
 
 /// Boots one kernel with `suite`'s tests; saves its doctor report and results in
@@ -1160,9 +1267,14 @@ fn run_kernel(
     let mut binaries: Vec<serde_json::Value> = verdicts.iter().map(|(_, j)| j.clone()).collect();
     let mut retried = Vec::new();
     let mut passed = boot_passed(&booted.report, &verdicts);
-    let failed_alone = verdicts
-        .iter()
-        .any(|(v, _)| matches!(v, Verdict::Failed { .. }));
+    // A kernel fault fails the kernel at once: a second boot that passes would not make a
+    // lockup under the tracer any less real. (A fault while the kernel booted, before /init,
+    // is the boot's — 6.12 under TCG can oops in its scheduler's start-up — and is retried as
+    // a hang.)
+    let failed_alone = booted.report.faults_after_boot().next().is_some()
+        || verdicts
+            .iter()
+            .any(|(v, _)| matches!(v, Verdict::Failed { .. }));
     if !passed {
         print_console(&booted.console);
     }
@@ -1228,6 +1340,12 @@ fn run_kernel(
         "guest_seconds": guest_secs.round(),
         "retried": retried,
         "binaries": binaries,
+        "kernel_faults": report.faults.iter().map(|f| json!({
+            "kind": f.kind.name(),
+            "during": f.during.to_string(),
+            "console_line": f.line,
+            "headline": f.report[0],
+        })).collect::<Vec<_>>(),
     });
     std::fs::write(
         saved.join("results.json"),
@@ -1252,12 +1370,21 @@ fn run_kernel(
                 failed.push(step);
             }
         }
+        let faults: Vec<String> = report
+            .faults_after_boot()
+            .map(|f| format!("a kernel {} {}", f.kind.name(), f.during))
+            .collect();
         bail!(
-            "{failed:?} failed{}; see {}",
+            "{failed:?} failed{}{}; see {}",
             if report.finished {
                 ""
             } else {
                 ", guest did not finish"
+            },
+            if faults.is_empty() {
+                String::new()
+            } else {
+                format!(", {} (stacks above)", faults.join(", "))
             },
             console.display()
         );
@@ -1336,6 +1463,18 @@ mod tests {
         assert!(!boot_passed(&report, &judge(&report, &["a"], 2)));
         let clean = parse_console("@@VM-RESULT a 0\n@@VM-DONE\n");
         assert!(boot_passed(&clean, &judge(&clean, &["a"], 1)));
+        // Every binary passed, but the kernel locked up on the way: the boot failed.
+        let locked = parse_console(
+            "@@VM-INIT\n@@VM-RUN a\n[ 9.0] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x:1]\n\
+             @@VM-RESULT a 0\n@@VM-DONE\n",
+        );
+        assert!(!boot_passed(&locked, &judge(&locked, &["a"], 1)));
+        // A fault while the kernel booted is the boot's, not the suite's.
+        let boot_oops = parse_console(
+            "[ 3.0] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n@@VM-INIT\n@@VM-RESULT a 0\n@@VM-DONE\n",
+        );
+        assert_eq!(boot_oops.faults.len(), 1);
+        assert!(boot_passed(&boot_oops, &judge(&boot_oops, &["a"], 1)));
     }
 
     #[test]
