@@ -273,6 +273,19 @@ struct TraceArgs {
     /// --output too, and make it later with `nodeip-trace report`.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Hold a program that starts during the trace at its exec until its resolvers are probed,
+    /// so its first lookups are seen (a component restarted while tracing decides in its first
+    /// milliseconds). auto: where the kernel offers fanotify permission events (Linux 5.1+,
+    /// CONFIG_FANOTIFY_ACCESS_PERMISSIONS); programs already known run without waiting, and
+    /// none waits longer than --exec-hold-limit-ms. off: probe new programs after they start
+    /// (their first lookups can be missed). The start line, the JSON header and `doctor` say
+    /// which is in use.
+    #[arg(long, value_enum, default_value_t = ExecHoldArg::Auto, verbatim_doc_comment)]
+    exec_hold: ExecHoldArg,
+    /// The longest a new program waits at exec for its probes; past it, it runs unprobed and
+    /// the timeline says so.
+    #[arg(long, value_name = "MS", default_value_t = nodeip_trace::probe::exec_hold::DEFAULT_LIMIT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    exec_hold_limit_ms: u64,
     /// Write this file once probes are attached (for scripts and tests).
     #[arg(long, hide = true, value_name = "FILE")]
     ready_file: Option<PathBuf>,
@@ -281,6 +294,15 @@ struct TraceArgs {
     /// Run this command, trace only it and its descendants, and exit with its status.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
+}
+
+/// `trace --exec-hold`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ExecHoldArg {
+    /// Hold new programs where the kernel allows it.
+    Auto,
+    /// Never hold: probe new programs after they start.
+    Off,
 }
 
 fn netlink_mask(families: &[String]) -> anyhow::Result<u64> {
@@ -448,6 +470,10 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         duration,
         command: a.command,
         ready_file: a.ready_file,
+        exec_hold: match a.exec_hold {
+            ExecHoldArg::Auto => Some(Duration::from_millis(a.exec_hold_limit_ms)),
+            ExecHoldArg::Off => None,
+        },
         pcap: a.pcap,
         pcapng: a.pcapng,
         filter_description: filters,

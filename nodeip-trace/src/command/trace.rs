@@ -2,6 +2,7 @@
 //! exits, the duration passes, or Ctrl-C/SIGTERM; then detach, flush and report what was lost.
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,6 +21,8 @@ use crate::model::event::{
 };
 use crate::model::netlink::MessageDetail;
 use crate::pipeline::Pipeline;
+use crate::probe::exec_hold::{ExecHold, Released};
+use crate::probe::exec_watcher::{ExecWatcher, ProbeOutcome};
 use crate::probe::features::KernelFeatures;
 use crate::probe::loader::{LiveTracer, TraceConfig};
 use crate::probe::netlink_sockets::{scan_all, sockets_of, NetnsCache};
@@ -50,6 +53,8 @@ pub struct TraceOptions {
     pub report: Option<PathBuf>,
     /// Written once probes are attached (for tests and scripts).
     pub ready_file: Option<PathBuf>,
+    /// Hold new programs at exec until probed, at most this long (`None`: `--exec-hold off`).
+    pub exec_hold: Option<Duration>,
     /// The filters as given, for the recording header.
     pub filter_description: Vec<String>,
     /// Generic-netlink family ids named on the command line (id, name); they win over the
@@ -166,109 +171,67 @@ impl StartupPhases {
     }
 }
 
-/// Attaches the getaddrinfo uprobes to libcs of processes that start during the trace (a
-/// container's own copy, a chroot's): at exec, where the usual paths under `/proc/PID/root`
-/// find it before the dynamic loader maps it, and once more shortly after, from its maps.
-#[derive(Default)]
-struct LibcWatcher {
-    /// (device, inode) of every libc attached to.
-    attached: std::collections::HashSet<(u64, u64)>,
-    /// Processes to look at again, and when.
-    again: Vec<(u32, Instant)>,
-    /// Failed attaches per libc file.
-    failures: HashMap<(u64, u64), u32>,
+/// Says what the exec watcher did (one line per outcome).
+fn say_outcomes(outcomes: Vec<ProbeOutcome>) {
+    for outcome in outcomes {
+        crate::sink::note(format_args!("nodeip-trace: {outcome}"));
+    }
 }
 
-impl LibcWatcher {
-    /// Seeded with the start-up libcs whose probes attached (a failed one, e.g. reached through
-    /// a process that was exiting, is tried again at the next exec that maps it).
-    fn new(
-        libcs: &[crate::probe::libc_locator::LibcTarget],
-        hooks: &[crate::probe::loader::AttachedHook],
-    ) -> Self {
-        let attached = |l: &crate::probe::libc_locator::LibcTarget| {
-            let target = format!("getaddrinfo@{}", l.path.display());
-            hooks.iter().any(|h| {
-                h.target == target
-                    && h.mode == crate::probe::hooks::HookMode::Uprobe
-                    && h.status.is_ok()
-            })
+/// What the holder is doing, for the start line and the header: `fanotify, limit 3000 ms`, or
+/// why it is off.
+fn exec_hold_state(hold: &Result<ExecHold, String>) -> String {
+    match hold {
+        Ok(h) => format!(
+            "fanotify permission events, at most {} ms",
+            h.limit().as_millis()
+        ),
+        Err(why) => format!("off ({why})"),
+    }
+}
+
+/// Serves the execs the holder holds: each file classified and probed (and the libcs of the
+/// process's root), the exec let go, and its hold put on the timeline.
+fn serve_held_execs(
+    hold: &ExecHold,
+    watcher: &mut ExecWatcher,
+    tracer: &mut LiveTracer,
+    config: &TraceConfig,
+    pipeline: &mut Pipeline,
+    out: &mut Vec<Emitted>,
+) {
+    for held in hold.take_held() {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", held.pid)).unwrap_or_default();
+        let outcomes = watcher.on_held_exec(tracer, held.pid, &held.file);
+        let (took, in_time) = match hold.release(&held, true) {
+            Released::InTime(d) => (d, true),
+            Released::AtLimit(d) => (d, false),
         };
-        Self {
-            attached: libcs
-                .iter()
-                .filter(|l| attached(l))
-                .map(|l| (l.dev, l.ino))
-                .collect(),
-            again: Vec::new(),
-            failures: HashMap::new(),
+        let file = outcomes.first().map_or_else(
+            || {
+                std::fs::read_link(format!("/proc/self/fd/{}", held.file.as_raw_fd()))
+                    .unwrap_or_default()
+                    .display()
+                    .to_string()
+            },
+            |o| o.file.display().to_string(),
+        );
+        let shown_to_filter = config.comm.as_deref().is_none_or(|c| {
+            let base = file.rsplit('/').next().unwrap_or(&file);
+            base.get(..c.len().min(base.len())) == Some(c) || comm.trim_end() == c
+        }) && (!config.filter_by_pid || tracer.is_traced_pid(held.pid));
+        let (probed, refused): (Vec<_>, Vec<_>) = outcomes.iter().partition(|o| o.probed());
+        let event = crate::model::event::ExecHoldEvent {
+            file,
+            held_us: took.as_micros() as u64,
+            in_time,
+            probed: probed.iter().map(|o| o.to_string()).collect(),
+            refused: refused.iter().map(|o| o.to_string()).collect(),
+        };
+        if shown_to_filter {
+            pipeline.on_exec_hold(held.pid, comm.trim_end(), held.since_ns, event, out);
         }
-    }
-
-    fn look(&mut self, tracer: &mut LiveTracer, pid: u32) {
-        for (path, dev, ino) in crate::probe::libc_locator::libcs_in_root_of(pid) {
-            if self.attached.contains(&(dev, ino)) {
-                continue;
-            }
-            // Hold the file open at once: a process that just exec'd may be gone (and its
-            // /proc/PID/root with it) before the symbols are read and the probes attached, which
-            // then go through our own fd to the same file.
-            let attached = std::fs::File::open(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|file| {
-                    use std::os::fd::AsRawFd;
-                    let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-                    let kind = crate::probe::libc_locator::libc_kind(&path.to_string_lossy())
-                        .unwrap_or(crate::probe::libc_locator::LibcKind::Glibc);
-                    tracer
-                        .attach_libc(&via, &path, kind)
-                        .map_err(|e| e.to_string())
-                });
-            match attached {
-                Ok(()) => {
-                    self.attached.insert((dev, ino));
-                    crate::sink::note(format_args!(
-                        "nodeip-trace: getaddrinfo uprobes attached to a new libc, {} (pid {pid})",
-                        path.display()
-                    ));
-                }
-                Err(e) => {
-                    let failures = self.failures.entry((dev, ino)).or_default();
-                    *failures += 1;
-                    if *failures >= 3 {
-                        // Three processes' worth of tries: say so once and stop trying.
-                        self.attached.insert((dev, ino));
-                        crate::sink::note(format_args!(
-                            "nodeip-trace: cannot attach to the libc {} (pid {pid}): {e}; getaddrinfo calls through it are not traced",
-                            path.display()
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    fn on_exec(&mut self, tracer: &mut LiveTracer, pid: u32) {
-        self.look(tracer, pid);
-        if self.again.len() < 4096 {
-            self.again
-                .push((pid, Instant::now() + Duration::from_millis(200)));
-        }
-    }
-
-    /// Looks again at the processes whose time has come.
-    fn tick(&mut self, tracer: &mut LiveTracer) {
-        let now = Instant::now();
-        let due: Vec<u32> = self
-            .again
-            .iter()
-            .filter(|(_, at)| *at <= now)
-            .map(|(pid, _)| *pid)
-            .collect();
-        self.again.retain(|(_, at)| *at > now);
-        for pid in due {
-            self.look(tracer, pid);
-        }
+        say_outcomes(outcomes);
     }
 }
 
@@ -558,7 +521,7 @@ impl Sinks {
 }
 
 fn meta_event(clock: &WallClock, body: EventBody) -> Event {
-    let ts_ns = monotonic_now();
+    let ts_ns = crate::model::clock::monotonic_now_ns();
     Event {
         process: None,
         ts: clock.rfc3339(ts_ns).into(),
@@ -568,16 +531,6 @@ fn meta_event(clock: &WallClock, body: EventBody) -> Event {
         comm: Default::default(),
         body,
     }
-}
-
-fn monotonic_now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into our timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The file `program` names as `execvp` finds it: itself when it has a `/`, else the first
@@ -989,13 +942,31 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         .with_process_directory(Box::new(
             crate::probe::process_table::ProcProcessDirectory::default(),
         ));
-    let mut libc_watcher = LibcWatcher::new(&features.libcs, &tracer.hooks);
-    // Resolvers linked into executables (Go's own, static C libraries): every running
-    // program now, each new one at its exec.
-    let mut executable_probes =
-        crate::probe::executable_resolvers::ExecutableResolverProbes::default();
+    // New programs are held at exec until probed, where the kernel allows it (before the
+    // start-up scan, so a program that starts during it is held too).
+    let mut exec_hold: Result<ExecHold, String> = match opts.exec_hold {
+        Some(limit) if config.getaddrinfo => ExecHold::new(limit).map_err(|e| e.to_string()),
+        Some(_) => Err("no output reads resolver calls".into()),
+        None => Err("--exec-hold off".into()),
+    };
+    if let Err(why) = &exec_hold {
+        if opts.exec_hold.is_some() && config.getaddrinfo {
+            crate::sink::note(format_args!(
+                "nodeip-trace: programs that start during the trace are probed after they start, \
+                 so their first lookups can be missed: {why}"
+            ));
+        }
+    }
+    // The one exec watcher: every running program's resolvers now (each file once), each new
+    // one at its exec.
+    let mut exec_watcher = ExecWatcher::new(&features.libcs, &tracer.hooks);
+    let mark_known = |hold: &Result<ExecHold, String>, file: &std::fs::File| {
+        if let Ok(h) = hold {
+            h.mark_known(file);
+        }
+    };
     if config.getaddrinfo {
-        executable_probes.scan_all(&mut tracer);
+        say_outcomes(exec_watcher.scan_running(&mut tracer, |f| mark_known(&exec_hold, f)));
         startup.end("executables");
     }
 
@@ -1017,6 +988,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             hooks: hooks.clone(),
             hook_preference: config.hooks.name().into(),
             netlink_capture: tracer.netlink_capture.clone(),
+            exec_hold: exec_hold_state(&exec_hold),
             handler_hooks: tracer.handler_modes.clone(),
             kernel_limits: features.degradations(),
             filters: opts.filter_description.clone(),
@@ -1037,9 +1009,10 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         *handler_summary.entry(mode).or_default() += 1;
     }
     eprintln!(
-        "nodeip-trace: {attached} hooks attached in {} (netlink capture: {}; kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
+        "nodeip-trace: {attached} hooks attached in {} (netlink capture: {}; new programs held at exec: {}; kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
         startup.describe(),
         tracer.netlink_capture,
+        exec_hold_state(&exec_hold),
         config.hooks.name(),
         if frames_only {
             "none (a plain pcap alone: route lookups, resolver calls and kernel handler calls \
@@ -1060,13 +1033,22 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     // The command: our own fork of it is followed by the kernel side, so it is traced from
     // its first instruction; then we leave the filter again.
     let mut child = None;
+    if let Ok(hold) = &mut exec_hold {
+        if let Err(e) = hold.start_threads() {
+            crate::sink::note(format_args!("nodeip-trace: {e}; new programs are not held"));
+            exec_hold = Err(e.to_string());
+        }
+    }
     if !opts.command.is_empty() {
         let me = std::process::id();
         tracer.add_traced_pid(me)?;
-        // The command's own file is probed before it starts, so its first lookups are seen.
+        // The command's own file (and its dynamic loader) is probed before it starts, so its
+        // first lookups are seen and its exec is not held.
         if config.getaddrinfo {
             if let Some(path) = command_path(&opts.command[0]) {
-                executable_probes.look_path(&mut tracer, &path);
+                say_outcomes(
+                    exec_watcher.before_command(&mut tracer, &path, |f| mark_known(&exec_hold, f)),
+                );
             }
         }
         let spawned = spawn_command(&opts.command, stdout_machine);
@@ -1118,6 +1100,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let mut netns_cache = NetnsCache::default();
     let mut forgotten = Instant::now();
     let mut end = TraceEnd::Stopped;
+    let held_wake = exec_hold.as_ref().ok().map(ExecHold::wake);
     let mut poll = tokio::time::interval(POLL_INTERVAL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     if let Some(running) = opts.on_running {
@@ -1137,8 +1120,15 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     None => std::future::pending().await,
                 }
             };
+            let held = async {
+                match &held_wake {
+                    Some(w) => w.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             let mut stop = false;
             tokio::select! {
+                _ = held => {}
                 r = source.readable() => { r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?; }
                 _ = poll.tick() => {}
                 status = child_wait => {
@@ -1152,7 +1142,10 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 _ = sigterm.recv() => { stop = true; stopped_by = "SIGTERM".into(); }
                 _ = sighup.recv() => { stop = true; stopped_by = "SIGHUP".into(); }
             }
-            libc_watcher.tick(&mut tracer);
+            if let Ok(hold) = &exec_hold {
+                serve_held_execs(hold, &mut exec_watcher, &mut tracer, &config, &mut pipeline, &mut out);
+            }
+            say_outcomes(exec_watcher.tick(&mut tracer));
             if stop {
                 // Give in-flight records a moment to land, then drain everything.
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1174,16 +1167,19 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     }
                     if let crate::decode::record::KernelRecord::Exec(r) = &rec {
                         if config.getaddrinfo {
-                            libc_watcher.on_exec(&mut tracer, (r.header.pid_tgid >> 32) as u32);
                             let executed = crate::decode::record::c_string(&r.filename);
-                            executable_probes.look(
+                            say_outcomes(exec_watcher.on_exec_record(
                                 &mut tracer,
                                 (r.header.pid_tgid >> 32) as u32,
-                                Some(std::path::Path::new(&executed)),
-                            );
+                                std::path::Path::new(&executed),
+                            ));
                         }
                     }
                     pipeline.on_kernel_record(rec, &mut out);
+                }
+                // A program held at exec waits for this loop: served between batches too.
+                if let Ok(hold) = &exec_hold {
+                    serve_held_execs(hold, &mut exec_watcher, &mut tracer, &config, &mut pipeline, &mut out);
                 }
                 write_out(&mut sinks, &mut pipeline, &opts.process_filter, &mut out)?;
                 if batch < RECORDS_PER_BATCH {
@@ -1275,7 +1271,15 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             EventBody::Lost(lost.clone()),
         ))))?;
     }
+    let exec_holds = exec_hold.as_ref().ok().map(|h| {
+        let c = h.counts();
+        crate::model::event::ExecHoldCounts {
+            held: c.held,
+            released_unprobed: c.released_at_limit,
+        }
+    });
     let summary = RunSummary {
+        exec_holds,
         events: sinks
             .counts
             .iter()

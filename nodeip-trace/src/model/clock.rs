@@ -21,6 +21,12 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of the eBPF records' timestamps, for events
+/// the tracer makes itself.
+pub fn monotonic_now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
 impl WallClock {
     /// Measures the offset now.
     pub fn now() -> Self {

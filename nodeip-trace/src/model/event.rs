@@ -66,6 +66,8 @@ pub enum EventBody {
     Extack(ExtackMessage),
     /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
     KernelHandler(Box<KernelHandlerCall>),
+    /// A program the tracer held at exec until its probes were attached (live only).
+    ExecHold(Box<ExecHoldEvent>),
     /// Events the tracer could not deliver, by reason.
     Lost(LostReport),
     /// A known failure pattern, with evidence and remedy.
@@ -94,6 +96,10 @@ pub struct RecordingHeader {
     /// `syscall tracepoints…` with the reason.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub netlink_capture: String,
+    /// How programs that start during the trace are caught before their first instruction
+    /// (`fanotify permission events, at most 3000 ms`), or why they are not (`off (…)`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub exec_hold: String,
     /// The mode each kernel handler got (`fentry`, `kprobe`, `off`), by function.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub handler_hooks: std::collections::BTreeMap<String, String>,
@@ -236,6 +242,27 @@ pub struct IpvsEvent {
     pub result: Option<i32>,
 }
 
+/// A program that started during the trace, held at exec (before its first instruction) until
+/// the tracer had classified its file and attached its probes — or let go at the hold's limit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecHoldEvent {
+    /// The file being exec'd (the program, or the dynamic loader it names), as the tracer
+    /// reached it.
+    pub file: String,
+    /// How long the exec waited, in microseconds.
+    pub held_us: u64,
+    /// Let go once probed; `false`: let go at the limit, before its probes were attached (its
+    /// first lookups may be missed).
+    pub in_time: bool,
+    /// What was probed for it (`Go resolver (go1.27.3)`, `musl getaddrinfo /lib/ld-musl…`);
+    /// empty when it carries no resolver of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probed: Vec<String>,
+    /// Resolvers found that could not be probed, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
 /// A netlink extended-ack message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtackMessage {
@@ -322,6 +349,19 @@ pub struct RunSummary {
     /// What ended the trace: `duration`, `command exited (N)`, `SIGINT`, `SIGTERM`, `SIGHUP`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stopped_by: String,
+    /// Programs held at exec until probed, and of them those let go at the limit unprobed
+    /// (absent when no program was held, or holding was not in use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_holds: Option<ExecHoldCounts>,
+}
+
+/// How many programs a trace held at exec.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecHoldCounts {
+    /// Held until classified and probed.
+    pub held: u64,
+    /// Of them, let go at the limit before their probes were attached.
+    pub released_unprobed: u64,
 }
 
 impl EventBody {
@@ -336,6 +376,7 @@ impl EventBody {
             EventBody::Ipvs(_) => "ipvs",
             EventBody::Extack(_) => "extack",
             EventBody::KernelHandler(_) => "kernel_handler",
+            EventBody::ExecHold(_) => "exec_hold",
             EventBody::Lost(_) => "lost",
             EventBody::Diagnosis(_) => "diagnosis",
             EventBody::Summary(_) => "summary",

@@ -337,6 +337,25 @@ impl Pipeline {
         out.extend(self.spans.hold(tid, item));
     }
 
+    /// A program the tracer held at exec: process `pid` (named `comm` before its exec), from
+    /// `since_ns` (CLOCK_MONOTONIC).
+    pub fn on_exec_hold(
+        &mut self,
+        pid: u32,
+        comm: &str,
+        since_ns: u64,
+        hold: crate::model::event::ExecHoldEvent,
+        out: &mut Vec<Emitted>,
+    ) {
+        let task = Task {
+            pid,
+            tid: pid,
+            comm: comm.into(),
+        };
+        let ev = self.event(since_ns, task, EventBody::ExecHold(Box::new(hold)));
+        self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
+    }
+
     /// Handles one live kernel record.
     pub fn on_kernel_record(&mut self, rec: KernelRecord, out: &mut Vec<Emitted>) {
         let h = rec.header();

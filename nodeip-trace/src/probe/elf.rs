@@ -93,6 +93,9 @@ pub struct ElfImage {
     segments: Vec<Segment>,
     /// It names a program interpreter (`PT_INTERP`): dynamically linked.
     pub dynamic: bool,
+    /// The program interpreter it names (`/lib64/ld-linux-x86-64.so.2`), when it names one
+    /// that can be read.
+    pub interpreter: Option<String>,
 }
 
 /// `PT_LOAD` and `PT_INTERP`.
@@ -123,6 +126,7 @@ impl ElfImage {
         let shstrndx = u16_at(b, 62).ok_or_else(truncated)? as usize;
         let mut segments = Vec::new();
         let mut dynamic = false;
+        let mut interpreter = None;
         for i in 0..phnum {
             let Some(at) = i
                 .checked_mul(phentsize)
@@ -144,7 +148,16 @@ impl ElfImage {
                         filesz,
                     });
                 }
-                Some(PT_INTERP) => dynamic = true,
+                Some(PT_INTERP) => {
+                    dynamic = true;
+                    interpreter = u64_at(b, at + 8)
+                        .zip(u64_at(b, at + 32))
+                        .and_then(|(offset, size)| {
+                            let start = usize::try_from(offset).ok()?;
+                            b.get(start..start.checked_add(usize::try_from(size).ok()?)?)
+                        })
+                        .map(|name| c_string(name, 0));
+                }
                 _ => {}
             }
         }
@@ -180,6 +193,7 @@ impl ElfImage {
             sections,
             segments,
             dynamic,
+            interpreter,
         })
     }
 
@@ -279,6 +293,11 @@ mod tests {
     fn this_test_binary_is_dynamic_and_carries_no_static_resolver() {
         let image = ElfImage::parse(std::fs::read("/proc/self/exe").unwrap()).unwrap();
         assert!(image.dynamic);
+        let interpreter = image.interpreter.as_deref().unwrap_or_default();
+        assert!(
+            interpreter.starts_with('/') && interpreter.contains("ld-"),
+            "{interpreter}"
+        );
         assert_eq!(image.static_resolver(), None);
         assert!(image.section(".text").is_some());
     }

@@ -1,10 +1,8 @@
-//! Finds the resolvers linked into the node's executables and probes each file once: Go's own
-//! resolver in Go programs, and the C library's `getaddrinfo` linked into statically built
-//! programs (static musl or glibc, including Go programs linked against a static musl, as k3s
-//! is). Dynamic programs' C libraries are found in their maps instead (`libc_locator`). Every
-//! running process's executable is looked at when the trace starts, then each program exec'd
-//! during it; a file is read once (its verdict is cached by device and inode), through
-//! `/proc/PID/exe`, so executables inside containers are found too.
+//! The resolvers linked into executables: Go's own resolver in Go programs, and the C library's
+//! `getaddrinfo` linked into statically built programs (static musl or glibc, including Go
+//! programs linked against a static musl, as k3s is) — [`classify`], which the exec watcher
+//! probes from ([`super::exec_watcher`]), and `doctor`'s list of the running ones, each file
+//! read once, through `/proc/PID/exe` (executables inside containers too).
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -12,161 +10,30 @@ use std::path::{Path, PathBuf};
 use super::elf::ElfImage;
 use super::go_binary::GoBinary;
 use super::libc_locator::LibcKind;
-use super::loader::{LiveTracer, GO_SORT_FUNCTION};
+use super::loader::GO_SORT_FUNCTION;
 use super::mapped_file::MappedFile;
 use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
 };
 
-/// Files seen at most; beyond, the memory starts over (a file seen again is read again).
-const MAX_FILES: usize = 16384;
-
-/// What was decided for one resolver found in an executable file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeOutcome {
-    /// Probed: what (`go1.21.13`, `static musl getaddrinfo`).
-    Probed(String),
-    /// A resolver nodeip-trace cannot probe, and why.
-    Refused(String),
-}
-
-/// The executables' resolver probes of one trace.
-#[derive(Default)]
-pub struct ExecutableResolverProbes {
-    seen: HashMap<(u64, u64), Vec<ProbeOutcome>>,
-}
-
-impl ExecutableResolverProbes {
-    /// Looks at every running process's executable.
-    pub fn scan_all(&mut self, tracer: &mut LiveTracer) {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        for entry in dir.flatten() {
-            if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
-                self.look(tracer, pid, None);
-            }
-        }
-    }
-
-    /// Looks at `pid`'s executable and probes the resolvers it carries. `executed` is the file
-    /// name its exec named, for a process already gone (a short-lived one, or a busy tracer):
-    /// an absolute one is opened from here instead. Returns the outcomes when the file was new
-    /// (empty: it carries no resolver of its own).
-    pub fn look(
-        &mut self,
-        tracer: &mut LiveTracer,
-        pid: u32,
-        executed: Option<&Path>,
-    ) -> Option<Vec<ProbeOutcome>> {
-        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-        // Hold the file open: the process may be gone before the probes are attached.
-        let (file, target) = match std::fs::File::open(&exe) {
-            Ok(file) => (
-                file,
-                std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone()),
-            ),
-            Err(_) => {
-                let path = executed.filter(|p| p.is_absolute())?;
-                (std::fs::File::open(path).ok()?, path.to_path_buf())
-            }
-        };
-        self.probe_file(tracer, file, target, &format!("pid {pid}"))
-    }
-
-    /// Probes the resolvers of the executable at `path` before anything runs it (the command
-    /// `trace` starts: its first lookups are then seen too). Returns the outcomes when the file
-    /// was new.
-    pub fn look_path(&mut self, tracer: &mut LiveTracer, path: &Path) -> Option<Vec<ProbeOutcome>> {
-        let file = std::fs::File::open(path).ok()?;
-        let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        self.probe_file(tracer, file, target, "before it starts")
-    }
-
-    /// Probes the resolvers of the open executable `file` (named `target`; `who` says which
-    /// process, for the messages), once per file.
-    fn probe_file(
-        &mut self,
-        tracer: &mut LiveTracer,
-        file: std::fs::File,
-        target: PathBuf,
-        who: &str,
-    ) -> Option<Vec<ProbeOutcome>> {
-        let meta = file.metadata().ok()?;
-        let id = (meta.dev(), meta.ino());
-        if self.seen.contains_key(&id) {
-            return None;
-        }
-        if self.seen.len() >= MAX_FILES {
-            self.seen.clear();
-        }
-        use std::os::fd::AsRawFd;
-        let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        let mut outcomes = Vec::new();
-        let elf = MappedFile::map(&file)
-            .ok()
-            .and_then(|bytes| ElfImage::parse(bytes).ok());
-        if let Some(elf) = elf {
-            let (found, go) = classify(elf);
-            if let Some(found) = found {
-                let what = format!("static {} getaddrinfo{}", found.libc.name(), found.how);
-                outcomes.push(match found.offset {
-                    Err(why) => ProbeOutcome::Refused(format!("{what}: {why}")),
-                    Ok(offset) => {
-                        let attached = match offset {
-                            Some(at) => tracer.attach_getaddrinfo_at(&via, &target, found.libc, at),
-                            None => tracer.attach_libc(&via, &target, found.libc),
-                        };
-                        match attached {
-                            Ok(()) => ProbeOutcome::Probed(what),
-                            Err(e) => ProbeOutcome::Refused(format!("{what}: {e}")),
-                        }
-                    }
-                });
-            }
-            if let Some(binary) = go {
-                if binary.function(GO_SORT_FUNCTION).is_some() {
-                    outcomes.push(match tracer.attach_go(&via, &target, &binary) {
-                        Ok(version) => ProbeOutcome::Probed(format!("Go resolver, {version}")),
-                        Err(e) => ProbeOutcome::Refused(e.to_string()),
-                    });
-                }
-            }
-        }
-        for outcome in &outcomes {
-            match outcome {
-                ProbeOutcome::Probed(what) => eprintln!(
-                    "nodeip-trace: probes attached to {} ({what}, {who})",
-                    target.display()
-                ),
-                ProbeOutcome::Refused(why) => {
-                    eprintln!("nodeip-trace: {why} ({}, {who})", target.display())
-                }
-            }
-        }
-        self.seen.insert(id, outcomes.clone());
-        Some(outcomes)
-    }
-}
-
 /// A C library's `getaddrinfo` linked into a statically built program.
-struct StaticGetaddrinfo {
+pub struct StaticGetaddrinfo {
     /// Whose.
-    libc: LibcKind,
-    /// How it was found, as said after "getaddrinfo" (empty: by its symbol).
-    how: &'static str,
+    pub libc: LibcKind,
+    /// Found through the cgo glue (a stripped static cgo Go program), not by its symbol.
+    pub through_cgo_glue: bool,
     /// Where: `None` by its symbol, `Some(offset)` when found without one; why not, when it
     /// was not found.
-    offset: Result<Option<u64>, &'static str>,
+    pub offset: Result<Option<u64>, &'static str>,
 }
 
 /// What an executable carries: a static C library's `getaddrinfo` (found by its symbol, or in a
 /// stripped cgo Go program — k3s — through the cgo glue; static cgo Go programs are linked
 /// against musl, as static glibc cannot load its NSS modules), and the Go side, if it is Go.
-fn classify(elf: ElfImage) -> (Option<StaticGetaddrinfo>, Option<GoBinary>) {
+pub fn classify(elf: ElfImage) -> (Option<StaticGetaddrinfo>, Option<GoBinary>) {
     let by_symbol = elf.static_resolver().map(|libc| StaticGetaddrinfo {
         libc,
-        how: "",
+        through_cgo_glue: false,
         offset: Ok(None),
     });
     let stripped_static = !elf.dynamic && elf.section(".symtab").is_none();
@@ -176,7 +43,7 @@ fn classify(elf: ElfImage) -> (Option<StaticGetaddrinfo>, Option<GoBinary>) {
         .filter(|g| stripped_static && g.cgo_net)
         .map(|g| StaticGetaddrinfo {
             libc: LibcKind::Musl,
-            how: ", found through the cgo glue",
+            through_cgo_glue: true,
             offset: g.cgo_getaddrinfo_offset().map(Some),
         });
     (by_symbol.or(by_glue), go)
@@ -305,10 +172,10 @@ pub fn running_executable_resolvers(
             let statics = found.map(|found| StaticResolverTarget {
                 path: path.clone(),
                 libc: found.libc,
-                found_by: if found.how.is_empty() {
-                    "symbol table"
-                } else {
+                found_by: if found.through_cgo_glue {
                     "cgo glue"
+                } else {
+                    "symbol table"
                 },
                 processes: 0,
                 unsupported: found.offset.err().map(String::from),

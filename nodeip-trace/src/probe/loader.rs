@@ -1021,6 +1021,12 @@ impl LiveTracer {
             .map_err(map_error("TRACED_TGIDS"))
     }
 
+    /// Whether the pid filter holds the thread group `tgid`.
+    pub fn is_traced_pid(&mut self, tgid: u32) -> bool {
+        self.hash_map::<u32, u8>("TRACED_TGIDS")
+            .is_ok_and(|m| m.get(&tgid, 0).is_ok())
+    }
+
     /// Removes a thread group from the pid filter.
     pub fn remove_traced_pid(&mut self, tgid: u32) -> Result<(), ProbeError> {
         self.hash_map::<u32, u8>("TRACED_TGIDS")?

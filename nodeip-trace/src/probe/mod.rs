@@ -3,8 +3,12 @@
 //! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
 //! ([`loader`]), the files of traced processes the explanations need ([`resolver_config`]), and
 //! the resolvers linked into executables ([`executable_resolvers`]: Go programs read by
-//! [`go_binary`], static C libraries found through [`elf`]).
+//! [`go_binary`], static C libraries found through [`elf`]), the one watcher that classifies
+//! and probes every executable a trace meets ([`exec_watcher`]), and holding a new program at
+//! exec until it is probed ([`exec_hold`]).
 pub mod elf;
+pub mod exec_hold;
+pub mod exec_watcher;
 pub mod executable_resolvers;
 pub mod features;
 pub mod go_binary;

@@ -649,12 +649,44 @@ pub fn write_event_body(out: &mut impl Write, e: &Event) -> std::io::Result<()> 
         }
         EventBody::Extack(x) => write!(out, "kernel says: {}", x.message),
         EventBody::KernelHandler(k) => write_kernel_handler(out, k),
+        EventBody::ExecHold(h) => write_exec_hold(out, h),
         EventBody::Lost(l) => write!(out, "LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => {
             write!(out, "DIAGNOSIS [{}] {}: {}", d.severity, d.id, d.summary)
         }
         EventBody::Summary(s) => write!(out, "summary: {:?}, lost {}", s.events, s.lost),
     }
+}
+
+/// `exec /usr/bin/kubelet held 12.3 ms until probed: Go resolver (go1.27.3)`.
+fn write_exec_hold(
+    out: &mut impl Write,
+    h: &crate::model::event::ExecHoldEvent,
+) -> std::io::Result<()> {
+    let ms = h.held_us as f64 / 1000.0;
+    if h.in_time {
+        write!(out, "exec {} held {ms:.1} ms until probed", h.file)?;
+    } else {
+        write!(
+            out,
+            "exec {} let go after {ms:.1} ms (the hold's limit) before its probes were attached: its first lookups may be missed",
+            h.file
+        )?;
+    }
+    let mut lists = h
+        .probed
+        .iter()
+        .map(|p| (p, ""))
+        .chain(h.refused.iter().map(|r| (r, "not probed: ")));
+    if let Some((first, how)) = lists.next() {
+        write!(out, ": {how}{first}")?;
+        for (item, how) in lists {
+            write!(out, "; {how}{item}")?;
+        }
+    } else if h.in_time {
+        out.write_all(b" (no resolver of its own)")?;
+    }
+    Ok(())
 }
 
 impl<W: Write> TextTimelineSink<W> {

@@ -138,6 +138,14 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
             vec![row(e.ts_ns, Mark::KernelNote(note), body())]
         }
         EventBody::Extack(_) => vec![row(e.ts_ns, Mark::KernelNote("extack".into()), body())],
+        EventBody::ExecHold(h) => {
+            let note = if h.in_time {
+                format!("held at exec {:.1} ms", h.held_us as f64 / 1000.0)
+            } else {
+                "exec let go unprobed".to_string()
+            };
+            vec![row(e.ts_ns, Mark::KernelNote(note), body())]
+        }
         EventBody::Lost(_) => {
             let mut r = row(e.ts_ns, Mark::Notice, format!("⚠ {}", body()));
             r.actor = None;

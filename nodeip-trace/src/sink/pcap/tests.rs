@@ -646,6 +646,7 @@ fn the_adapter_puts_diagnoses_and_summary_in_the_section_header_at_the_end() {
             events: [("netlink".to_owned(), 1)].into(),
             lost: 0,
             stopped_by: "SIGINT".into(),
+            exec_holds: None,
         })))
         .unwrap();
     adapter.finish().unwrap();

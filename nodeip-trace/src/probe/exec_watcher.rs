@@ -1,0 +1,441 @@
+//! The one exec watcher: every executable file a trace meets — running at start, exec'd during
+//! the trace (held at exec by [`super::exec_hold`] where the kernel allows, else seen at its
+//! `sched_process_exec` record), or the command `trace` starts — is classified once (by device
+//! and inode) and its resolvers probed:
+//! - Go's own resolver in a Go program ([`super::go_binary`]);
+//! - the C library's `getaddrinfo` linked into a statically built program (found by its symbol,
+//!   or through the cgo glue of a stripped static cgo Go program, as k3s is);
+//! - for a dynamic program, the libc its process will map: the usual paths under
+//!   `/proc/PID/root` at exec (a container's own copy), and once more shortly after, from its
+//!   maps (a libc at an unusual path).
+//!
+//! It reports what it did as typed [`ProbeOutcome`]s; the trace says them.
+use std::collections::{HashMap, HashSet};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::elf::ElfImage;
+use super::executable_resolvers::classify;
+use super::hooks::HookMode;
+use super::libc_locator::{libc_kind, libcs_in_root_of, LibcKind, LibcTarget};
+use super::loader::{AttachedHook, LiveTracer, GO_SORT_FUNCTION};
+use super::mapped_file::MappedFile;
+use super::ProbeError;
+
+/// Files remembered at most; beyond, the memory starts over (a file seen again is read again).
+const MAX_FILES: usize = 16384;
+
+/// Processes whose maps are looked at again at most at once.
+const MAX_AGAIN: usize = 4096;
+
+/// How long after its exec a process's maps are looked at again (its dynamic loader has mapped
+/// its libc by then).
+const AGAIN_AFTER: Duration = Duration::from_millis(200);
+
+/// Failed attaches to one libc file before the watcher says so and stops trying.
+const LIBC_TRIES: u32 = 3;
+
+/// A resolver found in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FoundResolver {
+    /// Go's own resolver (the sort function), in a program of this Go version.
+    Go,
+    /// A C library's `getaddrinfo` linked into a statically built program.
+    StaticLibc {
+        /// Whose.
+        libc: LibcKind,
+        /// Found through the cgo glue (a stripped static cgo Go program), not by its symbol.
+        through_cgo_glue: bool,
+    },
+    /// A C library a dynamic program maps.
+    Libc(LibcKind),
+}
+
+impl std::fmt::Display for FoundResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FoundResolver::Go => f.write_str("Go resolver"),
+            FoundResolver::StaticLibc {
+                libc,
+                through_cgo_glue,
+            } => write!(
+                f,
+                "static {} getaddrinfo{}",
+                libc.name(),
+                if *through_cgo_glue {
+                    ", found through the cgo glue"
+                } else {
+                    ""
+                }
+            ),
+            FoundResolver::Libc(libc) => write!(f, "{} getaddrinfo", libc.name()),
+        }
+    }
+}
+
+/// Why a resolver found in a file was not probed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeRefusal {
+    /// Its entry point could not be found.
+    #[error("{0}")]
+    NotFound(&'static str),
+    /// Attaching failed.
+    #[error(transparent)]
+    Attach(#[from] ProbeError),
+    /// The file could not be opened.
+    #[error("opening {path} failed: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// What the watcher did for one resolver of one file.
+#[derive(Debug)]
+pub struct ProbeOutcome {
+    /// The file, as a path of the tracer's (or of the process's root, through `/proc`).
+    pub file: PathBuf,
+    /// What it carries.
+    pub resolver: FoundResolver,
+    /// Probed (with a detail: the Go version), or why not.
+    pub result: Result<String, ProbeRefusal>,
+}
+
+impl ProbeOutcome {
+    /// Whether it was probed.
+    pub fn probed(&self) -> bool {
+        self.result.is_ok()
+    }
+}
+
+impl std::fmt::Display for ProbeOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.result {
+            Ok(detail) if detail.is_empty() => write!(
+                f,
+                "probes attached to {} ({})",
+                self.file.display(),
+                self.resolver
+            ),
+            Ok(detail) => write!(
+                f,
+                "probes attached to {} ({}, {detail})",
+                self.file.display(),
+                self.resolver
+            ),
+            Err(why) => write!(
+                f,
+                "{} of {} not probed: {why}",
+                self.resolver,
+                self.file.display()
+            ),
+        }
+    }
+}
+
+/// A file's identity.
+type FileId = (u64, u64);
+
+/// The trace's exec watcher.
+#[derive(Default)]
+pub struct ExecWatcher {
+    /// Executables classified.
+    files: HashSet<FileId>,
+    /// libc files attached to (or given up on).
+    libcs: HashSet<FileId>,
+    /// Failed attaches per libc file.
+    libc_failures: HashMap<FileId, u32>,
+    /// Processes whose maps to look at again, and when.
+    again: Vec<(u32, Instant)>,
+}
+
+/// What [`ExecWatcher::classify_file`] found of a file's loader.
+pub struct Classified {
+    /// The resolvers found and probed (empty: none of its own).
+    pub outcomes: Vec<ProbeOutcome>,
+    /// The program interpreter it names (its dynamic loader), for a dynamic program.
+    pub interpreter: Option<String>,
+}
+
+impl ExecWatcher {
+    /// A watcher that knows the libcs the trace attached to at start (a failed one, e.g.
+    /// reached through a process that was exiting, is tried again at the next exec that maps
+    /// it).
+    pub fn new(libcs: &[LibcTarget], hooks: &[AttachedHook]) -> Self {
+        let attached = |l: &LibcTarget| {
+            let target = format!("getaddrinfo@{}", l.path.display());
+            hooks
+                .iter()
+                .any(|h| h.target == target && h.mode == HookMode::Uprobe && h.status.is_ok())
+        };
+        Self {
+            libcs: libcs
+                .iter()
+                .filter(|l| attached(l))
+                .map(|l| (l.dev, l.ino))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether `file` was classified already.
+    pub fn knows(&self, file: &std::fs::File) -> bool {
+        file.metadata()
+            .is_ok_and(|m| self.files.contains(&(m.dev(), m.ino())))
+    }
+
+    /// Classifies the open executable `file` (shown as `shown`) and probes what it carries,
+    /// once per file: `None` when it was classified before.
+    pub fn classify_file(
+        &mut self,
+        tracer: &mut LiveTracer,
+        file: &std::fs::File,
+        shown: &Path,
+    ) -> Option<Classified> {
+        let meta = file.metadata().ok()?;
+        if !self.files.insert((meta.dev(), meta.ino())) {
+            return None;
+        }
+        if self.files.len() >= MAX_FILES {
+            self.files.clear();
+        }
+        let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let mut outcomes = Vec::new();
+        let Some(elf) = MappedFile::map(file)
+            .ok()
+            .and_then(|bytes| ElfImage::parse(bytes).ok())
+        else {
+            return Some(Classified {
+                outcomes,
+                interpreter: None,
+            });
+        };
+        let interpreter = elf.interpreter.clone();
+        let (found, go) = classify(elf);
+        if let Some(found) = found {
+            let resolver = FoundResolver::StaticLibc {
+                libc: found.libc,
+                through_cgo_glue: found.through_cgo_glue,
+            };
+            let result = match found.offset {
+                Err(why) => Err(ProbeRefusal::NotFound(why)),
+                Ok(Some(at)) => tracer
+                    .attach_getaddrinfo_at(&via, shown, found.libc, at)
+                    .map(|()| String::new())
+                    .map_err(ProbeRefusal::from),
+                Ok(None) => tracer
+                    .attach_libc(&via, shown, found.libc)
+                    .map(|()| String::new())
+                    .map_err(ProbeRefusal::from),
+            };
+            outcomes.push(ProbeOutcome {
+                file: shown.to_path_buf(),
+                resolver,
+                result,
+            });
+        }
+        if let Some(binary) = go.filter(|b| b.function(GO_SORT_FUNCTION).is_some()) {
+            outcomes.push(ProbeOutcome {
+                file: shown.to_path_buf(),
+                resolver: FoundResolver::Go,
+                result: tracer
+                    .attach_go(&via, shown, &binary)
+                    .map_err(ProbeRefusal::from),
+            });
+        }
+        Some(Classified {
+            outcomes,
+            interpreter,
+        })
+    }
+
+    /// Looks at every running process's executable (at the trace's start). `known` is told
+    /// each executable and dynamic loader met (the exec holder marks them: they run without
+    /// waiting).
+    pub fn scan_running(
+        &mut self,
+        tracer: &mut LiveTracer,
+        mut known: impl FnMut(&std::fs::File),
+    ) -> Vec<ProbeOutcome> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let mut outcomes = Vec::new();
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+            let Ok(file) = std::fs::File::open(&exe) else {
+                continue;
+            };
+            let shown = std::fs::read_link(&exe).unwrap_or(exe);
+            if let Some(c) = self.classify_file(tracer, &file, &shown) {
+                known(&file);
+                if let Some(interp) = c.interpreter.as_deref().and_then(|i| open_in_root(pid, i)) {
+                    known(&interp);
+                }
+                outcomes.extend(c.outcomes);
+            }
+        }
+        outcomes
+    }
+
+    /// The command `trace` starts, before it starts: its own file and its dynamic loader are
+    /// classified (and told to `known`), so its first lookups are seen and it is not held.
+    pub fn before_command(
+        &mut self,
+        tracer: &mut LiveTracer,
+        path: &Path,
+        mut known: impl FnMut(&std::fs::File),
+    ) -> Vec<ProbeOutcome> {
+        let Ok(file) = std::fs::File::open(path) else {
+            return Vec::new();
+        };
+        let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let Some(c) = self.classify_file(tracer, &file, &shown) else {
+            known(&file);
+            return Vec::new();
+        };
+        known(&file);
+        if let Some(interp) = c
+            .interpreter
+            .as_deref()
+            .and_then(|i| std::fs::File::open(i).ok())
+        {
+            known(&interp);
+        }
+        c.outcomes
+    }
+
+    /// A held exec: process `pid` is opening `file` for exec (its program, or its dynamic
+    /// loader). The file is classified, and the libcs in the process's root attached to
+    /// (it has already entered its container's root). Its maps are looked at again later.
+    pub fn on_held_exec(
+        &mut self,
+        tracer: &mut LiveTracer,
+        pid: u32,
+        file: &std::fs::File,
+    ) -> Vec<ProbeOutcome> {
+        let shown = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .unwrap_or_else(|_| PathBuf::from(format!("(exec by pid {pid})")));
+        let mut outcomes = self
+            .classify_file(tracer, file, &shown)
+            .map(|c| c.outcomes)
+            .unwrap_or_default();
+        outcomes.extend(self.libcs_of(tracer, pid));
+        self.look_again(pid);
+        outcomes
+    }
+
+    /// A process exec'd (its `sched_process_exec` record): what the hold did not see, or all of
+    /// it where there is no hold — attached after the program started. `executed` is the file
+    /// name its exec named, for a process already gone (an absolute one is opened from here).
+    pub fn on_exec_record(
+        &mut self,
+        tracer: &mut LiveTracer,
+        pid: u32,
+        executed: &Path,
+    ) -> Vec<ProbeOutcome> {
+        let mut outcomes = self.libcs_of(tracer, pid);
+        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+        // Held open: the process may be gone before the probes are attached.
+        let opened = match std::fs::File::open(&exe) {
+            Ok(file) => Some((file, std::fs::read_link(&exe).unwrap_or(exe))),
+            Err(_) => Some(executed)
+                .filter(|p| p.is_absolute())
+                .and_then(|p| std::fs::File::open(p).ok().map(|f| (f, p.to_path_buf()))),
+        };
+        if let Some((file, shown)) = opened {
+            if let Some(c) = self.classify_file(tracer, &file, &shown) {
+                outcomes.extend(c.outcomes);
+            }
+        }
+        self.look_again(pid);
+        outcomes
+    }
+
+    /// Looks again at the processes whose time has come (their maps name their libc now).
+    pub fn tick(&mut self, tracer: &mut LiveTracer) -> Vec<ProbeOutcome> {
+        if self.again.is_empty() {
+            return Vec::new();
+        }
+        let now = Instant::now();
+        let due: Vec<u32> = self
+            .again
+            .iter()
+            .filter(|(_, at)| *at <= now)
+            .map(|(pid, _)| *pid)
+            .collect();
+        self.again.retain(|(_, at)| *at > now);
+        due.into_iter()
+            .flat_map(|pid| self.libcs_of(tracer, pid))
+            .collect()
+    }
+
+    fn look_again(&mut self, pid: u32) {
+        if self.again.len() < MAX_AGAIN && !self.again.iter().any(|(p, _)| *p == pid) {
+            self.again.push((pid, Instant::now() + AGAIN_AFTER));
+        }
+    }
+
+    /// Attaches to the libcs in `pid`'s root not attached to yet.
+    fn libcs_of(&mut self, tracer: &mut LiveTracer, pid: u32) -> Vec<ProbeOutcome> {
+        let mut outcomes = Vec::new();
+        for (path, dev, ino) in libcs_in_root_of(pid) {
+            if self.libcs.contains(&(dev, ino)) {
+                continue;
+            }
+            let kind = libc_kind(&path.to_string_lossy()).unwrap_or(LibcKind::Glibc);
+            // Held open at once: a process that just exec'd may be gone (and its
+            // /proc/PID/root with it) before the symbols are read and the probes attached, which
+            // then go through our own fd to the same file.
+            let result = std::fs::File::open(&path)
+                .map_err(|source| ProbeRefusal::Open {
+                    path: path.clone(),
+                    source,
+                })
+                .and_then(|file| {
+                    let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+                    Ok(tracer.attach_libc(&via, &path, kind)?)
+                });
+            match result {
+                Ok(()) => {
+                    self.libcs.insert((dev, ino));
+                    outcomes.push(ProbeOutcome {
+                        file: path,
+                        resolver: FoundResolver::Libc(kind),
+                        result: Ok(format!("pid {pid}")),
+                    });
+                }
+                Err(e) => {
+                    let failures = self.libc_failures.entry((dev, ino)).or_default();
+                    *failures += 1;
+                    if *failures >= LIBC_TRIES {
+                        // Three processes' worth of tries: say so once and stop trying.
+                        self.libcs.insert((dev, ino));
+                        outcomes.push(ProbeOutcome {
+                            file: path,
+                            resolver: FoundResolver::Libc(kind),
+                            result: Err(e),
+                        });
+                    }
+                }
+            }
+        }
+        outcomes
+    }
+}
+
+/// Opens `path` as process `pid` sees it (through its root).
+fn open_in_root(pid: u32, path: &str) -> Option<std::fs::File> {
+    std::fs::File::open(format!("/proc/{pid}/root/{}", path.trim_start_matches('/'))).ok()
+}

@@ -1,0 +1,342 @@
+//! Issue 46: a program that starts during a trace is probed before its first instruction. A
+//! system-wide trace runs while fresh copies (new inodes the tracer has never seen) of Go
+//! programs (Debian's 1.19 and the newest, pure and cgo, stripped), a static musl program and
+//! a glibc program with its own libc copy are started through the wrappers people use —
+//! `ip netns exec`, `env`, `sh -c`, `nsenter`, `unshare` — and look a name up in their first
+//! instructions (no sleep, no warm-up). Every lookup must be an event, with the order the
+//! program printed, its resolver and a `why`; every fresh copy must have been held. And a
+//! tracer SIGKILLed while it holds a program leaves the program to go on at once.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
+use nodeip_trace_tests::{require_root, tool, BackgroundTrace, Netns, ScratchDir};
+use serde_json::Value;
+
+/// Runs of each program through each wrapper (`EXEC_HOLD_RUNS`; the VM guest runs fewer).
+fn runs() -> usize {
+    std::env::var("EXEC_HOLD_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50)
+}
+
+/// Two addresses per name, the resolver's order (`/etc/hosts`) 10.1.0.6 then 10.1.0.20.
+fn hosts(names: usize) -> String {
+    let mut text = String::from("127.0.0.1 localhost\n");
+    for n in 0..names {
+        text.push_str(&format!("10.1.0.6 r{n}\n10.1.0.20 r{n}\n"));
+    }
+    text
+}
+
+fn namespace(names: usize) -> Netns {
+    let ns = Netns::new("hold");
+    for cmd in [
+        "link add eth0 type veth peer name peer0",
+        "link set eth0 up",
+        "link set peer0 up",
+        "addr add 10.1.0.5/24 dev eth0",
+        "addr add 10.1.0.20/24 dev eth0",
+    ] {
+        ns.ip(&cmd.split_whitespace().collect::<Vec<_>>());
+    }
+    ns.etc_file("hosts", &hosts(names));
+    ns
+}
+
+/// A program under test: its built file, the environment it runs with, the resolver its event
+/// must name.
+struct Program {
+    label: String,
+    built: PathBuf,
+    env: Vec<(&'static str, &'static str)>,
+    resolver: &'static str,
+}
+
+fn programs() -> Vec<Program> {
+    let toolchains = require_go_toolchains();
+    let (oldest, newest) = (&toolchains[0], &toolchains[toolchains.len() - 1]);
+    let mut out = Vec::new();
+    for (t, cgo) in [(oldest, false), (newest, false), (newest, true)] {
+        let how = GoBuild {
+            cgo,
+            stripped: true,
+            static_musl: false,
+        };
+        out.push(Program {
+            label: format!("go{}{}", t.version, if cgo { "-cgo" } else { "" }),
+            built: t
+                .client("lookup_ip.go", how)
+                .expect("building the Go client"),
+            // A cgo build takes Go's own resolver too with netdns=go (kubelet's case).
+            env: if cgo {
+                vec![("GODEBUG", "netdns=go")]
+            } else {
+                Vec::new()
+            },
+            resolver: "go",
+        });
+    }
+    out.push(Program {
+        label: "musl-static".into(),
+        built: nodeip_trace_tests::musl::lookup_addrs(true).expect("building the musl client"),
+        env: Vec::new(),
+        resolver: "musl",
+    });
+    out
+}
+
+/// The wrappers around the program, each as the words before it.
+fn wrappers(ns: &str) -> Vec<(&'static str, Vec<String>)> {
+    let netns = |rest: &[&str]| -> Vec<String> {
+        ["ip", "netns", "exec", ns]
+            .iter()
+            .chain(rest)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    vec![
+        ("ip netns exec", netns(&[])),
+        ("env", netns(&["env", "X=1"])),
+        ("sh -c", netns(&["sh", "-c", "exec \"$0\" \"$@\""])),
+        ("nsenter", netns(&["nsenter", "--net=/proc/self/ns/net"])),
+        (
+            "unshare",
+            netns(&["unshare", "-m", "--propagation", "private"]),
+        ),
+    ]
+}
+
+/// One run: which program through which wrapper, the name it looked up, what it printed.
+struct Run {
+    what: String,
+    name: String,
+    printed: Vec<String>,
+    resolver: &'static str,
+    copy: PathBuf,
+}
+
+/// A fresh copy of `built` (a new inode: the tracer has never seen it).
+fn fresh_copy(built: &Path, dir: &ScratchDir, n: usize) -> PathBuf {
+    let copy = dir.path.join(format!("p{n}"));
+    std::fs::copy(built, &copy).expect("copying the client");
+    copy
+}
+
+/// The addresses a client printed for `name` (`name ip ip ...`).
+fn printed(stdout: &[u8], name: &str) -> Vec<String> {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no line for {name} in {text:?}"));
+    line.split_whitespace().skip(1).map(String::from).collect()
+}
+
+#[test]
+fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
+    require_root();
+    let per = runs();
+    let programs = programs();
+    let ns = namespace(programs.len() * 5 * per);
+    let dir = ScratchDir::new("hold-copies");
+    let trace = BackgroundTrace::start("hold", &[]).expect("starting the trace");
+    assert!(
+        trace
+            .stderr_so_far()
+            .contains("new programs held at exec: fanotify"),
+        "the trace does not hold new programs: {}",
+        trace.stderr_so_far()
+    );
+    let mut done = Vec::new();
+    for p in &programs {
+        for (wrapper, words) in wrappers(&ns.name) {
+            for _ in 0..per {
+                let n = done.len();
+                let name = format!("r{n}");
+                let copy = fresh_copy(&p.built, &dir, n);
+                let out = Command::new(&words[0])
+                    .args(&words[1..])
+                    .arg(&copy)
+                    .arg(&name)
+                    .envs(p.env.iter().copied())
+                    .output()
+                    .expect("running the wrapper");
+                assert!(out.status.success(), "{wrapper} {}: {out:?}", p.label);
+                done.push(Run {
+                    what: format!("{} through {wrapper}", p.label),
+                    printed: printed(&out.stdout, &name),
+                    name,
+                    resolver: p.resolver,
+                    copy,
+                });
+            }
+        }
+    }
+    let (events, stderr) = trace.stop().expect("stopping the trace");
+    let lookups: BTreeMap<&str, &Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "getaddrinfo")
+        .filter_map(|e| Some((e["node"].as_str()?, e)))
+        .collect();
+    let held: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "exec_hold" && e["in_time"] == true)
+        .filter_map(|e| e["file"].as_str())
+        .collect();
+    let mut missed = BTreeMap::<&str, usize>::new();
+    for run in &done {
+        let Some(event) = lookups.get(run.name.as_str()) else {
+            *missed.entry(&run.what).or_default() += 1;
+            continue;
+        };
+        let order: Vec<&str> = event["addresses"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(order, run.printed, "{}: {event}", run.what);
+        assert_eq!(
+            nodeip_trace_tests::clients::event_resolver(event),
+            run.resolver,
+            "{}: {event}",
+            run.what
+        );
+        assert!(event["why"].is_object(), "{}: no why in {event}", run.what);
+        let copy = run.copy.display().to_string();
+        assert!(
+            held.iter().any(|f| *f == copy),
+            "{}: {copy} was not held at exec",
+            run.what
+        );
+    }
+    assert!(
+        missed.is_empty(),
+        "lookups missing from the trace (of {per} runs each): {missed:?}\n{stderr}"
+    );
+    let summary = events.iter().find(|e| e["kind"] == "summary").unwrap();
+    assert_eq!(summary["exec_holds"]["released_unprobed"], 0, "{summary}");
+}
+
+/// A program waiting at exec for a tracer that is SIGKILLed goes on at once and ends normally.
+#[test]
+fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
+    require_root();
+    let dir = ScratchDir::new("hold-kill");
+    let ready = dir.path.join("ready");
+    let mut tracer = Command::new(tool())
+        .args(["trace", "--format", "json", "-o"])
+        .arg(dir.path.join("rec.jsonl"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting nodeip-trace");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the trace did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Stopped, the tracer answers no exec: a new program waits in the kernel.
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGSTOP) };
+    let copy = dir.path.join("true");
+    std::fs::copy("/bin/true", &copy).unwrap();
+    let started = Instant::now();
+    // Forked and exec'd by hand: `Command::spawn` would wait for the exec, which waits for the
+    // stopped tracer.
+    let path = std::ffi::CString::new(copy.as_os_str().as_encoded_bytes()).unwrap();
+    let argv = [path.as_ptr(), std::ptr::null()];
+    // SAFETY: the child only calls execv (async-signal-safe) and _exit.
+    let program = unsafe { libc::fork() };
+    if program == 0 {
+        // SAFETY: as above; argv is NUL-terminated and outlives the call.
+        unsafe {
+            libc::execv(path.as_ptr(), argv.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    assert!(program > 0, "fork failed");
+    let exited = |hang: bool| {
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        let r =
+            unsafe { libc::waitpid(program, &mut status, if hang { 0 } else { libc::WNOHANG }) };
+        (r == program).then_some(status)
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        exited(false),
+        None,
+        "the program was not held by a stopped tracer"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGKILL) };
+    let _ = tracer.wait();
+    let killed = Instant::now();
+    let status = exited(true).unwrap();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the program ended with status {status:#x}"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(1),
+        "the program went on {:?} after the tracer died",
+        killed.elapsed()
+    );
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    // And nothing stays held after a normal exit: a fresh program runs at once.
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::copy("/bin/true", &copy).unwrap();
+    let t = Instant::now();
+    assert!(Command::new(&copy).status().unwrap().success());
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+/// `trace -- CMD` with a CMD the tracer has never seen starts it at once (its file and its
+/// dynamic loader are classified before the spawn), and a shell's `wait` sees the command's
+/// own exit status: no stop, no signal reaches a parent.
+#[test]
+fn a_held_program_s_parent_sees_only_its_exit_status() {
+    require_root();
+    let dir = ScratchDir::new("hold-parent");
+    let copy = dir.path.join("sh-copy");
+    std::fs::copy("/bin/sh", &copy).unwrap();
+    let script = format!(
+        "cp /bin/false {d}/f; {d}/f & wait $!; echo \"status $?\"",
+        d = dir.path.display()
+    );
+    let t = Instant::now();
+    let out = Command::new(tool())
+        .args(["trace", "--format", "json", "--"])
+        .arg(&copy)
+        .args(["-c", &script])
+        .output()
+        .expect("running nodeip-trace");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("status 1"), "{stdout}\n{stderr}");
+    let holds: Vec<Value> = nodeip_trace_tests::json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["kind"] == "exec_hold")
+        .collect();
+    let f = format!("{}/f", dir.path.display());
+    assert!(
+        holds
+            .iter()
+            .any(|h| h["file"] == f.as_str() && h["in_time"] == true),
+        "{f} was not held: {holds:?}"
+    );
+    assert!(
+        !holds
+            .iter()
+            .any(|h| h["file"] == copy.display().to_string().as_str()),
+        "the command itself was held: {holds:?}"
+    );
+    // Well under the hold's 3 s limit: nothing waited for it.
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
