@@ -659,12 +659,18 @@ pub mod go_flags {
     pub const CUT: u32 = 2;
     /// An address or source could not be read.
     pub const UNREADABLE: u32 = 4;
-    /// (Host lookups) Go's sort ran inside the call: the answer is a sorted one, already
-    /// reported by the sort's own record, so the host lookup's record is not sent.
+    /// (Host lookups) The answer was already reported inside the call — by Go's sort's record,
+    /// or by `goLookupIPCNAMEOrder`'s own return — so the host lookup's record is not sent.
     pub const SORTED: u32 = 8;
     /// The sources were not read: the binary's Go version has a layout nodeip-trace does not
     /// know (the addresses' own layout, `[]IPAddr`, is the same in every version).
     pub const NO_SOURCES: u32 = 16;
+    /// (Sort records sent at `goLookupIPCNAMEOrder`'s return) No sort ran: the answer as the
+    /// lookup returned it — fewer than two addresses, or an error. `unsorted` and `sorted` are
+    /// both that answer; there are no sources.
+    pub const NOT_SORTED: u32 = 32;
+    /// The lookup returned an error (no such host, a timeout, a refused query).
+    pub const FAILED: u32 = 64;
 }
 
 /// Kind tag of [`GoHostRecord`].
@@ -741,7 +747,7 @@ pub struct GoSortRecord {
     pub sorted: GoAddrList,
 }
 
-/// The name a goroutine is looking up, kept until its sort runs.
+/// The name a goroutine is looking up, kept until its sort runs (or the lookup returns).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct GoLookupName {
@@ -749,6 +755,8 @@ pub struct GoLookupName {
     pub len: u32,
     /// Padding, always 0.
     pub _pad: u32,
+    /// When the lookup started (`goLookupIPCNAMEOrder`'s entry).
+    pub start_ns: u64,
     /// The name.
     pub name: [u8; GO_NAME_LEN],
 }
@@ -757,7 +765,7 @@ const _: () = assert!(core::mem::size_of::<GoAddrList>() == 16 * GO_MAX_ADDRS + 
 const _: () = assert!(
     core::mem::size_of::<GoSortRecord>() == 48 + 24 + 16 + GO_NAME_LEN + 3 * (17 * GO_MAX_ADDRS)
 );
-const _: () = assert!(core::mem::size_of::<GoLookupName>() == 8 + GO_NAME_LEN);
+const _: () = assert!(core::mem::size_of::<GoLookupName>() == 16 + GO_NAME_LEN);
 const _: () = assert!(
     core::mem::size_of::<GoHostRecord>()
         == 48 + 16 + 16 + GO_NAME_LEN + (GO_HOST_ADDR_LEN + 1) * GO_MAX_ADDRS

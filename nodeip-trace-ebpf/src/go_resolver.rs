@@ -1,6 +1,10 @@
 //! Go's own resolver (pure-Go `net`, `CGO_ENABLED=0` binaries and Go's default path): plain
 //! uprobes — never uretprobes, which break Go's stack moves — at
 //! - the entry of `net.(*Resolver).goLookupIPCNAMEOrder`: the name (R8/R9), kept per goroutine;
+//!   and the RETs of `net.(*Resolver).lookupIP` around it, on the same goroutine: a lookup in
+//!   which no sort ran (zero or one address, an error) is sent as a sort record marked
+//!   `NOT_SORTED`, its answer as returned (RAX/RBX, `[]IPAddr`; the error's type word in RDI).
+//!   A cgo lookup passes there too but never set the name: nothing is sent;
 //! - the entry of `net.sortByRFC6724withSrcs`: the addresses in the resolver's order (RAX/RBX,
 //!   `[]IPAddr`) and the sources the sort uses (RDI/RSI, `[]IP` or `[]netip.Addr`: one program
 //!   per layout);
@@ -52,6 +56,7 @@ pub fn go_lookup_entry(ctx: ProbeContext) -> u32 {
     let mut name = GoLookupName {
         len: 0,
         _pad: 0,
+        start_ns: unsafe { bpf_ktime_get_ns() },
         name: [0; GO_NAME_LEN],
     };
     name.len = read_user_upto(&mut name.name, ptr, len);
@@ -86,9 +91,9 @@ pub fn go_host_entry(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// A RET of `goLookupHostOrder`: its `[]string` result (RAX/RBX). Sent only when no sort ran
-/// inside (the `/etc/hosts` answer, returned in the file's order); a sorted answer is the
-/// sort's record.
+/// A RET of `goLookupHostOrder`: its `[]string` result (RAX/RBX), none or an error too. Sent
+/// only when nothing inside reported the answer (the `/etc/hosts` answer, returned in the
+/// file's order); a sorted answer is the sort's record, a DNS one `goLookupIPCNAMEOrder`'s.
 #[uprobe]
 pub fn go_host_return(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -97,8 +102,12 @@ pub fn go_host_return(ctx: ProbeContext) -> u32 {
         return 0;
     };
     let rec = unsafe { &mut *rec };
-    let (ptr, n) = unsafe { ((*ctx.regs).rax, (*ctx.regs).rbx) };
-    if rec.flags & go_flags::SORTED == 0 && n > 0 && n < 1 << 20 {
+    // Results: `[]string` in RAX/RBX/RCX, the error's type word in RDI.
+    let (ptr, n, err) = unsafe { ((*ctx.regs).rax, (*ctx.regs).rbx, (*ctx.regs).rdi) };
+    if rec.flags & go_flags::SORTED == 0 && n < 1 << 20 {
+        if err != 0 {
+            rec.flags |= go_flags::FAILED;
+        }
         rec.header.ts_ns = unsafe { bpf_ktime_get_ns() };
         rec.count = n as u32;
         if n > GO_MAX_ADDRS as u64 {
@@ -121,6 +130,60 @@ pub fn go_host_return(ctx: ProbeContext) -> u32 {
         }
     }
     let _ = GO_HOSTS.remove(&k);
+    // A name its DNS path kept (no sort, no lookupIP around it) must not outlive the call: a
+    // later cgo lookup on a reused goroutine would take it.
+    let _ = GO_NAMES.remove(&k);
+    0
+}
+
+/// A RET of `lookupIP`: when the goroutine's name is still kept, Go's own resolver ran inside
+/// and no sort did (a sort's return takes the name): the lookup's own answer goes out, so a
+/// lookup of one address, of none, or one that failed is an event too.
+#[uprobe]
+pub fn go_lookup_return(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let k = key(&ctx, pid_tgid);
+    let Some(name) = (unsafe { GO_NAMES.get(&k) }) else {
+        return 0;
+    };
+    let Some(rec) = GO_SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    let rec = unsafe { &mut *rec };
+    let regs = ctx.regs;
+    let (addrs, n, err) = unsafe { ((*regs).rax, (*regs).rbx, (*regs).rdi) };
+    rec.header = header(KIND_GO_SORT, pid_tgid);
+    rec.g = k[1];
+    rec.addrs_ptr = addrs;
+    rec.start_ns = name.start_ns;
+    rec.count = n as u32;
+    rec.layout = go_layout::UNKNOWN;
+    rec.flags = go_flags::NOT_SORTED | go_flags::NO_SOURCES;
+    if err != 0 {
+        rec.flags |= go_flags::FAILED;
+    }
+    if n > GO_MAX_ADDRS as u64 {
+        rec.flags |= go_flags::CUT;
+    }
+    rec.name = name.name;
+    rec.name_len = name.len;
+    rec.unsorted.lens = [0; GO_MAX_ADDRS];
+    rec.sources.lens = [0; GO_MAX_ADDRS];
+    rec.sorted.lens = [0; GO_MAX_ADDRS];
+    if read_ipaddrs(addrs, n, &mut rec.sorted) != 0 {
+        rec.flags |= go_flags::UNREADABLE;
+    }
+    if EVENTS
+        .output::<GoSortRecord>(rec, crate::submit_flags())
+        .is_err()
+    {
+        count(counter::GAI_RINGBUF_FULL, 1);
+    }
+    let _ = GO_NAMES.remove(&k);
+    // A host lookup around this one returns this answer: this record says it.
+    if let Some(host) = GO_HOSTS.get_ptr_mut(&k) {
+        unsafe { (*host).flags |= go_flags::SORTED };
+    }
     0
 }
 

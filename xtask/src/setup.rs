@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 use crate::run;
 
 /// Packages the build and the tests need.
-const APT_PACKAGES: [&str; 22] = [
+const APT_PACKAGES: [&str; 23] = [
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
@@ -26,6 +26,8 @@ const APT_PACKAGES: [&str; 22] = [
     // Resolver test clients: Go 1.19 (Debian) and musl-gcc.
     "golang-go",
     "musl-tools",
+    // A real DNS server inside the tests' namespaces (the binary only: no service).
+    "dnsmasq-base",
     "python3-pip",
     // The fleet path: the container image (`cargo xtask image`) and the real runtimes the
     // DaemonSet and attribution tests run it under.

@@ -1205,6 +1205,16 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         }
     }
     .await;
+    // No exec waits for this loop any more: everything held goes, nothing new is held while
+    // the trace ends (detaching thousands of uprobes can take minutes).
+    let exec_holds = exec_hold.as_ref().ok().map(|h| {
+        let c = h.counts();
+        crate::model::event::ExecHoldCounts {
+            held: c.held,
+            released_unprobed: c.released_at_limit,
+        }
+    });
+    drop(exec_hold);
     if let Err(e) = result {
         if let TraceError::Sink(s) = &e {
             if s.is_broken_pipe() {
@@ -1271,13 +1281,6 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             EventBody::Lost(lost.clone()),
         ))))?;
     }
-    let exec_holds = exec_hold.as_ref().ok().map(|h| {
-        let c = h.counts();
-        crate::model::event::ExecHoldCounts {
-            held: c.held,
-            released_unprobed: c.released_at_limit,
-        }
-    });
     let summary = RunSummary {
         exec_holds,
         events: sinks
@@ -1319,6 +1322,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             format!("; outputs that failed: {}", failures.join("; "))
         }
     );
+    tracer.detach_uprobes();
     drop(tracer);
     if !failures.is_empty() {
         return Err(TraceError::OutputsFailed(failures.join("; ")));

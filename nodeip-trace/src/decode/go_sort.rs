@@ -23,9 +23,22 @@ fn address(list: &GoAddrList, i: usize) -> Option<IpAddr> {
     }
 }
 
-/// Decodes a Go sort record: the call, and the sort's inputs.
-pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
+/// Decodes a Go sort record: the call, and the sort's inputs — none for a lookup in which no
+/// sort ran (`NOT_SORTED`: zero or one address, or an error; nothing to explain).
+pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, Option<SortInputs>) {
     let n = (rec.count as usize).min(rec.unsorted.lens.len());
+    if rec.flags & go_flags::NOT_SORTED != 0 {
+        let answer: Vec<IpAddr> = (0..n).filter_map(|i| address(&rec.sorted, i)).collect();
+        let name = (rec.flags & go_flags::NO_NAME == 0).then(|| name_of(&rec.name, rec.name_len));
+        let call = go_call(
+            name,
+            &answer,
+            rec.flags,
+            (rec.start_ns, rec.header.ts_ns),
+            ResolverKind::Go,
+        );
+        return (call, None);
+    }
     let order: Vec<IpAddr> = (0..n).filter_map(|i| address(&rec.unsorted, i)).collect();
     let no_sources = rec.flags & go_flags::NO_SOURCES != 0;
     // Not read: no sources at all (the explainer then says nothing), not n "no source"s.
@@ -49,7 +62,7 @@ pub fn decode_go_sort(rec: &GoSortRecord) -> (GetaddrinfoCall, SortInputs) {
                 .into(),
         );
     }
-    (call, SortInputs { order, sources })
+    (call, Some(SortInputs { order, sources }))
 }
 
 /// Decodes a Go host lookup record (`LookupHost`'s `/etc/hosts` answer, unsorted): the call,
@@ -105,14 +118,17 @@ fn go_call(
             port: 0,
         })
         .collect();
+    let failed = flags & go_flags::FAILED != 0;
     GetaddrinfoCall {
         node: name,
         service: None,
         family: "AF_UNSPEC".into(),
         socktype: "ANY".into(),
         flags: Vec::new(),
-        ret: "OK".into(),
-        ret_code: 0,
+        // Go's error (no such host, a timeout, a refused query) is not read, only that there
+        // was one.
+        ret: if failed { "ERROR" } else { "OK" }.into(),
+        ret_code: if failed { -1 } else { 0 },
         addresses,
         results,
         results_truncated: flags & (go_flags::CUT | go_flags::UNREADABLE) != 0,
@@ -163,6 +179,7 @@ mod tests {
             sorted: list(&[&mapped6, &[172, 18, 45, 20]]),
         };
         let (call, inputs) = decode_go_sort(&rec);
+        let inputs = inputs.unwrap();
         assert_eq!(call.node.as_deref(), Some("node-a"));
         assert_eq!(call.addresses, ["172.18.45.6", "172.18.45.20"]);
         assert_eq!(call.resolver, ResolverKind::Go);
@@ -209,6 +226,30 @@ mod tests {
         assert_eq!(call.addresses, ["10.0.0.2", "10.0.0.1"]);
         assert!(call.limited.is_some());
         assert_eq!(call.node, None);
-        assert!(inputs.sources.is_empty());
+        assert!(inputs.unwrap().sources.is_empty());
+    }
+
+    #[test]
+    fn a_lookup_no_sort_saw_is_its_answer_or_its_error_with_nothing_to_explain() {
+        let mut rec: GoSortRecord = unsafe { std::mem::zeroed() };
+        rec.name[..9].copy_from_slice(b"localhost");
+        rec.name_len = 9;
+        rec.count = 1;
+        rec.start_ns = 100;
+        rec.header.ts_ns = 350;
+        rec.flags = go_flags::NOT_SORTED | go_flags::NO_SOURCES;
+        rec.sorted = list(&[&[127, 0, 0, 1]]);
+        let (call, inputs) = decode_go_sort(&rec);
+        assert!(inputs.is_none());
+        assert_eq!(call.node.as_deref(), Some("localhost"));
+        assert_eq!(call.addresses, ["127.0.0.1"]);
+        assert_eq!((call.ret.as_str(), call.ret_code), ("OK", 0));
+        assert_eq!(call.duration_ns, 250);
+        assert_eq!(call.limited, None);
+        rec.count = 0;
+        rec.flags |= go_flags::FAILED;
+        let (call, _) = decode_go_sort(&rec);
+        assert!(call.addresses.is_empty());
+        assert_eq!((call.ret.as_str(), call.ret_code), ("ERROR", -1));
     }
 }

@@ -480,7 +480,7 @@ impl Pipeline {
             }
             KernelRecord::GoHost(r) => {
                 let (call, inputs) = decode_go_host(&r);
-                self.on_go_lookup(&r.header, call, inputs, out);
+                self.on_go_lookup(&r.header, call, Some(inputs), out);
             }
             // The live source rescans that process's sockets; not a timeline event.
             KernelRecord::UnknownNetlinkSocket(_) => {}
@@ -488,12 +488,12 @@ impl Pipeline {
     }
 
     /// A lookup of Go's own resolver (its sort, or a host lookup's unsorted answer), explained
-    /// from the inputs its record carries.
+    /// from the inputs its record carries (none: no sort ran, nothing to explain).
     fn on_go_lookup(
         &mut self,
         header: &nodeip_trace_common::EventHeader,
         call: GetaddrinfoCall,
-        inputs: SortInputs,
+        inputs: Option<SortInputs>,
         out: &mut Vec<Emitted>,
     ) {
         let task = task_of(header.pid_tgid, &header.comm);
@@ -502,9 +502,11 @@ impl Pipeline {
             inside: Vec::new(),
             socket_ops: Vec::new(),
             gai_conf: Default::default(),
-            sort_inputs: Some(inputs),
+            sort_inputs: inputs,
         };
-        span.call.why = explain_span(&span).map(Box::new);
+        if span.sort_inputs.is_some() {
+            span.call.why = explain_span(&span).map(Box::new);
+        }
         let ev = self.event(
             header.ts_ns,
             task,

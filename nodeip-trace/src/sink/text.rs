@@ -59,9 +59,21 @@ fn write_getaddrinfo(out: &mut impl Write, c: &GetaddrinfoCall) -> std::io::Resu
     // sees the lookup's sort.
     match c.resolver {
         ResolverKind::Go => {
+            // Go sorts only two addresses or more: with fewer, the event is the lookup's own
+            // answer, timed from its start.
+            let timed = if c.addresses.len() < 2 {
+                "the lookup took"
+            } else {
+                "its sort took"
+            };
+            let result = if result.is_empty() {
+                String::new()
+            } else {
+                format!(" {result}")
+            };
             write!(
                 out,
-                "go lookup({node}) = {} {result} (Go's own resolver; its sort took {:.3} ms)",
+                "go lookup({node}) = {}{result} (Go's own resolver; {timed} {:.3} ms)",
                 c.ret,
                 c.duration_ns as f64 / 1e6,
             )?;
