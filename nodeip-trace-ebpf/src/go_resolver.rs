@@ -173,17 +173,7 @@ pub fn go_lookup_return(ctx: ProbeContext) -> u32 {
     if read_ipaddrs(addrs, n, &mut rec.sorted) != 0 {
         rec.flags |= go_flags::UNREADABLE;
     }
-    if EVENTS
-        .output::<GoSortRecord>(rec, crate::submit_flags())
-        .is_err()
-    {
-        count(counter::GAI_RINGBUF_FULL, 1);
-    }
-    let _ = GO_NAMES.remove(&k);
-    // A host lookup around this one returns this answer: this record says it.
-    if let Some(host) = GO_HOSTS.get_ptr_mut(&k) {
-        unsafe { (*host).flags |= go_flags::SORTED };
-    }
+    send_answer(rec, &k);
     0
 }
 
@@ -339,17 +329,23 @@ pub fn go_sort_return(ctx: ProbeContext) -> u32 {
     if read_ipaddrs(rec.addrs_ptr, rec.count as u64, &mut rec.sorted) != 0 {
         rec.flags |= go_flags::UNREADABLE;
     }
+    send_answer(rec, &k);
+    let _ = GO_SORTS.remove(&k);
+    0
+}
+
+/// Sends a lookup's answer (a sort's, or one no sort saw) for goroutine `k`: its name is
+/// done with, and a host lookup around it returns this answer, which this record says.
+#[inline(always)]
+fn send_answer(rec: &GoSortRecord, k: &[u64; 2]) {
     if EVENTS
         .output::<GoSortRecord>(rec, crate::submit_flags())
         .is_err()
     {
         count(counter::GAI_RINGBUF_FULL, 1);
     }
-    let _ = GO_SORTS.remove(&k);
-    let _ = GO_NAMES.remove(&k);
-    // A host lookup around this sort returns the sorted answer: the sort's record says it.
-    if let Some(host) = GO_HOSTS.get_ptr_mut(&k) {
+    let _ = GO_NAMES.remove(k);
+    if let Some(host) = GO_HOSTS.get_ptr_mut(k) {
         unsafe { (*host).flags |= go_flags::SORTED };
     }
-    0
 }
