@@ -418,7 +418,7 @@ impl Dnsmasq {
                 dir.path.join("dnsmasq.pid").display()
             ))
             .arg(format!("--addn-hosts={}", file.display()))
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path.join("dnsmasq.log")).unwrap())
             .spawn()
             .expect("starting dnsmasq (Debian dnsmasq-base; `cargo xtask setup` installs it)");
         let mut dns = Dnsmasq(child);
@@ -444,7 +444,10 @@ impl Dnsmasq {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("dnsmasq did not answer within 20 s");
+        panic!(
+            "dnsmasq did not answer within 20 s: {}",
+            std::fs::read_to_string(dir.path.join("dnsmasq.log")).unwrap_or_default()
+        );
     }
 }
 
@@ -567,4 +570,135 @@ fn lookups_of_one_address_none_or_an_error_are_events() {
             );
         }
     }
+}
+
+/// A glibc program in its own mount namespace with its own libc copy (a container's case):
+/// the copy is found in the process's root while it waits at exec, so its very first
+/// getaddrinfo is an event.
+#[test]
+fn a_container_s_own_libc_copy_is_probed_before_its_first_lookup() {
+    require_root();
+    let ns = namespace(3);
+    let dir = ScratchDir::new("hold-libc");
+    let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    let trace = BackgroundTrace::start("hold-libc", &[]).expect("starting the trace");
+    let mut copies = Vec::new();
+    for n in 0..3 {
+        let getent = dir.path.join(format!("getent{n}"));
+        let own = dir.path.join(format!("libc{n}.so.6"));
+        std::fs::copy("/usr/bin/getent", &getent).unwrap();
+        std::fs::copy(libc, &own).unwrap();
+        let script = format!(
+            "mount --bind '{}' {libc} && exec '{}' ahostsv4 r{n}",
+            own.display(),
+            getent.display()
+        );
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns.name,
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+            ])
+            .args(["sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        copies.push((format!("r{n}"), getent.display().to_string()));
+    }
+    let (events, stderr) = trace.stop().expect("stopping the trace");
+    for (name, exe) in copies {
+        assert!(
+            events.iter().any(|e| e["kind"] == "getaddrinfo"
+                && e["node"] == name.as_str()
+                && e["process"]["exe"] == exe.as_str()),
+            "no getaddrinfo event of {exe} for {name}\n{stderr}"
+        );
+    }
+}
+
+/// podman's global flags here: no systemd, so cgroupfs and a file for events.
+const PODMAN_GLOBAL: [&str; 4] = ["--cgroup-manager", "cgroupfs", "--events-backend", "file"];
+
+/// `podman run` of an image built FROM scratch (buildah, nothing pulled) holding a fresh static
+/// Go client: the container's first process is held at its exec (through the container's
+/// overlay root) and its lookup traced; `podman run`'s exit status is the program's.
+#[test]
+fn a_container_started_during_the_trace_is_traced_from_its_first_lookup() {
+    require_root();
+    let dir = ScratchDir::new("hold-podman");
+    let toolchains = require_go_toolchains();
+    let built = toolchains[toolchains.len() - 1]
+        .client(
+            "lookup_ip.go",
+            GoBuild {
+                cgo: false,
+                stripped: true,
+                static_musl: false,
+            },
+        )
+        .unwrap();
+    let client = fresh_copy(&built, &dir, 0);
+    let image = format!("localhost/nit-hold-{}", std::process::id());
+    let buildah = |args: &[&str]| -> String {
+        let out = Command::new("buildah")
+            .args(args)
+            .output()
+            .expect("running buildah (installed by `cargo xtask setup`)");
+        assert!(out.status.success(), "buildah {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let ctr = buildah(&["from", "scratch"]);
+    buildah(&["copy", &ctr, &client.display().to_string(), "/lookup"]);
+    buildah(&["commit", "--rm", "-q", &ctr, &image]);
+    struct Image(String);
+    impl Drop for Image {
+        fn drop(&mut self) {
+            let _ = Command::new("podman")
+                .args(PODMAN_GLOBAL)
+                .args(["rmi", "-f", &self.0])
+                .output();
+        }
+    }
+    let _image = Image(image.clone());
+    let trace = BackgroundTrace::start("hold-podman", &[]).expect("starting the trace");
+    let out = Command::new("podman")
+        .args(PODMAN_GLOBAL)
+        .args(["run", "--rm", "--network", "host"])
+        // Within this process's own limits: podman's defaults need CAP_SYS_RESOURCE, which a
+        // sandboxed machine may not have (as in daemonset_runtime.rs).
+        .args(["--ulimit=nofile=1024:1024", "--ulimit=nproc=4096:4096"])
+        .args([
+            "--add-host",
+            "pod-node:10.1.0.6",
+            "--add-host",
+            "pod-node:10.1.0.20",
+        ])
+        .args([&image, "/lookup", "pod-node"])
+        .output()
+        .expect("running podman");
+    let (events, stderr) = trace.stop().expect("stopping the trace");
+    assert!(out.status.success(), "podman run: {out:?}");
+    let printed = printed(&out.stdout, "pod-node");
+    let event = events
+        .iter()
+        .find(|e| e["kind"] == "getaddrinfo" && e["node"] == "pod-node")
+        .unwrap_or_else(|| panic!("no lookup event from the container\n{stderr}"));
+    let order: Vec<&str> = event["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(order, printed, "{event}");
+    assert_eq!(event["resolver"], "go", "{event}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "exec_hold" && e["pid"] == event["pid"] && e["in_time"] == true),
+        "the container's program was not held at its exec\n{stderr}"
+    );
 }

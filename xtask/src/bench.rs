@@ -16,6 +16,8 @@ use anyhow::{bail, Context as _};
 
 use crate::{cargo, run, workspace_root};
 
+mod exec_hold;
+
 /// Sizes of one run.
 struct Sizes {
     rounds: usize,
@@ -752,13 +754,30 @@ pub(crate) fn build_release() -> anyhow::Result<(PathBuf, PathBuf)> {
 }
 
 /// Runs the benchmarks and appends the results to BENCHMARKS.md.
-pub fn bench(quick: bool) -> anyhow::Result<()> {
+pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     crate::setup::setup()?;
     let sizes = if quick { QUICK } else { FULL };
     let (tool, gen) = build_release()?;
     let dir = std::env::temp_dir().join(format!("nitbench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    if exec_hold_only {
+        let mut commands = Vec::new();
+        let storms = resolver_storm_programs(&dir)?;
+        let mut rows = exec_hold::exec_storm_rows(sizes.rounds, &tool, &dir, &mut commands)?;
+        rows.extend(exec_hold::hold_time_rows(
+            &tool,
+            &dir,
+            &storms[0].1,
+            &mut commands,
+        )?);
+        let report = render(&rows, &commands, quick, &tool, started.elapsed())?;
+        print!("{report}");
+        let path = append_report(&report)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("bench: appended to {}", path.display());
+        return Ok(());
+    }
     let ns = BenchNetns::new()?;
     let rec = dir.join("rec.jsonl");
     let trace_all: [&str; 0] = [];
@@ -1251,6 +1270,21 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         });
     }
     commands.push(format!("nodeip-trace analyze --format text|json FILE >/dev/null ({ANALYZE_RUNS} runs each, the median); tshark -r FILE -V >/dev/null; tshark -r FILE -T json >/dev/null (FILE: tests/fixtures/nlmon/iproute2-secondary-ipvs.pcap's frames repeated)"));
+
+    // 6b. Holding new programs at exec: what known programs pay, how long new ones wait.
+    rows.extend(exec_hold::exec_storm_rows(
+        sizes.rounds,
+        &tool,
+        &dir,
+        &mut commands,
+    )?);
+    let go_small = &storms[0].1;
+    rows.extend(exec_hold::hold_time_rows(
+        &tool,
+        &dir,
+        go_small,
+        &mut commands,
+    )?);
 
     // 7. Start-up and footprint.
     let startup = median(startups.clone());

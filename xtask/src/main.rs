@@ -64,6 +64,10 @@ enum Task {
         /// Smaller sizes, one round each (under 2 minutes).
         #[arg(long)]
         quick: bool,
+        /// Only the exec hold's rows: the storm of known execs and the hold times of new
+        /// programs (a few minutes).
+        #[arg(long, conflicts_with = "vm")]
+        exec_hold: bool,
         /// Instead, the netlink storm in a VM lane guest (`--kernel`, default 6.1): untraced,
         /// nlmon0 + tcpdump -w, nodeip-trace --pcap and --format json, the hooks alone and the
         /// records with the tracer stopped, side by side (about 3 minutes under TCG).
@@ -297,7 +301,9 @@ fn main() -> anyhow::Result<()> {
             rounds,
             ..
         } => bench::bench_vm(kernels::by_name(&kernel)?, rounds),
-        Task::Bench { quick, .. } => bench::bench(quick),
+        Task::Bench {
+            quick, exec_hold, ..
+        } => bench::bench(quick, exec_hold),
         Task::Soak { minutes } => soak::soak(minutes),
         Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),
         Task::Bless => run(cargo()

@@ -207,15 +207,10 @@ fn serve_held_execs(
             Released::InTime(d) => (d, true),
             Released::AtLimit(d) => (d, false),
         };
-        let file = outcomes.first().map_or_else(
-            || {
-                std::fs::read_link(format!("/proc/self/fd/{}", held.file.as_raw_fd()))
-                    .unwrap_or_default()
-                    .display()
-                    .to_string()
-            },
-            |o| o.file.display().to_string(),
-        );
+        let file = std::fs::read_link(format!("/proc/self/fd/{}", held.file.as_raw_fd()))
+            .unwrap_or_default()
+            .display()
+            .to_string();
         let shown_to_filter = config.comm.as_deref().is_none_or(|c| {
             let base = file.rsplit('/').next().unwrap_or(&file);
             base.get(..c.len().min(base.len())) == Some(c) || comm.trim_end() == c
@@ -1090,6 +1085,17 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         what: "installing SIGHUP handler",
         source,
     })?;
+    // A stopped tracer would hold every new program of the node until continued: while
+    // programs are held at exec, Ctrl-Z (SIGTSTP) is caught and said, not obeyed.
+    let mut sigtstp = match &exec_hold {
+        Ok(_) => Some(
+            signal(SignalKind::from_raw(libc::SIGTSTP)).map_err(|source| TraceError::Io {
+                what: "installing SIGTSTP handler",
+                source,
+            })?,
+        ),
+        Err(_) => None,
+    };
     let mut stopped_by = String::from("running");
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut records = Vec::new();
@@ -1126,9 +1132,20 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                     None => std::future::pending().await,
                 }
             };
+            let tstp = async {
+                match sigtstp.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             let mut stop = false;
             tokio::select! {
                 _ = held => {}
+                _ = tstp => {
+                    crate::sink::note(format_args!(
+                        "nodeip-trace: not stopping on Ctrl-Z: a stopped tracer would hold every new program at its exec; Ctrl-C ends the trace"
+                    ));
+                }
                 r = source.readable() => { r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?; }
                 _ = poll.tick() => {}
                 status = child_wait => {
@@ -1165,8 +1182,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                             }
                         }
                     }
+                    // Without the hold, new programs are probed here, after they start; with it,
+                    // they were probed at their exec, and this per-exec work (the root's libc
+                    // paths, the exe) would only tax every exec of the node.
                     if let crate::decode::record::KernelRecord::Exec(r) = &rec {
-                        if config.getaddrinfo {
+                        if config.getaddrinfo && exec_hold.is_err() {
                             let executed = crate::decode::record::c_string(&r.filename);
                             say_outcomes(exec_watcher.on_exec_record(
                                 &mut tracer,

@@ -164,6 +164,8 @@ pub struct KernelFeatures {
     pub fentry: bool,
     /// Why fentry is not usable, when it is not.
     pub fentry_reason: String,
+    /// Holding new programs at exec until probed: `yes (…)`, or `no (why)`.
+    pub exec_hold: String,
     /// `bpf_task_pt_regs` with `bpf_get_current_task_btf` (kernel >= 5.15): the route-lookup
     /// programs tell a netlink request's lookups by the sender's syscall registers, and every
     /// record's header (network namespace, comm) is read by plain loads from the BTF task
@@ -674,6 +676,11 @@ impl KernelFeatures {
         } else {
             (false, "not privileged".into())
         };
+        // A group made and closed at once: whether this kernel and these privileges allow it.
+        let exec_hold = match super::exec_hold::ExecHold::new(super::exec_hold::DEFAULT_LIMIT) {
+            Ok(_) => "yes (fanotify permission events: a program that starts during a trace waits at its exec until probed)".to_string(),
+            Err(e) => format!("no ({e}): programs that start during a trace are probed after they start, so their first lookups can be missed"),
+        };
         use aya::programs::ProgramType;
         use aya::sys::BpfHelper;
         let task_pt_regs = privileged
@@ -778,6 +785,7 @@ impl KernelFeatures {
             kprobes,
             fentry,
             fentry_reason,
+            exec_hold,
             task_pt_regs,
             attach_cookie,
             fexit_return,
@@ -907,6 +915,7 @@ impl KernelFeatures {
                 format!(" ({})", self.fentry_reason)
             }
         ));
+        s.push_str(&format!("exec hold    {}\n", self.exec_hold));
         s.push_str(&format!(
             "helpers      bpf_task_pt_regs {}, bpf_get_attach_cookie {}, bpf_get_func_ret {}\n",
             yes(self.task_pt_regs),
