@@ -108,7 +108,7 @@ fn a_libc_copy_in_another_mount_namespace_is_traced() {
     drop(late);
     let (events, stderr) = trace.stop().unwrap();
     assert!(
-        stderr.contains("getaddrinfo uprobes attached to a new libc"),
+        stderr.contains("libc.so.6 (glibc getaddrinfo, pid "),
         "{stderr}"
     );
     assert!(calls_from(&events, late_pid) > 0, "{stderr}");

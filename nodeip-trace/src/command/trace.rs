@@ -1182,11 +1182,11 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                             }
                         }
                     }
-                    // Without the hold, new programs are probed here, after they start; with it,
-                    // they were probed at their exec, and this per-exec work (the root's libc
-                    // paths, the exe) would only tax every exec of the node.
+                    // Without the hold, new programs are probed here, after they start. With it,
+                    // this still finds a known program's libc in a new root (the same inode
+                    // bind-mounted into a container, which no hold sees).
                     if let crate::decode::record::KernelRecord::Exec(r) = &rec {
-                        if config.getaddrinfo && exec_hold.is_err() {
+                        if config.getaddrinfo {
                             let executed = crate::decode::record::c_string(&r.filename);
                             say_outcomes(exec_watcher.on_exec_record(
                                 &mut tracer,
