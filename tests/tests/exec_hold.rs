@@ -36,8 +36,9 @@ fn hosts(names: usize) -> String {
     text
 }
 
-fn namespace(names: usize) -> Netns {
-    let ns = Netns::new("hold");
+/// The test's own namespace (`tag`: tests run in parallel), with `names` two-address names.
+fn namespace(tag: &str, names: usize) -> Netns {
+    let ns = Netns::new(tag);
     for cmd in [
         "link add eth0 type veth peer name peer0",
         "link set eth0 up",
@@ -145,7 +146,7 @@ fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
     require_root();
     let per = runs();
     let programs = programs();
-    let ns = namespace(programs.len() * 5 * per);
+    let ns = namespace("hold-wrap", programs.len() * 5 * per);
     let dir = ScratchDir::new("hold-copies");
     let trace = BackgroundTrace::start("hold", &[]).expect("starting the trace");
     assert!(
@@ -229,7 +230,7 @@ fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
 #[test]
 fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
     require_root();
-    let ns = namespace(1);
+    let ns = namespace("hold-200", 1);
     let dir = ScratchDir::new("hold-200");
     let toolchains = require_go_toolchains();
     let built = toolchains[toolchains.len() - 1]
@@ -464,7 +465,7 @@ impl Drop for Dnsmasq {
 #[test]
 fn lookups_of_one_address_none_or_an_error_are_events() {
     require_root();
-    let ns = namespace(0);
+    let ns = namespace("hold-dns", 0);
     ns.etc_file("hosts", "127.0.0.1 localhost\n10.1.0.6 one\n");
     ns.etc_file(
         "resolv.conf",
@@ -578,7 +579,7 @@ fn lookups_of_one_address_none_or_an_error_are_events() {
 #[test]
 fn a_container_s_own_libc_copy_is_probed_before_its_first_lookup() {
     require_root();
-    let ns = namespace(3);
+    let ns = namespace("hold-libc", 3);
     let dir = ScratchDir::new("hold-libc");
     let libc = "/lib/x86_64-linux-gnu/libc.so.6";
     let trace = BackgroundTrace::start("hold-libc", &[]).expect("starting the trace");
