@@ -131,6 +131,21 @@ fn fresh_copy(built: &Path, dir: &ScratchDir, n: usize) -> PathBuf {
     copy
 }
 
+/// The Go client built stripped by the newest toolchain, pure or with cgo.
+fn newest_go_client(cgo: bool) -> PathBuf {
+    let toolchains = require_go_toolchains();
+    toolchains[toolchains.len() - 1]
+        .client(
+            "lookup_ip.go",
+            GoBuild {
+                cgo,
+                stripped: true,
+                static_musl: false,
+            },
+        )
+        .expect("building the Go client")
+}
+
 /// The addresses a client printed for `name` (`name ip ip ...`).
 fn printed(stdout: &[u8], name: &str) -> Vec<String> {
     let text = String::from_utf8_lossy(stdout);
@@ -232,17 +247,7 @@ fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
     require_root();
     let ns = namespace("hold-200", 1);
     let dir = ScratchDir::new("hold-200");
-    let toolchains = require_go_toolchains();
-    let built = toolchains[toolchains.len() - 1]
-        .client(
-            "lookup_ip.go",
-            GoBuild {
-                cgo: false,
-                stripped: true,
-                static_musl: false,
-            },
-        )
-        .unwrap();
+    let built = newest_go_client(false);
     let copy = fresh_copy(&built, &dir, 0);
     let trace = BackgroundTrace::start("hold-200", &[]).expect("starting the trace");
     let script = format!("for i in $(seq 200); do '{}' r0; done", copy.display());
@@ -631,17 +636,7 @@ const PODMAN_GLOBAL: [&str; 4] = ["--cgroup-manager", "cgroupfs", "--events-back
 fn a_container_started_during_the_trace_is_traced_from_its_first_lookup() {
     require_root();
     let dir = ScratchDir::new("hold-podman");
-    let toolchains = require_go_toolchains();
-    let built = toolchains[toolchains.len() - 1]
-        .client(
-            "lookup_ip.go",
-            GoBuild {
-                cgo: false,
-                stripped: true,
-                static_musl: false,
-            },
-        )
-        .unwrap();
+    let built = newest_go_client(false);
     let client = fresh_copy(&built, &dir, 0);
     let image = format!("localhost/nit-hold-{}", std::process::id());
     let buildah = |args: &[&str]| -> String {
