@@ -208,9 +208,18 @@ fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
         .filter_map(|e| e["file"].as_str())
         .collect();
     let mut missed = BTreeMap::<&str, usize>::new();
+    let mut missed_holds = Vec::new();
     for run in &done {
         let Some(event) = lookups.get(run.name.as_str()) else {
             *missed.entry(&run.what).or_default() += 1;
+            // What the trace said of the missed run's file, so a failure names its cause.
+            let copy = run.copy.display().to_string();
+            missed_holds.extend(
+                events
+                    .iter()
+                    .filter(|e| e["kind"] == "exec_hold" && e["file"] == copy.as_str())
+                    .map(Value::to_string),
+            );
             continue;
         };
         let order: Vec<&str> = event["addresses"]
@@ -234,7 +243,8 @@ fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
     }
     assert!(
         missed.is_empty(),
-        "lookups missing from the trace (of {per} runs each): {missed:?}\n{stderr}"
+        "lookups missing from the trace (of {per} runs each): {missed:?}\n\
+         their files' exec_hold events: {missed_holds:#?}\n{stderr}"
     );
     let summary = events.iter().find(|e| e["kind"] == "summary").unwrap();
     assert_eq!(summary["exec_holds"]["released_unprobed"], 0, "{summary}");

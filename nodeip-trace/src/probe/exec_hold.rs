@@ -20,9 +20,10 @@
 //! and a tracer that dies leaves the program stopped for ever.
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use super::file_identity::FileIdentity;
 
 /// How long a program may be held at most, by default: the slowest classification measured (an
 /// 80 MB Go program in a TCG guest, docs/exec-hold.md) with room to spare, and short enough that
@@ -96,7 +97,7 @@ struct Shared {
     /// Held (taken or not), by id: the event's fd number and when it came.
     pending: HashMap<u64, (RawFd, Instant)>,
     /// Known files (device, inode, change time) without an ignore mark.
-    known: HashSet<(u64, u64, i64)>,
+    known: HashSet<FileIdentity>,
     ignore_marks: usize,
     counts: HoldCounts,
     next_id: u64,
@@ -185,16 +186,6 @@ fn unescape_mount_point(field: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The identity of a file's content as the holder keys it: device, inode and change time (a
-/// file rewritten in place is classified again).
-fn file_key(meta: &std::fs::Metadata) -> (u64, u64, i64) {
-    (
-        meta.dev(),
-        meta.ino(),
-        meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-    )
 }
 
 impl ExecHold {
@@ -292,7 +283,7 @@ impl ExecHold {
                 {
                     shared.ignore_marks += 1;
                 } else {
-                    shared.known.insert(file_key(&meta));
+                    shared.known.insert(FileIdentity::of(&meta));
                 }
             }
         }
@@ -312,7 +303,7 @@ impl ExecHold {
         if shared.ignore_marks < MAX_IGNORE_MARKS && ignore(self.group.as_raw_fd(), file) {
             shared.ignore_marks += 1;
         } else if let Ok(meta) = file.metadata() {
-            shared.known.insert(file_key(&meta));
+            shared.known.insert(FileIdentity::of(&meta));
         }
     }
 
@@ -526,7 +517,7 @@ fn on_events(
         let known = !s.known.is_empty()
             && file
                 .metadata()
-                .is_ok_and(|m| s.known.contains(&file_key(&m)));
+                .is_ok_and(|m| s.known.contains(&FileIdentity::of(&m)));
         if known {
             s.counts.known_answered += 1;
             drop(s);

@@ -12,12 +12,12 @@
 //! It reports what it did as typed [`ProbeOutcome`]s; the trace says them.
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::elf::ElfImage;
 use super::executable_resolvers::classify;
+use super::file_identity::FileIdentity;
 use super::hooks::HookMode;
 use super::libc_locator::{libc_kind, libcs_in_root_of, LibcKind, LibcTarget};
 use super::loader::{AttachedHook, LiveTracer, GO_SORT_FUNCTION};
@@ -137,18 +137,15 @@ impl std::fmt::Display for ProbeOutcome {
     }
 }
 
-/// A file's identity.
-type FileId = (u64, u64);
-
 /// The trace's exec watcher.
 #[derive(Default)]
 pub struct ExecWatcher {
     /// Executables classified.
-    files: HashSet<FileId>,
+    files: HashSet<FileIdentity>,
     /// libc files attached to (or given up on).
-    libcs: HashSet<FileId>,
+    libcs: HashSet<FileIdentity>,
     /// Failed attaches per libc file.
-    libc_failures: HashMap<FileId, u32>,
+    libc_failures: HashMap<FileIdentity, u32>,
     /// Processes whose maps to look at again, and when.
     again: Vec<(u32, Instant)>,
 }
@@ -173,19 +170,9 @@ impl ExecWatcher {
                 .any(|h| h.target == target && h.mode == HookMode::Uprobe && h.status.is_ok())
         };
         Self {
-            libcs: libcs
-                .iter()
-                .filter(|l| attached(l))
-                .map(|l| (l.dev, l.ino))
-                .collect(),
+            libcs: libcs.iter().filter(|l| attached(l)).map(|l| l.id).collect(),
             ..Self::default()
         }
-    }
-
-    /// Whether `file` was classified already.
-    pub fn knows(&self, file: &std::fs::File) -> bool {
-        file.metadata()
-            .is_ok_and(|m| self.files.contains(&(m.dev(), m.ino())))
     }
 
     /// Classifies the open executable `file` (shown as `shown`) and probes what it carries,
@@ -196,8 +183,7 @@ impl ExecWatcher {
         file: &std::fs::File,
         shown: &Path,
     ) -> Option<Classified> {
-        let meta = file.metadata().ok()?;
-        if !self.files.insert((meta.dev(), meta.ino())) {
+        if !self.files.insert(FileIdentity::of_file(file)?) {
             return None;
         }
         if self.files.len() >= MAX_FILES {
@@ -390,8 +376,8 @@ impl ExecWatcher {
     /// Attaches to the libcs in `pid`'s root not attached to yet.
     fn libcs_of(&mut self, tracer: &mut LiveTracer, pid: u32) -> Vec<ProbeOutcome> {
         let mut outcomes = Vec::new();
-        for (path, dev, ino) in libcs_in_root_of(pid) {
-            if self.libcs.contains(&(dev, ino)) {
+        for (path, id) in libcs_in_root_of(pid) {
+            if self.libcs.contains(&id) {
                 continue;
             }
             let kind = libc_kind(&path.to_string_lossy()).unwrap_or(LibcKind::Glibc);
@@ -409,7 +395,7 @@ impl ExecWatcher {
                 });
             match result {
                 Ok(()) => {
-                    self.libcs.insert((dev, ino));
+                    self.libcs.insert(id);
                     outcomes.push(ProbeOutcome {
                         file: path,
                         resolver: FoundResolver::Libc(kind),
@@ -417,11 +403,11 @@ impl ExecWatcher {
                     });
                 }
                 Err(e) => {
-                    let failures = self.libc_failures.entry((dev, ino)).or_default();
+                    let failures = self.libc_failures.entry(id).or_default();
                     *failures += 1;
                     if *failures >= LIBC_TRIES {
                         // Three processes' worth of tries: say so once and stop trying.
-                        self.libcs.insert((dev, ino));
+                        self.libcs.insert(id);
                         outcomes.push(ProbeOutcome {
                             file: path,
                             resolver: FoundResolver::Libc(kind),

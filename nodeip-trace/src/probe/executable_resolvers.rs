@@ -4,10 +4,10 @@
 //! probes from ([`super::exec_watcher`]), and `doctor`'s list of the running ones, each file
 //! read once, through `/proc/PID/exe` (executables inside containers too).
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::elf::ElfImage;
+use super::file_identity::FileIdentity;
 use super::go_binary::GoBinary;
 use super::libc_locator::LibcKind;
 use super::loader::GO_SORT_FUNCTION;
@@ -151,13 +151,13 @@ pub fn running_executable_resolvers(
 ) -> (Vec<GoResolverTarget>, Vec<StaticResolverTarget>) {
     use super::go_binary::SourcesLayout;
     type Found = (Option<GoResolverTarget>, Option<StaticResolverTarget>);
-    let mut by_file: HashMap<(u64, u64), Found> = HashMap::new();
+    let mut by_file: HashMap<FileIdentity, Found> = HashMap::new();
     for exe in running_executables(proc) {
         let pid_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-        let Ok(meta) = std::fs::metadata(&exe) else {
+        let Some(id) = FileIdentity::of_path(&exe) else {
             continue;
         };
-        let (go, statics) = by_file.entry((meta.dev(), meta.ino())).or_insert_with(|| {
+        let (go, statics) = by_file.entry(id).or_insert_with(|| {
             let Some(elf) = MappedFile::open(&exe)
                 .ok()
                 .and_then(|bytes| ElfImage::parse(bytes).ok())

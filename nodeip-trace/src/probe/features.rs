@@ -931,8 +931,8 @@ impl KernelFeatures {
                 "  {:?} {} (dev {} ino {}, mapped by {} processes)\n",
                 l.kind,
                 l.path.display(),
-                l.dev,
-                l.ino,
+                l.id.dev,
+                l.id.ino,
                 l.processes
             ));
         }

@@ -2,8 +2,9 @@
 //! other mount namespaces, through `/proc/PID/root`), plus the system's own, deduplicated by
 //! device and inode so each file gets one uprobe.
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use super::file_identity::FileIdentity;
 
 /// Which C library a file is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -32,10 +33,9 @@ pub struct LibcTarget {
     pub path: PathBuf,
     /// glibc or musl.
     pub kind: LibcKind,
-    /// Device number of the file.
-    pub dev: u64,
-    /// Inode of the file.
-    pub ino: u64,
+    /// The file's identity.
+    #[serde(flatten)]
+    pub id: FileIdentity,
     /// How many running processes map it.
     pub processes: usize,
 }
@@ -80,21 +80,21 @@ const SYSTEM_LIBCS: [&str; 7] = [
     "/lib/libc.musl-x86_64.so.1",
 ];
 
-/// The libcs reachable in process `pid`'s root (`/proc/PID/root/…`) as (path, device, inode),
+/// The libcs reachable in process `pid`'s root (`/proc/PID/root/…`) as (path, identity),
 /// one per file: the usual paths, and what its maps name once it runs. For a process that just
 /// exec'd, the usual paths are the only way to attach before its dynamic loader maps libc.
-pub fn libcs_in_root_of(pid: u32) -> Vec<(PathBuf, u64, u64)> {
+pub fn libcs_in_root_of(pid: u32) -> Vec<(PathBuf, FileIdentity)> {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let mut paths: Vec<String> = SYSTEM_LIBCS.iter().map(|p| p.to_string()).collect();
     if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
         paths.extend(libcs_in_maps(&maps).into_iter().map(|(path, _)| path));
     }
-    let mut out: Vec<(PathBuf, u64, u64)> = Vec::new();
+    let mut out: Vec<(PathBuf, FileIdentity)> = Vec::new();
     for p in paths {
         let p = root.join(p.trim_start_matches('/'));
-        if let Ok(m) = std::fs::metadata(&p) {
-            if !out.iter().any(|(_, d, i)| *d == m.dev() && *i == m.ino()) {
-                out.push((p, m.dev(), m.ino()));
+        if let Some(id) = FileIdentity::of_path(&p) {
+            if !out.iter().any(|(_, known)| *known == id) {
+                out.push((p, id));
             }
         }
     }
@@ -104,20 +104,17 @@ pub fn libcs_in_root_of(pid: u32) -> Vec<(PathBuf, u64, u64)> {
 /// Finds every distinct libc: the system's and those mapped by processes under `proc_root`
 /// (normally `/proc`).
 pub fn find_libcs(proc_root: &Path) -> Vec<LibcTarget> {
-    let mut by_file: BTreeMap<(u64, u64), LibcTarget> = BTreeMap::new();
+    let mut by_file: BTreeMap<FileIdentity, LibcTarget> = BTreeMap::new();
     let mut add = |path: PathBuf, kind: LibcKind, process: bool| {
-        let Ok(meta) = std::fs::metadata(&path) else {
+        let Some(id) = FileIdentity::of_path(&path) else {
             return;
         };
-        let entry = by_file
-            .entry((meta.dev(), meta.ino()))
-            .or_insert_with(|| LibcTarget {
-                path,
-                kind,
-                dev: meta.dev(),
-                ino: meta.ino(),
-                processes: 0,
-            });
+        let entry = by_file.entry(id).or_insert_with(|| LibcTarget {
+            path,
+            kind,
+            id,
+            processes: 0,
+        });
         if process {
             entry.processes += 1;
         }
@@ -190,7 +187,7 @@ mod tests {
         let libcs = find_libcs(Path::new("/proc"));
         let glibc: Vec<_> = libcs.iter().filter(|l| l.kind == LibcKind::Glibc).collect();
         assert!(!glibc.is_empty(), "no glibc found: {libcs:?}");
-        let mut keys: Vec<_> = libcs.iter().map(|l| (l.dev, l.ino)).collect();
+        let mut keys: Vec<_> = libcs.iter().map(|l| l.id).collect();
         keys.dedup();
         assert_eq!(keys.len(), libcs.len());
     }

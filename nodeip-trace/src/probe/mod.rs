@@ -5,12 +5,13 @@
 //! the resolvers linked into executables ([`executable_resolvers`]: Go programs read by
 //! [`go_binary`], static C libraries found through [`elf`]), the one watcher that classifies
 //! and probes every executable a trace meets ([`exec_watcher`]), and holding a new program at
-//! exec until it is probed ([`exec_hold`]).
+//! exec until it is probed ([`exec_hold`]); files are told apart by [`file_identity`].
 pub mod elf;
 pub mod exec_hold;
 pub mod exec_watcher;
 pub mod executable_resolvers;
 pub mod features;
+pub mod file_identity;
 pub mod go_binary;
 pub mod hooks;
 pub mod kernel_btf;
