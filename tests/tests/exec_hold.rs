@@ -27,6 +27,19 @@ fn runs() -> usize {
         .unwrap_or(10)
 }
 
+/// One test of this file at a time. Each runs a system-wide trace, which probes the fresh
+/// copies every other test execs; a trace that ends detaches each of those uprobes under the
+/// kernel's event mutex (about 0.1 s each on 6.18, an RCU grace period), and another trace's
+/// attach waits for that mutex: measured, two programs of the wrapper test held 14.6 s and
+/// 17.6 s, released unprobed at the limit, while a parallel test's trace ended. Two tracers
+/// on one node slow each other the same way (docs/exec-hold.md).
+fn one_trace_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TRACES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TRACES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Two addresses per name, the resolver's order (`/etc/hosts`) 10.1.0.6 then 10.1.0.20.
 fn hosts(names: usize) -> String {
     let mut text = String::from("127.0.0.1 localhost\n");
@@ -159,6 +172,7 @@ fn printed(stdout: &[u8], name: &str) -> Vec<String> {
 #[test]
 fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
     require_root();
+    let _one = one_trace_at_a_time();
     let per = runs();
     let programs = programs();
     let ns = namespace("hold-wrap", programs.len() * 5 * per);
@@ -255,6 +269,7 @@ fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
 #[test]
 fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
     require_root();
+    let _one = one_trace_at_a_time();
     let ns = namespace("hold-200", 1);
     let dir = ScratchDir::new("hold-200");
     let built = newest_go_client(false);
@@ -293,6 +308,7 @@ fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
 #[test]
 fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
     require_root();
+    let _one = one_trace_at_a_time();
     let dir = ScratchDir::new("hold-kill");
     let ready = dir.path.join("ready");
     let mut tracer = Command::new(tool())
@@ -371,6 +387,7 @@ fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
 #[test]
 fn a_held_program_s_parent_sees_only_its_exit_status() {
     require_root();
+    let _one = one_trace_at_a_time();
     let dir = ScratchDir::new("hold-parent");
     let copy = dir.path.join("sh-copy");
     std::fs::copy("/bin/sh", &copy).unwrap();
@@ -480,6 +497,7 @@ impl Drop for Dnsmasq {
 #[test]
 fn lookups_of_one_address_none_or_an_error_are_events() {
     require_root();
+    let _one = one_trace_at_a_time();
     let ns = namespace("hold-dns", 0);
     ns.etc_file("hosts", "127.0.0.1 localhost\n10.1.0.6 one\n");
     ns.etc_file(
@@ -594,6 +612,7 @@ fn lookups_of_one_address_none_or_an_error_are_events() {
 #[test]
 fn a_container_s_own_libc_copy_is_probed_before_its_first_lookup() {
     require_root();
+    let _one = one_trace_at_a_time();
     let ns = namespace("hold-libc", 3);
     let dir = ScratchDir::new("hold-libc");
     let libc = "/lib/x86_64-linux-gnu/libc.so.6";
@@ -645,6 +664,7 @@ const PODMAN_GLOBAL: [&str; 4] = ["--cgroup-manager", "cgroupfs", "--events-back
 #[test]
 fn a_container_started_during_the_trace_is_traced_from_its_first_lookup() {
     require_root();
+    let _one = one_trace_at_a_time();
     let dir = ScratchDir::new("hold-podman");
     let built = newest_go_client(false);
     let client = fresh_copy(&built, &dir, 0);
