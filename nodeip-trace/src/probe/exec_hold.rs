@@ -277,15 +277,7 @@ impl ExecHold {
     pub fn release(&self, held: &HeldExec, known: bool) -> Released {
         let mut shared = self.shared.lock().expect("exec hold lock");
         if known {
-            if let Ok(meta) = held.file.metadata() {
-                if shared.ignore_marks < MAX_IGNORE_MARKS
-                    && ignore(self.group.as_raw_fd(), &held.file)
-                {
-                    shared.ignore_marks += 1;
-                } else {
-                    shared.known.insert(FileIdentity::of(&meta));
-                }
-            }
+            self.remember_known(&mut shared, &held.file);
         }
         match shared.pending.remove(&held.id) {
             Some((fd, since)) => {
@@ -300,10 +292,16 @@ impl ExecHold {
     /// loader, the programs running at start): its execs are not held.
     pub fn mark_known(&self, file: &std::fs::File) {
         let mut shared = self.shared.lock().expect("exec hold lock");
+        self.remember_known(&mut shared, file);
+    }
+
+    /// Lets `file`'s execs run without being held: an ignore mark while there is room for one,
+    /// else the holder's own memory of it.
+    fn remember_known(&self, shared: &mut Shared, file: &std::fs::File) {
         if shared.ignore_marks < MAX_IGNORE_MARKS && ignore(self.group.as_raw_fd(), file) {
             shared.ignore_marks += 1;
-        } else if let Ok(meta) = file.metadata() {
-            shared.known.insert(FileIdentity::of(&meta));
+        } else if let Some(id) = FileIdentity::of_file(file) {
+            shared.known.insert(id);
         }
     }
 
@@ -515,9 +513,7 @@ fn on_events(
         let file = unsafe { std::fs::File::from_raw_fd(dup) };
         let mut s = shared.lock().expect("exec hold lock");
         let known = !s.known.is_empty()
-            && file
-                .metadata()
-                .is_ok_and(|m| s.known.contains(&FileIdentity::of(&m)));
+            && FileIdentity::of_file(&file).is_some_and(|id| s.known.contains(&id));
         if known {
             s.counts.known_answered += 1;
             drop(s);

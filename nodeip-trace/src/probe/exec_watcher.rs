@@ -137,13 +137,45 @@ impl std::fmt::Display for ProbeOutcome {
     }
 }
 
+/// Files the watcher is done with. A file it attached probes to is known by device and inode:
+/// the probes pin the inode, so its number cannot pass to another file while they are
+/// attached, and a change of its metadata (`mv`, `chmod`, a hard link) must not attach them a
+/// second time. A file it only looked at is known by its whole [`FileIdentity`]: once deleted,
+/// its inode number goes to the next new file (ext4 does so at once), which must be looked at.
+#[derive(Default)]
+struct SeenFiles {
+    /// (device, inode) of the files with probes attached.
+    pinned: HashSet<(u64, u64)>,
+    /// The files looked at without probes attached.
+    unpinned: HashSet<FileIdentity>,
+}
+
+impl SeenFiles {
+    fn contains(&self, id: &FileIdentity) -> bool {
+        self.pinned.contains(&(id.dev, id.ino)) || self.unpinned.contains(id)
+    }
+
+    /// Remembers `id`; `pinned` when probes were attached to it. The files looked at are
+    /// forgotten past [`MAX_FILES`] (looked at again if met again); pinned ones never are.
+    fn insert(&mut self, id: FileIdentity, pinned: bool) {
+        if pinned {
+            self.pinned.insert((id.dev, id.ino));
+            return;
+        }
+        if self.unpinned.len() >= MAX_FILES {
+            self.unpinned.clear();
+        }
+        self.unpinned.insert(id);
+    }
+}
+
 /// The trace's exec watcher.
 #[derive(Default)]
 pub struct ExecWatcher {
     /// Executables classified.
-    files: HashSet<FileIdentity>,
+    files: SeenFiles,
     /// libc files attached to (or given up on).
-    libcs: HashSet<FileIdentity>,
+    libcs: SeenFiles,
     /// Failed attaches per libc file.
     libc_failures: HashMap<FileIdentity, u32>,
     /// Processes whose maps to look at again, and when.
@@ -169,10 +201,11 @@ impl ExecWatcher {
                 .iter()
                 .any(|h| h.target == target && h.mode == HookMode::Uprobe && h.status.is_ok())
         };
-        Self {
-            libcs: libcs.iter().filter(|l| attached(l)).map(|l| l.id).collect(),
-            ..Self::default()
+        let mut watcher = Self::default();
+        for l in libcs.iter().filter(|l| attached(l)) {
+            watcher.libcs.insert(l.id, true);
         }
+        watcher
     }
 
     /// Classifies the open executable `file` (shown as `shown`) and probes what it carries,
@@ -183,22 +216,28 @@ impl ExecWatcher {
         file: &std::fs::File,
         shown: &Path,
     ) -> Option<Classified> {
-        if !self.files.insert(FileIdentity::of_file(file)?) {
+        let id = FileIdentity::of_file(file)?;
+        if self.files.contains(&id) {
             return None;
         }
-        if self.files.len() >= MAX_FILES {
-            self.files.clear();
-        }
+        let classified = Self::classify_new(tracer, file, shown);
+        let pinned = classified.outcomes.iter().any(ProbeOutcome::probed);
+        self.files.insert(id, pinned);
+        Some(classified)
+    }
+
+    /// Classifies a file not met before and probes what it carries.
+    fn classify_new(tracer: &mut LiveTracer, file: &std::fs::File, shown: &Path) -> Classified {
         let via = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         let mut outcomes = Vec::new();
         let Some(elf) = MappedFile::map(file)
             .ok()
             .and_then(|bytes| ElfImage::parse(bytes).ok())
         else {
-            return Some(Classified {
+            return Classified {
                 outcomes,
                 interpreter: None,
-            });
+            };
         };
         let interpreter = elf.interpreter.clone();
         let (found, go) = classify(elf);
@@ -233,10 +272,10 @@ impl ExecWatcher {
                     .map_err(ProbeRefusal::from),
             });
         }
-        Some(Classified {
+        Classified {
             outcomes,
             interpreter,
-        })
+        }
     }
 
     /// Looks at every running process's executable (at the trace's start). `known` is told
@@ -395,7 +434,7 @@ impl ExecWatcher {
                 });
             match result {
                 Ok(()) => {
-                    self.libcs.insert(id);
+                    self.libcs.insert(id, true);
                     outcomes.push(ProbeOutcome {
                         file: path,
                         resolver: FoundResolver::Libc(kind),
@@ -407,7 +446,7 @@ impl ExecWatcher {
                     *failures += 1;
                     if *failures >= LIBC_TRIES {
                         // Three processes' worth of tries: say so once and stop trying.
-                        self.libcs.insert(id);
+                        self.libcs.insert(id, false);
                         outcomes.push(ProbeOutcome {
                             file: path,
                             resolver: FoundResolver::Libc(kind),
@@ -424,4 +463,45 @@ impl ExecWatcher {
 /// Opens `path` as process `pid` sees it (through its root).
 fn open_in_root(pid: u32, path: &str) -> Option<std::fs::File> {
     std::fs::File::open(format!("/proc/{pid}/root/{}", path.trim_start_matches('/'))).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FileIdentity, SeenFiles, MAX_FILES};
+
+    fn id(ino: u64, changed_ns: i64) -> FileIdentity {
+        FileIdentity {
+            dev: 8,
+            ino,
+            changed_ns,
+        }
+    }
+
+    #[test]
+    fn a_probed_file_stays_known_when_its_metadata_changes() {
+        let mut seen = SeenFiles::default();
+        seen.insert(id(1, 10), true);
+        // `mv` or `chmod` of the probed file: same inode, new change time.
+        assert!(seen.contains(&id(1, 20)));
+    }
+
+    #[test]
+    fn a_new_file_on_the_inode_of_one_only_looked_at_is_looked_at() {
+        let mut seen = SeenFiles::default();
+        seen.insert(id(2, 10), false);
+        assert!(seen.contains(&id(2, 10)));
+        assert!(!seen.contains(&id(2, 20)));
+    }
+
+    #[test]
+    fn past_the_cap_files_looked_at_are_forgotten_and_probed_ones_kept() {
+        let mut seen = SeenFiles::default();
+        seen.insert(id(u64::MAX, 1), true);
+        for ino in 0..=MAX_FILES as u64 {
+            seen.insert(id(ino, 1), false);
+        }
+        assert!(!seen.contains(&id(0, 1)));
+        assert!(seen.contains(&id(MAX_FILES as u64, 1)));
+        assert!(seen.contains(&id(u64::MAX, 5)));
+    }
 }

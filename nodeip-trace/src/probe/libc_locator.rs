@@ -1,6 +1,6 @@
 //! Where the libcs are: every distinct glibc/musl mapped by running processes (including those in
 //! other mount namespaces, through `/proc/PID/root`), plus the system's own, deduplicated by
-//! device and inode so each file gets one uprobe.
+//! [`FileIdentity`] so each file gets one uprobe.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
