@@ -338,7 +338,16 @@ impl ExecWatcher {
         {
             known(&interp);
         }
-        c.outcomes
+        let mut outcomes = c.outcomes;
+        for outcome in &mut outcomes {
+            if let Ok(detail) = &mut outcome.result {
+                if !detail.is_empty() {
+                    detail.push_str(", ");
+                }
+                detail.push_str("before it starts");
+            }
+        }
+        outcomes
     }
 
     /// A held exec: process `pid` is opening `file` for exec (its program, or its dynamic
