@@ -14,7 +14,7 @@ use crate::model::event::{ConversationError, ConversationOutcome, NetlinkConvers
 use crate::model::facts::ConversationFacts;
 use crate::model::frame::{Direction, Task};
 use crate::model::id_hash::IdMap;
-use crate::model::netlink::{MessageBody, Name, NetlinkMessage};
+use crate::model::netlink::{MessageBody, Name, NetlinkMessage, NETLINK_GENERIC, NETLINK_ROUTE};
 
 /// Conversations kept open at once; beyond this the oldest is closed as unanswered, so a process
 /// that never reads its replies cannot grow the tracker without bound.
@@ -179,8 +179,6 @@ impl IntoIterator for OpenQueue {
 
 /// `NETLINK_ROUTE`: message types come in groups of four (NEW, DEL, GET, SET) from 16.
 const RTM_BASE: u16 = 16;
-/// `NETLINK_GENERIC`: replies use the request's family id as their type.
-const NETLINK_GENERIC: u16 = 16;
 
 /// Whether `reply` is of a type that answers `request` on `protocol`.
 fn answers(request: &NetlinkMessage, protocol: u16, reply: &NetlinkMessage) -> bool {
@@ -188,7 +186,7 @@ fn answers(request: &NetlinkMessage, protocol: u16, reply: &NetlinkMessage) -> b
     match &reply.body {
         MessageBody::Error(e) => e.request.as_ref().is_none_or(|r| r.type_id == asked),
         MessageBody::Done(_) => true,
-        _ if protocol == 0 && asked >= RTM_BASE && got >= RTM_BASE => {
+        _ if protocol == NETLINK_ROUTE && asked >= RTM_BASE && got >= RTM_BASE => {
             (asked - RTM_BASE) / 4 == (got - RTM_BASE) / 4
         }
         _ if protocol == NETLINK_GENERIC => asked == got,

@@ -122,9 +122,9 @@ pub struct PairDecision {
     pub agrees: bool,
 }
 
-/// Failure to explain an order.
+/// Failure to replay glibc's comparisons on a returned order.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
-pub enum ExplainError {
+pub enum OrderReplayError {
     /// The returned order names an address that is not among the candidates.
     #[error("{0} is in the returned order but not among the candidates: gather the candidate list from the same getaddrinfo call")]
     UnknownAddress(IpAddr),
@@ -579,7 +579,7 @@ pub fn explain_order(
     candidates: &[Candidate],
     returned_order: &[IpAddr],
     conf: &GaiConf,
-) -> Result<Vec<PairDecision>, ExplainError> {
+) -> Result<Vec<PairDecision>, OrderReplayError> {
     let mut distinct: Vec<IpAddr> = returned_order.to_vec();
     distinct.dedup();
     let matched = distinct
@@ -588,7 +588,7 @@ pub fn explain_order(
             candidates
                 .iter()
                 .find(|c| c.dest == *addr)
-                .ok_or(ExplainError::UnknownAddress(*addr))
+                .ok_or(OrderReplayError::UnknownAddress(*addr))
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(matched
@@ -943,7 +943,7 @@ mod tests {
         assert!(!d[0].agrees);
         assert_eq!(
             explain_order(&list, &[ip("10.9.9.9")], &conf),
-            Err(ExplainError::UnknownAddress(ip("10.9.9.9")))
+            Err(OrderReplayError::UnknownAddress(ip("10.9.9.9")))
         );
     }
 

@@ -124,8 +124,39 @@ pub enum HookError {
     #[error(transparent)]
     Attach(Arc<ProbeError>),
     /// Attaching a kernel-function probe set failed (each mode tried, with its error).
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Kernel(Arc<KernelAttachError>),
+}
+
+/// Why a set of kernel-function programs (a handler's pair, the socket-layer capture) did not
+/// attach. Shared (`Arc`) because one outcome is recorded for each program of the set.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelAttachError {
+    /// An fentry/fexit program needs the kernel's BTF, and there is none.
+    #[error("{program}: no kernel BTF for fentry/fexit (see `nodeip-trace doctor`)")]
+    NoBtf {
+        /// The program.
+        program: String,
+    },
+    /// aya refused to load or attach the program.
+    #[error("{program}: {source}")]
+    Program {
+        /// The program.
+        program: String,
+        /// aya's error.
+        source: aya::programs::ProgramError,
+    },
+    /// The embedded object lacks the program, or has it as another kind.
+    #[error("{0} is missing from the embedded object or is not a kernel function probe: rebuild nodeip-trace")]
+    NotKernelProbe(String),
+    /// fentry failed, and the kprobe fallback (under `--hooks auto`) failed too.
+    #[error("fentry: {fentry}; kprobe: {kprobe}")]
+    Neither {
+        /// The fentry attempt.
+        fentry: Arc<KernelAttachError>,
+        /// The kprobe attempt.
+        kprobe: Arc<KernelAttachError>,
+    },
 }
 
 impl From<ProbeError> for HookError {

@@ -6,12 +6,11 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::decode::netlink::NetlinkDecoder;
-use crate::model::netlink::{MessageBody, NetlinkMessage};
+use crate::model::netlink::{MessageBody, NetlinkMessage, GENL_ID_CTRL};
 
 /// `NLM_F_REQUEST | NLM_F_DUMP`.
 const REQUEST_DUMP: u16 = 0x1 | 0x300;
-/// `GENL_ID_CTRL`, `CTRL_CMD_GETFAMILY`.
-const GENL_ID_CTRL: u16 = 0x10;
+/// `CTRL_CMD_GETFAMILY`: nlctrl's request for its families.
 const CTRL_CMD_GETFAMILY: u8 = 3;
 /// `RTM_GETLINK`, `RTM_GETADDR`, `RTM_GETROUTE`.
 const RTM_GETLINK: u16 = 18;

@@ -2,10 +2,12 @@
 //! the kernel allows (recording the hook chosen and why others were not), and gives access to the
 //! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
 use crate::probe::hooks::{
-    tracepoints_of, HookError, HookGroup, HookMode, KernelHookMode, TracepointHook,
+    tracepoints_of, HookError, HookGroup, HookMode, KernelAttachError, KernelHookMode,
+    TracepointHook,
 };
 use crate::probe::libc_locator::LibcKind;
 
@@ -624,10 +626,10 @@ impl LiveTracer {
                     .preference_unavailable(HookPreference::Kprobe)
                     .is_none()
             {
-                let fentry_error = result.clone().unwrap_err();
+                let fentry = result.clone().unwrap_err();
                 result = self
                     .attach_handler_pair(function, KernelHookMode::Kprobe, btf)
-                    .map_err(|e| format!("fentry: {fentry_error}; kprobe: {e}"));
+                    .map_err(|kprobe| Arc::new(KernelAttachError::Neither { fentry, kprobe }));
                 chosen = KernelHookMode::Kprobe;
             }
             let (entry, exit) = chosen.program_suffixes();
@@ -641,7 +643,7 @@ impl LiveTracer {
                     program: format!("{function}_{suffix}"),
                     mode,
                     target: function.into(),
-                    status: result.clone().map_err(HookError::Failed),
+                    status: result.clone().map_err(HookError::Kernel),
                 });
             }
         }
@@ -781,29 +783,37 @@ impl LiveTracer {
         program: &str,
         function: &str,
         btf: Option<&Btf>,
-    ) -> Result<(), String> {
+    ) -> Result<(), KernelAttachError> {
+        let not_kernel_probe = || KernelAttachError::NotKernelProbe(program.into());
         let prog = self
             .ebpf
             .program_mut(program)
-            .ok_or_else(|| ProbeError::MissingProgram(program.into()).to_string())?;
-        let need_btf = || btf.ok_or_else(|| "no kernel BTF for fentry/fexit".to_string());
-        let text = |e: aya::programs::ProgramError| e.to_string();
+            .ok_or_else(not_kernel_probe)?;
+        let need_btf = || {
+            btf.ok_or_else(|| KernelAttachError::NoBtf {
+                program: program.into(),
+            })
+        };
+        let refused = |source| KernelAttachError::Program {
+            program: program.into(),
+            source,
+        };
         match prog {
             Program::FEntry(p) => {
-                p.load(function, need_btf()?).map_err(text)?;
-                p.attach().map_err(text)?;
+                p.load(function, need_btf()?).map_err(refused)?;
+                p.attach().map_err(refused)?;
             }
             Program::FExit(p) => {
-                p.load(function, need_btf()?).map_err(text)?;
-                p.attach().map_err(text)?;
+                p.load(function, need_btf()?).map_err(refused)?;
+                p.attach().map_err(refused)?;
             }
             Program::KProbe(p) => {
                 if p.fd().is_err() {
-                    p.load().map_err(text)?;
+                    p.load().map_err(refused)?;
                 }
-                p.attach(function, 0).map_err(text)?;
+                p.attach(function, 0).map_err(refused)?;
             }
-            _ => return Err(format!("{program} is not a kernel function probe")),
+            _ => return Err(not_kernel_probe()),
         }
         Ok(())
     }
@@ -821,13 +831,17 @@ impl LiveTracer {
     /// Attaches `(program, function)` in order — returns first, entries last, so nothing is
     /// remembered that no return clears — or none of them: on a failure the ones attached are
     /// unloaded again.
-    fn attach_set(&mut self, steps: &[(String, &str)], btf: Option<&Btf>) -> Result<(), String> {
+    fn attach_set(
+        &mut self,
+        steps: &[(String, &str)],
+        btf: Option<&Btf>,
+    ) -> Result<(), Arc<KernelAttachError>> {
         for (i, (program, function)) in steps.iter().enumerate() {
             if let Err(e) = self.attach_kernel_program(program, function, btf) {
                 for (done, _) in &steps[..i] {
                     self.unload_program(done);
                 }
-                return Err(format!("{program}: {e}"));
+                return Err(Arc::new(e));
             }
         }
         Ok(())
@@ -839,7 +853,7 @@ impl LiveTracer {
         function: &str,
         mode: KernelHookMode,
         btf: Option<&Btf>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Arc<KernelAttachError>> {
         let (entry, exit) = mode.program_suffixes();
         self.attach_set(
             &[
@@ -859,7 +873,7 @@ impl LiveTracer {
         &mut self,
         mode: KernelHookMode,
         btf: Option<&Btf>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Arc<KernelAttachError>> {
         let (entry, exit) = mode.program_suffixes();
         let mut programs = vec![
             (format!("skb_recv_datagram_{exit}"), "skb_recv_datagram"),
@@ -942,17 +956,16 @@ impl LiveTracer {
         symbol: &str,
         offset: Option<u64>,
     ) -> Result<(), ProbeError> {
-        let status = self.attach_uprobe(program, (file, &target), symbol, offset);
+        let status = self
+            .attach_uprobe(program, (file, &target), symbol, offset)
+            .map_err(Arc::new);
         self.hooks.push(AttachedHook {
             program: program.into(),
             mode,
             target,
-            status: status
-                .as_ref()
-                .map(|_| ())
-                .map_err(|e| HookError::Failed(e.to_string())),
+            status: status.clone().map_err(HookError::Attach),
         });
-        status
+        status.map_err(ProbeError::Listed)
     }
 
     /// Attaches the uprobe `program` to `file` at `offset` (else at its `symbol`), loading the

@@ -95,6 +95,9 @@ pub enum ProbeError {
         /// Why the kernel cannot.
         reason: String,
     },
+    /// A uprobe's attach error, also kept as that hook's outcome in the tracer's hook list.
+    #[error(transparent)]
+    Listed(std::sync::Arc<ProbeError>),
     /// Nothing could be attached.
     #[error(
         "no probe could be attached on this kernel; run `nodeip-trace doctor` for the reasons"

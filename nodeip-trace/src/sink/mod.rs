@@ -16,7 +16,7 @@ pub mod view;
 use crate::model::emitted::Emitted;
 use crate::model::event::{Event, EventBody};
 use crate::model::frame::NetlinkFrame;
-use crate::model::netlink::MessageDetail;
+use crate::model::netlink::{MessageDetail, GENL_ID_CTRL, NETLINK_GENERIC};
 
 /// The output-format switch of the timeline commands (trace, analyze, replay, report):
 /// `--format text|json|html` (one-shot reports of doctor and explain take [`ReportFormat`]).
@@ -336,9 +336,9 @@ impl FrameSinkAdapter {
 
 impl EventSink for FrameSinkAdapter {
     fn frame(&mut self, frame: &NetlinkFrame) -> Result<(), SinkError> {
-        if frame.protocol == 16 && frame.bytes.len() >= 6 {
+        if frame.protocol == NETLINK_GENERIC && frame.bytes.len() >= 6 {
             let family = u16::from_ne_bytes([frame.bytes[4], frame.bytes[5]]);
-            if family > 0x10 && self.announced.insert(family) {
+            if family > GENL_ID_CTRL && self.announced.insert(family) {
                 if let Some(name) = self.families.get(&family).cloned() {
                     self.inner
                         .write_genl_family(family, &name, frame.wall_ns)

@@ -52,6 +52,7 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness};
 
 use crate::model::frame::{Direction, NetlinkFrame};
+use crate::model::netlink::{GENL_ID_CTRL, NETLINK_GENERIC};
 use crate::model::nlmon::{
     FrameComment, NamespaceNote, NlmonHeader, LINKTYPE_NETLINK, NLMON_HEADER_LEN,
 };
@@ -63,16 +64,12 @@ pub const SNAPLEN: u32 = 262_144;
 /// Name of the pcapng interface our frames belong to.
 pub const INTERFACE_NAME: &str = "nodeip-trace";
 
-/// Generic netlink controller family id (`GENL_ID_CTRL`).
-pub const GENL_ID_CTRL: u16 = 0x10;
 /// `CTRL_CMD_NEWFAMILY`: the controller's announcement of a family.
 pub const CTRL_CMD_NEWFAMILY: u8 = 1;
 /// `CTRL_ATTR_FAMILY_ID` (u16).
 pub const CTRL_ATTR_FAMILY_ID: u16 = 1;
 /// `CTRL_ATTR_FAMILY_NAME` (NUL-terminated string).
 pub const CTRL_ATTR_FAMILY_NAME: u16 = 2;
-/// Netlink protocol number of generic netlink (`NETLINK_GENERIC`).
-pub const NETLINK_GENERIC: u16 = 16;
 /// Longest generic netlink family name, without the NUL (`GENL_NAMSIZ - 1`).
 pub const GENL_NAME_MAX: usize = 15;
 

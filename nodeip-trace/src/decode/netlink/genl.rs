@@ -8,8 +8,6 @@ use crate::model::netlink::{
     GenlBody, GenlOperation, Hex, McastGroup, MessageBody, MessageDetail, Name, NlctrlBody,
 };
 
-/// `GENL_ID_CTRL`: the fixed family id of nlctrl.
-pub const GENL_ID_CTRL: u16 = 0x10;
 /// nlctrl's family name.
 pub(crate) const NLCTRL_NAME: &str = "nlctrl";
 /// `struct genlmsghdr`: cmd, version, reserved u16.

@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 
 use attributes::{align4, bit_names_in, read_u16, read_u32, walk_attributes};
 pub use errno::{errno_name, errno_text};
-pub use genl::GENL_ID_CTRL;
 pub use ipvs::ipvs_command;
 pub use rtnetlink::{route_type_name, table_name};
 
@@ -31,8 +30,6 @@ use crate::model::netlink::{
     RawBody, RedactedBody,
 };
 
-/// `NETLINK_ROUTE`: rtnetlink (links, addresses, routes, neighbours, rules).
-pub const NETLINK_ROUTE: u16 = 0;
 /// `NETLINK_XFRM`: IPsec state and policy (bodies carry keys and are never decoded).
 pub const NETLINK_XFRM: u16 = 6;
 
@@ -56,8 +53,7 @@ pub fn redact_xfrm(buffer: &mut [u8]) {
         buffer[offset + keep..].fill(0);
     }
 }
-/// `NETLINK_GENERIC`: generic netlink (nlctrl, IPVS, ...).
-pub const NETLINK_GENERIC: u16 = 16;
+pub use crate::model::netlink::{GENL_ID_CTRL, NETLINK_GENERIC, NETLINK_ROUTE};
 
 /// Length of `struct nlmsghdr`.
 const NLMSG_HDRLEN: usize = 16;

@@ -15,6 +15,14 @@ pub use genl::{GenlBody, GenlOperation, McastGroup, NlctrlBody};
 pub use ipvs::{IpvsCommand, IpvsDaemon, IpvsDest, IpvsInfo, IpvsService};
 pub use rtnetlink::{AddressBody, LinkBody, NeighbourBody, RouteBody, RuleBody};
 
+/// Netlink protocol number of rtnetlink (`NETLINK_ROUTE`): links, addresses, routes,
+/// neighbours, rules.
+pub const NETLINK_ROUTE: u16 = 0;
+/// Netlink protocol number of generic netlink (`NETLINK_GENERIC`): nlctrl, IPVS, ...
+pub const NETLINK_GENERIC: u16 = 16;
+/// `GENL_ID_CTRL`: the fixed family id of generic netlink's controller, nlctrl.
+pub const GENL_ID_CTRL: u16 = 0x10;
+
 /// A name that is usually one of the decoder's tables (`RTM_GETROUTE`, `REQUEST`, `inet`),
 /// borrowed from them instead of allocated per message; computed names (`RTM_250`) are owned.
 /// Serializes as a plain string.
