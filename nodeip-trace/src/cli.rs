@@ -118,6 +118,16 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// Internal: the exec hold's guard process, started by `trace` itself.
+    #[command(name = "__exec-hold-guard", hide = true)]
+    ExecHoldGuard {
+        /// The tracer's pid.
+        #[arg(long)]
+        tracer: u32,
+        /// The tracer's hold limit.
+        #[arg(long)]
+        limit_ms: u64,
+    },
 }
 
 /// Flags of `explain`.
@@ -491,6 +501,10 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
 pub fn run() -> anyhow::Result<Exit> {
     let cli = Cli::parse();
     match cli.command {
+        Command::ExecHoldGuard { tracer, limit_ms } => {
+            nodeip_trace::probe::exec_hold_guard::run(tracer, Duration::from_millis(limit_ms));
+            Ok(Exit::Success)
+        }
         Command::Doctor { format } => {
             let ok = doctor::run(format, &mut std::io::stdout().lock())
                 .context("writing the doctor report")?;

@@ -304,18 +304,16 @@ fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
     assert_eq!(holds, 1, "held once, known afterwards");
 }
 
-/// A program waiting at exec for a tracer that is SIGKILLed goes on at once and ends normally.
-#[test]
-fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
-    require_root();
-    let _one = one_trace_at_a_time();
-    let dir = ScratchDir::new("hold-kill");
+/// A tracer started with `args` (recording into `dir`), once its probes are attached, then
+/// stopped (SIGSTOP): it answers no exec itself.
+fn stopped_tracer(dir: &ScratchDir, args: &[&str]) -> std::process::Child {
     let ready = dir.path.join("ready");
-    let mut tracer = Command::new(tool())
+    let tracer = Command::new(tool())
         .args(["trace", "--format", "json", "-o"])
         .arg(dir.path.join("rec.jsonl"))
         .arg("--ready-file")
         .arg(&ready)
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -325,14 +323,17 @@ fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
         assert!(Instant::now() < deadline, "the trace did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Stopped, the tracer answers no exec: a new program waits in the kernel.
-    // SAFETY: signals to our own child.
+    // SAFETY: a signal to our own child.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGSTOP) };
+    tracer
+}
+
+/// A fresh copy of `/bin/true` in `dir`, forked and exec'd by hand (`Command::spawn` would wait
+/// for the exec, which may wait for a stopped tracer); returns its pid.
+fn start_fresh_true(dir: &ScratchDir) -> libc::pid_t {
     let copy = dir.path.join("true");
+    let _ = std::fs::remove_file(&copy);
     std::fs::copy("/bin/true", &copy).unwrap();
-    let started = Instant::now();
-    // Forked and exec'd by hand: `Command::spawn` would wait for the exec, which waits for the
-    // stopped tracer.
     let path = std::ffi::CString::new(copy.as_os_str().as_encoded_bytes()).unwrap();
     let argv = [path.as_ptr(), std::ptr::null()];
     // SAFETY: the child only calls execv (async-signal-safe) and _exit.
@@ -345,28 +346,44 @@ fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
         }
     }
     assert!(program > 0, "fork failed");
-    let exited = |hang: bool| {
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        let r =
-            unsafe { libc::waitpid(program, &mut status, if hang { 0 } else { libc::WNOHANG }) };
-        (r == program).then_some(status)
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        exited(false),
-        None,
-        "the program was not held by a stopped tracer"
-    );
-    // SAFETY: as above.
-    unsafe { libc::kill(tracer.id() as i32, libc::SIGKILL) };
-    let _ = tracer.wait();
-    let killed = Instant::now();
-    let status = exited(true).unwrap();
+    program
+}
+
+/// The exit status of our child `pid`, waiting for it when `hang`, else `None` while it runs.
+fn exit_status(pid: libc::pid_t, hang: bool) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, if hang { 0 } else { libc::WNOHANG }) };
+    (r == pid).then_some(status)
+}
+
+fn assert_exited_0(status: i32) {
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the program ended with status {status:#x}"
     );
+}
+
+/// A program waiting at exec for a tracer that is SIGKILLed goes on at once and ends normally.
+#[test]
+fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
+    require_root();
+    let _one = one_trace_at_a_time();
+    let dir = ScratchDir::new("hold-kill");
+    let mut tracer = stopped_tracer(&dir, &[]);
+    let started = Instant::now();
+    let program = start_fresh_true(&dir);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        exit_status(program, false),
+        None,
+        "the program was not held by a stopped tracer"
+    );
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGKILL) };
+    let _ = tracer.wait();
+    let killed = Instant::now();
+    assert_exited_0(exit_status(program, true).unwrap());
     assert!(
         killed.elapsed() < Duration::from_secs(1),
         "the program went on {:?} after the tracer died",
@@ -374,11 +391,68 @@ fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
     );
     assert!(started.elapsed() >= Duration::from_millis(500));
     // And nothing stays held after a normal exit: a fresh program runs at once.
-    std::fs::remove_file(&copy).unwrap();
-    std::fs::copy("/bin/true", &copy).unwrap();
     let t = Instant::now();
-    assert!(Command::new(&copy).status().unwrap().success());
+    assert_exited_0(exit_status(start_fresh_true(&dir), true).unwrap());
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+/// A stopped tracer (SIGSTOP, a debugger) holds a new program no longer than its limit: the
+/// guard process lets it go, and the node's execs do not wait for the tracer to be continued.
+/// Continued, the tracer ends normally and its guard with it.
+#[test]
+fn a_stopped_tracer_holds_a_program_no_longer_than_its_limit() {
+    require_root();
+    let _one = one_trace_at_a_time();
+    let dir = ScratchDir::new("hold-stop");
+    let mut tracer = stopped_tracer(&dir, &["--exec-hold-limit-ms", "1000"]);
+    let guard = format!("__exec-hold-guard --tracer={}", tracer.id());
+    let guards = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                std::fs::read(p.join("cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(&guard)
+                })
+            })
+            .collect()
+    };
+    let found = guards();
+    assert_eq!(found.len(), 1, "one guard process: {guard}");
+    let status = std::fs::read_to_string(found[0].join("status")).unwrap();
+    for set in ["CapEff", "CapPrm"] {
+        let line = status.lines().find(|l| l.starts_with(set)).unwrap();
+        assert!(
+            line.ends_with("0000000000000000"),
+            "the guard keeps no capability: {line}"
+        );
+    }
+    let started = Instant::now();
+    let program = start_fresh_true(&dir);
+    std::thread::sleep(Duration::from_millis(700));
+    let early = exit_status(program, false);
+    let status = exit_status(program, true).unwrap();
+    let waited = started.elapsed();
+    // SAFETY: signals to our own child.
+    unsafe {
+        libc::kill(tracer.id() as i32, libc::SIGCONT);
+        libc::kill(tracer.id() as i32, libc::SIGINT);
+    }
+    let ended = tracer.wait().unwrap();
+    assert_eq!(
+        early, None,
+        "held while the tracer is stopped, up to its limit"
+    );
+    assert_exited_0(status);
+    assert!(
+        waited < Duration::from_millis(2500),
+        "a stopped tracer held a program {waited:?} (limit 1000 ms)"
+    );
+    assert!(ended.success(), "{ended:?}");
+    assert!(guards().is_empty(), "the guard ends with the tracer");
 }
 
 /// `trace -- CMD` with a CMD the tracer has never seen starts it at once (its file and its

@@ -23,6 +23,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::exec_hold_guard::{write_allow, GuardRecord, GROUP_FD};
 use super::file_identity::FileIdentity;
 
 /// How long a program may be held at most, by default: the slowest classification measured (an
@@ -50,6 +51,10 @@ pub enum ExecHoldError {
     /// The holder's thread could not be started.
     #[error("starting the exec holder's thread failed: {0}")]
     Thread(#[source] std::io::Error),
+    /// The guard process (which keeps the hold bounded while the tracer is stopped) could not
+    /// be started; without it nothing is held.
+    #[error("starting the exec hold's guard process failed: {0}")]
+    Guard(#[source] std::io::Error),
 }
 
 /// The file and the process of one held exec, handed to the trace's loop.
@@ -102,6 +107,25 @@ struct Shared {
     counts: HoldCounts,
     next_id: u64,
     stop: bool,
+    /// The pipe to the guard process: every held event's descriptor, and its answer.
+    guard: Option<std::fs::File>,
+}
+
+impl Shared {
+    /// Tells the guard about an event held or answered. A full pipe or a guard gone is not an
+    /// error here: the tracer's own thread still answers in time.
+    fn tell_guard(&mut self, record: GuardRecord) {
+        if let Some(pipe) = &mut self.guard {
+            let _ = std::io::Write::write_all(pipe, &record.to_bytes());
+        }
+    }
+
+    /// Answers the held event of `fd` (telling the guard first, so its number is not reused
+    /// before the guard knows).
+    fn answer(&mut self, group: RawFd, fd: RawFd) {
+        self.tell_guard(GuardRecord::Answered { fd });
+        allow(group, fd);
+    }
 }
 
 /// The exec holder of one trace.
@@ -114,6 +138,8 @@ pub struct ExecHold {
     /// The filesystems marked at start (their `major:minor`), handed to the mount watcher.
     marked: HashSet<String>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The guard process ([`super::exec_hold_guard`]).
+    guard: Option<std::process::Child>,
 }
 
 fn io_error(call: &'static str, hint: &'static str) -> ExecHoldError {
@@ -207,19 +233,26 @@ impl ExecHold {
         }
         // SAFETY: fanotify_init returned a new descriptor that nothing else owns.
         let group = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        // Started before the first mark, so its own exec is not held.
+        let (guard, pipe) = start_guard(&group, limit).map_err(ExecHoldError::Guard)?;
         if mark_filesystem(group.as_raw_fd(), c"/").is_err() {
             return Err(io_error(
                 "fanotify_mark(FAN_OPEN_EXEC_PERM) on /",
                 "; the kernel needs CONFIG_FANOTIFY_ACCESS_PERMISSIONS=y and Linux 5.1 or later",
             ));
         }
+        let shared = Shared {
+            guard: Some(pipe),
+            ..Shared::default()
+        };
         let mut hold = Self {
             group,
-            shared: Arc::default(),
+            shared: Arc::new(Mutex::new(shared)),
             limit,
             wake: Arc::new(tokio::sync::Notify::new()),
             marked: HashSet::new(),
             threads: Vec::new(),
+            guard: Some(guard),
         };
         mark_new(hold.group.as_raw_fd(), &hold.shared, &mut hold.marked);
         Ok(hold)
@@ -281,7 +314,7 @@ impl ExecHold {
         }
         match shared.pending.remove(&held.id) {
             Some((fd, since)) => {
-                allow(self.group.as_raw_fd(), fd);
+                shared.answer(self.group.as_raw_fd(), fd);
                 Released::InTime(since.elapsed())
             }
             None => Released::AtLimit(held.since.elapsed()),
@@ -317,14 +350,81 @@ impl Drop for ExecHold {
             let mut shared = self.shared.lock().expect("exec hold lock");
             shared.stop = true;
             // Everything still held goes now (closing the group would let it go too).
-            for (_, (fd, _)) in shared.pending.drain() {
-                allow(self.group.as_raw_fd(), fd);
+            for (_, (fd, _)) in std::mem::take(&mut shared.pending) {
+                shared.answer(self.group.as_raw_fd(), fd);
             }
+            // The guard ends when its pipe closes.
+            shared.guard = None;
         }
         // The threads poll with a timeout and see `stop`; they are not joined (a thread blocked
         // in a read of a slow filesystem must not hold up the trace's end).
         self.threads.clear();
+        if let Some(mut guard) = self.guard.take() {
+            reap(&mut guard);
+        }
     }
+}
+
+/// Starts the guard process (`nodeip-trace __exec-hold-guard`, this same executable) with a
+/// duplicate of `group` at [`GROUP_FD`] and a pipe on its stdin; returns it and the pipe's
+/// write end (non-blocking: a stuck guard never blocks the holder's thread).
+fn start_guard(
+    group: &OwnedFd,
+    limit: Duration,
+) -> std::io::Result<(std::process::Child, std::fs::File)> {
+    use std::os::unix::process::CommandExt;
+    let mut ends = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into our array.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    let group_fd = group.as_raw_fd();
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command
+        .arg0("nodeip-trace")
+        .arg("__exec-hold-guard")
+        .arg(format!("--tracer={}", std::process::id()))
+        .arg(format!("--limit-ms={}", limit.as_millis()))
+        .stdin(std::process::Stdio::from(read_end))
+        .stdout(std::process::Stdio::null())
+        .process_group(0);
+    // SAFETY: between fork and exec the child only calls dup2, which is async-signal-safe;
+    // dup2 clears the close-on-exec flag of the new descriptor.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::dup2(group_fd, GROUP_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    // SAFETY: fcntl on our own descriptor.
+    unsafe {
+        let flags = libc::fcntl(write_end.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(
+            write_end.as_raw_fd(),
+            libc::F_SETFL,
+            flags | libc::O_NONBLOCK,
+        );
+    }
+    Ok((child, std::fs::File::from(write_end)))
+}
+
+/// Waits a little for the guard to see its pipe close and end; kills it past that.
+fn reap(guard: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if !matches!(guard.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = guard.kill();
+    let _ = guard.wait();
 }
 
 /// Puts an ignore mark for exec permission events on `file`'s inode. Not surviving a change of
@@ -345,19 +445,9 @@ fn ignore(group: RawFd, file: &std::fs::File) -> bool {
 
 /// Answers the event of `fd` with FAN_ALLOW and closes its fd.
 fn allow(group: RawFd, fd: RawFd) {
-    let response = libc::fanotify_response {
-        fd,
-        response: libc::FAN_ALLOW,
-    };
-    // SAFETY: writes a plain struct; `fd` came from the event and is closed once, here.
-    unsafe {
-        libc::write(
-            group,
-            std::ptr::from_ref(&response).cast(),
-            std::mem::size_of::<libc::fanotify_response>(),
-        );
-        libc::close(fd);
-    }
+    write_allow(group, fd);
+    // SAFETY: `fd` came from the event and is closed once, here.
+    unsafe { libc::close(fd) };
 }
 
 /// The mount tables whose filesystems are marked: the tracer's own, and the init process's as
@@ -470,7 +560,7 @@ fn read_events(
             .collect();
         for id in late {
             if let Some((fd, _)) = s.pending.remove(&id) {
-                allow(group.as_raw_fd(), fd);
+                s.answer(group.as_raw_fd(), fd);
                 s.counts.released_at_limit += 1;
             }
         }
@@ -523,6 +613,11 @@ fn on_events(
         let id = s.next_id;
         s.next_id += 1;
         let since = Instant::now();
+        let since_ns = crate::model::clock::monotonic_now_ns();
+        s.tell_guard(GuardRecord::Held {
+            fd: meta.fd,
+            since_ns,
+        });
         s.pending.insert(id, (meta.fd, since));
         s.counts.held += 1;
         s.waiting.push(HeldExec {
@@ -530,7 +625,7 @@ fn on_events(
             pid: meta.pid as u32,
             file,
             since,
-            since_ns: crate::model::clock::monotonic_now_ns(),
+            since_ns,
         });
         handed = true;
     }

@@ -8,6 +8,7 @@
 //! exec until it is probed ([`exec_hold`]); files are told apart by [`file_identity`].
 pub mod elf;
 pub mod exec_hold;
+pub mod exec_hold_guard;
 pub mod exec_watcher;
 pub mod executable_resolvers;
 pub mod features;

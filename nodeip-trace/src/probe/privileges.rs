@@ -111,12 +111,23 @@ pub struct DroppedCapabilities {
 /// Drops every capability but the [`KEPT`] ones the process has, from all sets (see the module
 /// doc). Errs, with what it had done, when the kernel refuses a step.
 pub fn drop_to_running_set() -> Result<DroppedCapabilities, ProbeError> {
+    drop_keeping(kept_mask())
+}
+
+/// Drops every capability, from all sets: for a helper process that only answers on
+/// descriptors it was given (the exec hold's guard).
+pub fn drop_all() -> Result<DroppedCapabilities, ProbeError> {
+    drop_keeping(0)
+}
+
+/// Drops every capability outside `wanted` (a mask of capability bits) from all sets.
+fn drop_keeping(wanted: u64) -> Result<DroppedCapabilities, ProbeError> {
     let fail = |step: &'static str| {
         move |source: std::io::Error| ProbeError::DropCapabilities { step, source }
     };
     let (effective, permitted) =
         current_sets().map_err(fail("reading the capability sets (capget)"))?;
-    let keep = kept_mask() & permitted;
+    let keep = wanted & permitted;
     // The bounding set needs CAP_SETPCAP (which goes last, with the others, in capset); a
     // tracer given only file capabilities has none, and no bounding set to narrow either.
     let can_narrow_bounding = effective & (1u64 << CAP_SETPCAP) != 0;
