@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use nodeip_trace::probe::go_binary::GO_HOST_FUNCTION;
 use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
-use nodeip_trace::probe::loader::GO_HOST_FUNCTION;
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 
 const SORT: &str = "net.sortByRFC6724withSrcs";

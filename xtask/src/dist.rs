@@ -9,11 +9,13 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context as _};
 use sha2::{Digest as _, Sha256};
 
-use crate::setup::MUSL_TARGET;
 use crate::{cargo, run, workspace_root};
 
 /// The version every workspace crate shares (`[workspace.package]`), the tarball's and image's.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The static release binary's target.
+pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// The platform part of the tarball's name.
 const PLATFORM: &str = "x86_64-linux-musl";

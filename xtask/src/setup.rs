@@ -6,6 +6,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _};
 
+use crate::dist::MUSL_TARGET;
 use crate::run;
 
 /// Packages the build and the tests need.
@@ -137,9 +138,6 @@ fn rustup_installed(kind: &str, name: &str) -> bool {
         })
         .unwrap_or(false)
 }
-
-/// The static release binary's target (`cargo xtask dist`).
-pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// Installs whatever is missing.
 pub fn setup() -> anyhow::Result<()> {

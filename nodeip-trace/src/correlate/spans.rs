@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use crate::model::emitted::Emitted;
-use crate::model::getaddrinfo::{GaiConfSeen, GaiSocketOp, GetaddrinfoCall, ResolverSpan};
+use crate::model::getaddrinfo::{GaiConfSeen, GaiSocketOp, GetaddrinfoCall};
 use crate::model::id_hash::IdMap;
 use crate::model::ports::GaiConfText;
+use crate::model::resolver_span::ResolverSpan;
 
 /// The bound on events held for one open call; beyond it they are released ungrouped.
 pub const MAX_HELD_PER_SPAN: usize = 4096;

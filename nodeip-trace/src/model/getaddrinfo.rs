@@ -5,10 +5,6 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::emitted::Emitted;
-use super::event::EventBody;
-use super::frame::Direction;
-use super::netlink::NetlinkMessage;
 use super::ports::GaiConfText;
 
 /// One candidate as glibc's sort saw it.
@@ -156,40 +152,6 @@ pub struct SortInputs {
     pub order: Vec<IpAddr>,
     /// The source of each (`None`: none, the address is unusable).
     pub sources: Vec<Option<IpAddr>>,
-}
-
-/// A resolver call with what its thread did inside it: what flows from correlate to explain.
-#[derive(Clone, Debug)]
-pub struct ResolverSpan {
-    /// The call, as decoded (its `why` not yet filled).
-    pub call: GetaddrinfoCall,
-    /// Frames and events of the thread between the call's entry and return, in order.
-    pub inside: Vec<Emitted>,
-    /// The resolver's `connect`/`getsockname` calls for its sort, in order.
-    pub socket_ops: Vec<GaiSocketOp>,
-    /// Its configuration.
-    pub gai_conf: GaiConfSeen,
-    /// The sort's own inputs, when a probe read them (Go's resolver).
-    pub sort_inputs: Option<SortInputs>,
-}
-
-impl ResolverSpan {
-    /// Every netlink message received inside the call (the resolver's own dumps), in order.
-    pub fn replies(&self) -> impl Iterator<Item = &NetlinkMessage> {
-        self.inside
-            .iter()
-            .filter_map(|e| match e.event().map(|ev| &ev.body) {
-                Some(EventBody::Netlink(n)) if n.direction == Direction::Recv => Some(&n.messages),
-                _ => None,
-            })
-            .flatten()
-            .map(|m| &**m)
-    }
-
-    /// Events (not frames) held inside the call.
-    pub fn events_inside(&self) -> usize {
-        self.inside.iter().filter(|e| e.event().is_some()).count()
-    }
 }
 
 /// Which resolver made a call: the libc whose `getaddrinfo` the probe hooked (the uprobe's attach

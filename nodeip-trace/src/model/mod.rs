@@ -20,6 +20,7 @@ pub mod netlink;
 pub mod nlmon;
 pub mod ports;
 pub mod process;
+pub mod resolver_span;
 
 // The types that move through the pipeline once per event stay small: large, rare parts are
 // boxed. Sizes on 64-bit targets.

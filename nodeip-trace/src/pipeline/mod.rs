@@ -24,11 +24,12 @@ use crate::model::event::{
     ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
 };
 use crate::model::frame::{Direction, NetlinkFrame, Task};
-use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverSpan, SortInputs};
+use crate::model::getaddrinfo::{GetaddrinfoCall, SortInputs};
 use crate::model::id_hash::IdMap;
 use crate::model::netlink::NetlinkMessage;
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
+use crate::model::resolver_span::ResolverSpan;
 
 /// Processes whose namespace is remembered at most; beyond, the memory starts over.
 const MAX_REMEMBERED_PIDS: usize = 16384;

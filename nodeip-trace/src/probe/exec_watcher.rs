@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use super::elf::ElfImage;
 use super::executable_resolvers::classify;
 use super::file_identity::FileIdentity;
+use super::go_binary::GO_SORT_FUNCTION;
 use super::hooks::HookMode;
 use super::libc_locator::{libc_kind, libcs_in_root_of, LibcKind, LibcTarget};
-use super::loader::{AttachedHook, LiveTracer, GO_SORT_FUNCTION};
+use super::loader::{AttachedHook, LiveTracer};
 use super::mapped_file::MappedFile;
 use super::ProbeError;
 

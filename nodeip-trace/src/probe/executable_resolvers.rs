@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::elf::ElfImage;
 use super::file_identity::FileIdentity;
 use super::go_binary::GoBinary;
+use super::go_binary::GO_SORT_FUNCTION;
 use super::libc_locator::LibcKind;
-use super::loader::GO_SORT_FUNCTION;
 use super::mapped_file::MappedFile;
 use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,

@@ -21,6 +21,15 @@ use super::elf::{u32_at, u64_at, ElfError, ElfImage};
 /// The cgo wrapper Go's `net` calls libc's `getaddrinfo` through (cgo builds, Go 1.19–1.27): a
 /// uprobe at its entry marks the thread, so the getaddrinfo that follows says it came from Go.
 pub const GO_CGO_GETADDRINFO: &str = "net._C2func_getaddrinfo";
+/// The function of Go's `net` whose arguments and result the Go resolver probes read.
+pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
+/// The function whose entry gives the name a goroutine looks up.
+pub const GO_LOOKUP_FUNCTION: &str = "net.(*Resolver).goLookupIPCNAMEOrder";
+/// Go's host lookup (`LookupHost`): it returns `/etc/hosts` answers without sorting them.
+pub const GO_HOST_FUNCTION: &str = "net.(*Resolver).goLookupHostOrder";
+/// Go's `lookupIP` (lookup_unix.go): every `LookupIP`/`Dial` lookup passes through it, by Go's
+/// own resolver or by cgo; its RETs send the answers of Go's own resolver that no sort saw.
+pub const GO_LOOKUP_IP_FUNCTION: &str = "net.(*Resolver).lookupIP";
 
 /// Why a Go executable could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -4,22 +4,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
+use crate::probe::go_binary::{
+    GoBinary, SourcesLayout, GO_CGO_GETADDRINFO, GO_HOST_FUNCTION, GO_LOOKUP_FUNCTION,
+    GO_LOOKUP_IP_FUNCTION, GO_SORT_FUNCTION,
+};
 use crate::probe::hooks::{
     tracepoints_of, HookError, HookGroup, HookMode, KernelAttachError, KernelHookMode,
     TracepointHook,
 };
 use crate::probe::libc_locator::LibcKind;
 
-/// The function of Go's `net` whose arguments and result the Go resolver probes read.
-pub const GO_SORT_FUNCTION: &str = "net.sortByRFC6724withSrcs";
-/// The function whose entry gives the name a goroutine looks up.
-pub const GO_LOOKUP_FUNCTION: &str = "net.(*Resolver).goLookupIPCNAMEOrder";
-/// Go's host lookup (`LookupHost`): it returns `/etc/hosts` answers without sorting them.
-pub const GO_HOST_FUNCTION: &str = "net.(*Resolver).goLookupHostOrder";
-/// Go's `lookupIP` (lookup_unix.go): every `LookupIP`/`Dial` lookup passes through it, by Go's
-/// own resolver or by cgo; its RETs send the answers of Go's own resolver that no sort saw.
-pub const GO_LOOKUP_IP_FUNCTION: &str = "net.(*Resolver).lookupIP";
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::uprobe::UProbeScope;
 use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};

@@ -11,8 +11,6 @@ mod attributes;
 mod errno;
 mod genl;
 mod ipvs;
-mod link_walker;
-mod route_walker;
 mod rtnetlink;
 #[cfg(test)]
 mod tests;

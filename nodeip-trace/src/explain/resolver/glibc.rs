@@ -18,9 +18,10 @@ use std::net::IpAddr;
 use super::{connected_candidates, unmapped, ResolverSort};
 use crate::explain::gai_conf::GaiConf;
 use crate::explain::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
-use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
+use crate::model::resolver_span::ResolverSpan;
 
 /// One row of glibc's `in6ai` list (`__check_pf`'s RTM_GETADDR dump).
 struct In6aiRow {

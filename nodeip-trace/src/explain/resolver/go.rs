@@ -24,8 +24,9 @@ use std::cmp::Ordering;
 use std::net::IpAddr;
 
 use super::ResolverSort;
-use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
+use crate::model::resolver_span::ResolverSpan;
 
 /// One address as Go's sort sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

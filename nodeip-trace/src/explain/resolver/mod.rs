@@ -10,7 +10,8 @@ pub mod musl;
 
 use std::net::IpAddr;
 
-use crate::model::getaddrinfo::{GaiSocketOp, GetaddrinfoWhy, ResolverKind, ResolverSpan};
+use crate::model::getaddrinfo::{GaiSocketOp, GetaddrinfoWhy, ResolverKind};
+use crate::model::resolver_span::ResolverSpan;
 
 /// A resolver's destination-address sort, replayed on what a trace saw inside one call.
 pub trait ResolverSort {

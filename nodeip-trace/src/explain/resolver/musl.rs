@@ -23,8 +23,9 @@ use std::cmp::Reverse;
 use std::net::{IpAddr, Ipv6Addr};
 
 use super::{connected_candidates, ResolverSort};
-use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy, ResolverSpan};
+use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
+use crate::model::resolver_span::ResolverSpan;
 
 /// `MAXADDRS` in musl's `lookup.h`: the index term is `48 - i`.
 const MAX_ADDRS: u32 = 48;

@@ -5,8 +5,8 @@
 use super::captures::Xorshift;
 use super::{attr, captured_rtnetlink, mangled_copies, nest};
 use crate::decode::netlink::attributes::{align4, read_u16};
-use crate::decode::netlink::link_walker::link_body;
 use crate::decode::netlink::rtnetlink::link_body_by_crate;
+use crate::decode::netlink::rtnetlink::link_walker::link_body;
 
 /// `(type, payload)` of every `RTM_*LINK` message of the captures.
 fn captured_link_messages() -> Vec<(u16, Vec<u8>)> {

@@ -5,7 +5,7 @@
 use super::captures::Xorshift;
 use super::{attr, captured_rtnetlink, mangled_copies};
 use crate::decode::netlink::attributes::{align4, read_u16};
-use crate::decode::netlink::route_walker::{route_body, RTMSG_LEN};
+use crate::decode::netlink::rtnetlink::route_walker::{route_body, RTMSG_LEN};
 use crate::decode::netlink::rtnetlink::{finish_route_body, route_body_by_crate};
 use crate::decode::netlink::NetlinkDecoder;
 

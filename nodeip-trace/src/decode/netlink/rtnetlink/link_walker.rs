@@ -14,8 +14,10 @@ use netlink_packet_core::{NlaBuffer, ParseableParametrized};
 use netlink_packet_route::link::{LinkAttribute, LinkLayerType, State};
 use netlink_packet_route::AddressFamily;
 
-use super::attributes::{crate_nlas, link_layer_address, read_u16, read_u32, CrateNla};
-use super::rtnetlink::{apply_link_attribute, link_header_body};
+use super::{apply_link_attribute, link_header_body};
+use crate::decode::netlink::attributes::{
+    crate_nlas, link_layer_address, read_u16, read_u32, CrateNla,
+};
 use crate::model::netlink::LinkBody;
 
 /// `sizeof(struct ifinfomsg)`.
@@ -125,7 +127,7 @@ fn crate_string(value: &[u8]) -> Option<&str> {
 /// The link record of an `RTM_*LINK` body (`ifinfomsg` and attributes) without its
 /// `other_attributes` and `master_name`, equal to what netlink-packet-route's parse would
 /// give; `None` when the crate might see the body differently (see the module's note).
-pub(super) fn link_body(payload: &[u8]) -> Option<LinkBody> {
+pub(in crate::decode::netlink) fn link_body(payload: &[u8]) -> Option<LinkBody> {
     let header = payload.get(..IFINFOMSG_LEN)?;
     let family = AddressFamily::from(header[0]);
     let mut body = link_header_body(

@@ -17,14 +17,14 @@ use netlink_packet_core::{NlaBuffer, ParseableParametrized};
 use netlink_packet_route::route::{RouteAttribute, RouteHeader, RouteLwEnCapType};
 use netlink_packet_route::AddressFamily;
 
-use super::attributes::{crate_nlas, CrateNla};
-use super::rtnetlink::route_header_body;
+use super::route_header_body;
+use crate::decode::netlink::attributes::{crate_nlas, CrateNla};
 use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::RouteBody;
 
 /// `sizeof(struct rtmsg)`.
-pub(super) const RTMSG_LEN: usize = 12;
+pub(in crate::decode::netlink) const RTMSG_LEN: usize = 12;
 
 /// `RTA_DST`, `RTA_SRC`, `RTA_IIF`, `RTA_OIF`, `RTA_GATEWAY`, `RTA_PRIORITY`, `RTA_PREFSRC`,
 /// `RTA_MULTIPATH`, `RTA_TABLE`, `RTA_MARK`, `RTA_ENCAP`.
@@ -66,7 +66,7 @@ fn number(value: &[u8]) -> Option<u32> {
 /// `other_attributes`, table name and interface names, with the table id to name (`RTA_TABLE`
 /// when present, else the header's); equal to what netlink-packet-route's parse would give,
 /// or `None` when the crate might see the body differently (see the module's note).
-pub(super) fn route_body(payload: &[u8]) -> Option<(RouteBody, u32)> {
+pub(in crate::decode::netlink) fn route_body(payload: &[u8]) -> Option<(RouteBody, u32)> {
     let header = RouteHeader::parse(payload).ok()?;
     let family = header.address_family;
     if family == AddressFamily::Mpls {
