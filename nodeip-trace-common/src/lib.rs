@@ -775,7 +775,11 @@ const _: () = assert!(
 mod user_pod {
     //! `aya::Pod` impls so userspace can put these records in maps.
     use super::*;
+    // SAFETY: #[repr(C)] and Copy, made of integers and integer arrays only: every bit
+    // pattern is a valid value, which is what aya needs to copy one out of a map.
     unsafe impl aya::Pod for GetaddrinfoInflight {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for NetlinkInflight {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for GaiSocketInflight {}
 }

@@ -6,7 +6,10 @@
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
-#![allow(internal_features)]
+#![allow(
+    internal_features,
+    reason = "counted.rs adds to a shared counter with core::intrinsics::atomic_xadd"
+)]
 
 mod counted;
 mod decision;

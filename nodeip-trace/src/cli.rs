@@ -548,7 +548,10 @@ pub fn run() -> anyhow::Result<Exit> {
                 format,
                 genl_families: genl_families(&genl)?,
             })?;
-            eprintln!("nodeip-trace: wrote {}", done.output.display());
+            nodeip_trace::message::note(format_args!(
+                "nodeip-trace: wrote {}",
+                done.output.display()
+            ));
             Ok(Exit::Success)
         }
         Command::Replay { file, format } => {

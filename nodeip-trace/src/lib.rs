@@ -1,5 +1,7 @@
 //! nodeip-trace: which process picked which node IP address, and why.
 //!
+//! Everything written to stderr goes through `message`, the one module every layer may use.
+//!
 //! The pipeline is visible in the modules and in their imports (checked by
 //! `tests/tests/architecture.rs`: a module imports only modules below it):
 //! - `model` — the floor: events, frames, the decoded netlink message, the getaddrinfo call and
@@ -16,11 +18,13 @@
 //! - `command` — the subcommands (trace, analyze, replay, doctor, explain), composing sources,
 //!   the pipeline and sinks.
 #![deny(missing_docs)]
+#![deny(clippy::print_stderr)]
 
 pub mod command;
 pub mod correlate;
 pub mod decode;
 pub mod explain;
+pub mod message;
 pub mod model;
 pub mod pipeline;
 pub mod probe;

@@ -1,5 +1,6 @@
 //! The `nodeip-trace` binary: parses flags, calls the library's commands, maps errors to exit
 //! codes. Broken pipes are not errors.
+#![deny(clippy::print_stderr)]
 mod cli;
 
 use std::process::ExitCode;
@@ -120,7 +121,10 @@ fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(e) => {
             let error: &(dyn std::error::Error + 'static) = e.as_ref();
-            eprintln!("nodeip-trace: {}", nodeip_trace::command::error_text(error));
+            nodeip_trace::message::note(format_args!(
+                "nodeip-trace: {}",
+                nodeip_trace::command::error_text(error)
+            ));
             nodeip_trace::command::Exit::Failed.into()
         }
     }

@@ -1,7 +1,8 @@
 //! The pipeline is visible in the imports: every userspace module has a rank, and a module may
-//! import only modules of a lower rank (and itself). The floor (`model`) imports nothing above
-//! it; the pure stages follow in pipeline order (decode → correlate → explain → sink); the I/O
-//! adapters (`source`, `probe`) stand on the stages; the driver (`pipeline`) wires them; the
+//! import only modules of a lower rank (and itself). Under all, `message` (stderr) imports
+//! nothing; the floor (`model`) imports nothing above it; the pure stages follow in pipeline
+//! order (decode → correlate → explain → sink); the I/O adapters (`source`, `probe`) stand on
+//! the stages; the driver (`pipeline`) wires them; the
 //! commands and the CLI sit on top. The eBPF crate's modules import each other without a circle.
 //!
 //! Imports are read from the source text (`crate::x` paths outside comments and test modules), so
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 /// Userspace modules, lowest first; a module may import only those before it in this list.
 const RANKS: &[&[&str]] = &[
+    // Every stderr message goes through `message`, which imports nothing.
+    &["message"],
     &["model"],
     &["decode"],
     &["correlate"],
@@ -190,5 +193,147 @@ fn the_import_reader_sees_groups_and_skips_comments() {
     assert_eq!(
         found.into_iter().collect::<Vec<_>>(),
         ["decode", "model", "sink"]
+    );
+}
+
+/// The module path of a source file under `src` (`decode/netlink/mod.rs` → `decode::netlink`,
+/// `main.rs`/`lib.rs` → the root).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("file under src");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "main" | "lib")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The absolute module paths `code` (of the module at `me`) names through `crate::`, `super::`
+/// and `self::` paths, one level of `{…}` groups included; each as far as its lowercase
+/// segments go (a type or function ends it).
+fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
+    fn segments(text: &str) -> (Vec<String>, &str) {
+        let mut out = Vec::new();
+        let mut rest = text;
+        loop {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if name.is_empty() {
+                break;
+            }
+            rest = &rest[name.len()..];
+            out.push(name);
+            match rest.strip_prefix("::") {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+        (out, rest)
+    }
+    let mut found = Vec::new();
+    let starts = ["crate::", "super::", "self::"];
+    let mut at = 0;
+    while let Some((i, start)) = starts
+        .iter()
+        .filter_map(|s| code[at..].find(s).map(|i| (at + i, *s)))
+        .min()
+    {
+        at = i + start.len();
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut base: Vec<String> = match start {
+            "crate::" => Vec::new(),
+            "super::" => me[..me.len().saturating_sub(1)].to_vec(),
+            _ => me.to_vec(),
+        };
+        let (mut path, rest) = segments(&code[at..]);
+        while path.first().is_some_and(|s| s == "super") {
+            path.remove(0);
+            base.pop();
+        }
+        base.extend(path);
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let (more, _) = segments(item.trim());
+                let mut p = base.clone();
+                p.extend(more);
+                found.push(p);
+            }
+        } else {
+            found.push(base);
+        }
+    }
+    for p in &mut found {
+        if let Some(i) = p
+            .iter()
+            .position(|s| !s.chars().next().is_some_and(char::is_lowercase))
+        {
+            p.truncate(i);
+        }
+    }
+    found
+}
+
+/// For each folder of `src`, the imports between its children (a file's, or a subfolder's
+/// files'), and the first circle among them, if any.
+fn folder_circles(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let me = module_path(src, file);
+        for named in named_paths(&code_of(file), &me) {
+            // The deepest folder both sit in; a folder's own mod.rs may name its children.
+            let common = me.iter().zip(&named).take_while(|(a, b)| a == b).count();
+            if common >= me.len() || common >= named.len() {
+                continue;
+            }
+            let (from, to) = (me[common].clone(), named[common].clone());
+            edges
+                .entry(me[..common].to_vec())
+                .or_default()
+                .entry(from)
+                .or_default()
+                .insert(to);
+        }
+    }
+    edges
+        .iter()
+        .filter_map(|(folder, e)| {
+            find_circle(e).map(|c| format!("{}: {}", folder.join("::"), c.join(" → ")))
+        })
+        .collect()
+}
+
+/// Inside a folder, no file imports another that (through others) imports it back: each
+/// folder's files form layers too. Checked for the tool's crate and for xtask.
+#[test]
+fn no_folder_s_files_import_each_other_in_a_circle() {
+    let root = nodeip_trace_tests::workspace_root();
+    let mut circles = Vec::new();
+    for crate_src in ["nodeip-trace/src", "xtask/src"] {
+        for c in folder_circles(&root.join(crate_src)) {
+            circles.push(format!("{crate_src}: {c}"));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles inside folders:\n  {}",
+        circles.join("\n  ")
     );
 }

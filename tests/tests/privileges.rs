@@ -185,8 +185,8 @@ fn a_pcapng_in_another_user_s_directory_still_gets_its_comments() {
     let dir = scratch.path.join("home-of-nobody");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // SAFETY: chown of a directory this test made, to nobody (65534).
     let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: chown of a directory this test made, to nobody (65534).
     assert_eq!(unsafe { libc::chown(c_dir.as_ptr(), 65534, 65534) }, 0);
     let capture = dir.join("incident.pcapng");
     let out = Command::new(tool())

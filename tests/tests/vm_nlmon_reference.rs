@@ -229,6 +229,7 @@ fn compare_with_nlmon(ns: &Netns, mode: &str, n: u8) {
     );
     // Let tcpdump write the last frames (-U: per packet), then stop it.
     std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: a signal to our own child.
     unsafe { libc::kill(tcpdump.0.id() as i32, libc::SIGINT) };
     let _ = tcpdump.0.wait();
 

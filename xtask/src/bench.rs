@@ -111,8 +111,9 @@ pub(crate) struct Usage {
 /// Waits for `pid` and returns its exit status and resource usage.
 pub(crate) fn wait_usage(pid: u32) -> anyhow::Result<(i32, Usage)> {
     let mut status = 0;
-    // SAFETY: rusage is plain data filled by the kernel; pid is our child.
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 fills our two locals; pid is our child.
     let r = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
     if r < 0 {
         bail!("wait4({pid}): {}", std::io::Error::last_os_error());

@@ -421,23 +421,24 @@ pub fn analyze(
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut sink = stdout_sink(format);
     let shown = input_name(path);
-    let mut warn = |w: &AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
+    let mut warn = |w: &AnalyzeWarning| {
+        crate::message::note(format_args!("nodeip-trace: warning: {shown}: {w}"))
+    };
     let show_progress = std::io::stderr().is_terminal() && size >= PROGRESS_MIN_BYTES;
     let mut last = Instant::now();
     let mut progress = |read: u64| {
         if show_progress && last.elapsed().as_millis() >= 500 {
             last = Instant::now();
-            eprint!("\r{}", progress_line(read, size));
+            crate::message::progress(format_args!("{}", progress_line(read, size)));
         }
     };
     let result = analyze_file(path, genl_families, sink.as_mut(), &mut warn, &mut progress);
     if show_progress {
-        // Clear the progress line.
-        eprint!("\r\x1b[K");
+        crate::message::clear_progress();
     }
     let summary = result?;
     if let Some(line) = summary_line(&summary) {
-        eprintln!("nodeip-trace: {shown}: {line}");
+        crate::message::note(format_args!("nodeip-trace: {shown}: {line}"));
     }
     Ok(summary)
 }

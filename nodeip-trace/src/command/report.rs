@@ -171,7 +171,9 @@ fn read_into(
 ) -> Result<(), OfflineError> {
     let path = &opts.input;
     let shown = path.display();
-    let mut warn = |w: &offline::AnalyzeWarning| eprintln!("nodeip-trace: warning: {shown}: {w}");
+    let mut warn = |w: &offline::AnalyzeWarning| {
+        crate::message::note(format_args!("nodeip-trace: warning: {shown}: {w}"))
+    };
     match kind {
         InputKind::Recording => offline::replay_into(path, input, sink)?,
         InputKind::Capture

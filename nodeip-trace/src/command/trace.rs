@@ -174,7 +174,7 @@ impl StartupPhases {
 /// Says what the exec watcher did (one line per outcome).
 fn say_outcomes(outcomes: Vec<ProbeOutcome>) {
     for outcome in outcomes {
-        crate::sink::note(format_args!("nodeip-trace: {outcome}"));
+        crate::message::note(format_args!("nodeip-trace: {outcome}"));
     }
 }
 
@@ -271,6 +271,14 @@ pub enum TraceError {
     /// Outputs failed during the trace (the others were completed).
     #[error("{0}; the other outputs are complete, and a JSON recording that failed was cut back to its last complete line")]
     OutputsFailed(String),
+    /// `--ready-file` could not be written (whoever waits for it would wait for ever).
+    #[error("cannot write the ready file {path}: {source}; give --ready-file a path in a writable directory")]
+    ReadyFile {
+        /// The path given.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// Other I/O (ring buffer polling, signals).
     #[error("{what}: {source}")]
     Io {
@@ -446,7 +454,7 @@ impl Sinks {
         for slot in self.slots.iter_mut().filter(|s| s.failed.is_none()) {
             if let Err(e) = op(slot.sink.as_mut()) {
                 if !e.is_broken_pipe() {
-                    crate::sink::note(format_args!(
+                    crate::message::note(format_args!(
                         "nodeip-trace: {e}; that output is closed, the trace goes on"
                     ));
                 }
@@ -875,7 +883,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         return Err(ProbeError::CannotTrace { blockers }.into());
     }
     for note in features.degradations() {
-        eprintln!("nodeip-trace: {note}");
+        crate::message::note(format_args!("nodeip-trace: {note}"));
     }
     let mut config = opts.config.clone();
     if !opts.command.is_empty() {
@@ -915,13 +923,13 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     // The spill file is made now, so that a directory that cannot take it (none, read-only,
     // a container image without /tmp) is known before a burst needs it.
     if let (Some(spill), Err(e)) = (&opts.spill, source.open_spill()) {
-        eprintln!(
+        crate::message::note(format_args!(
             "nodeip-trace: cannot make the spill file in {} ({e}): records beyond the {} MiB \
              in-memory queue will wait in the ring buffer, and what it cannot hold is lost; set \
              TMPDIR to a writable directory (or --spill-mib 0 to not try)",
             spill.dir.display(),
             crate::source::live::QUEUE_MAX_BYTES >> 20
-        );
+        ));
     }
     let clock = WallClock::now();
     let routes = match tracefs::find() {
@@ -946,7 +954,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     };
     if let Err(why) = &exec_hold {
         if opts.exec_hold.is_some() && config.getaddrinfo {
-            crate::sink::note(format_args!(
+            crate::message::note(format_args!(
                 "nodeip-trace: programs that start during the trace are probed after they start, \
                  so their first lookups can be missed: {why}"
             ));
@@ -1003,7 +1011,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     for mode in tracer.handler_modes.values() {
         *handler_summary.entry(mode).or_default() += 1;
     }
-    eprintln!(
+    crate::message::note(format_args!(
         "nodeip-trace: {attached} hooks attached in {} (netlink capture: {}; new programs held at exec: {}; kernel handlers, --hooks {}: {}), {known} netlink sockets known{}; Ctrl-C stops",
         startup.describe(),
         tracer.netlink_capture,
@@ -1023,14 +1031,14 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
                 .join(", ")
         },
         if failed.is_empty() { String::new() } else { format!(", {} not attached (see `nodeip-trace doctor`)", failed.len()) }
-    );
+    ));
 
     // The command: our own fork of it is followed by the kernel side, so it is traced from
     // its first instruction; then we leave the filter again.
     let mut child = None;
     if let Ok(hold) = &mut exec_hold {
         if let Err(e) = hold.start_threads() {
-            crate::sink::note(format_args!("nodeip-trace: {e}; new programs are not held"));
+            crate::message::note(format_args!("nodeip-trace: {e}; new programs are not held"));
             exec_hold = Err(e.to_string());
         }
     }
@@ -1054,12 +1062,12 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     // Attached, outputs open, the command started with the caller's privileges: keep only what
     // attaching to what starts later needs (docs/security.md).
     match crate::probe::privileges::drop_to_running_set() {
-        Ok(d) => eprintln!(
+        Ok(d) => crate::message::note(format_args!(
             "nodeip-trace: {} capabilities dropped; kept {}",
             d.dropped,
             d.kept.join(", ")
-        ),
-        Err(e) => eprintln!("nodeip-trace: {e}"),
+        )),
+        Err(e) => crate::message::note(format_args!("nodeip-trace: {e}")),
     }
     // After the drop: a thread is made with its creator's capability sets.
     source
@@ -1068,9 +1076,6 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             what: "starting the ring buffer's drain thread",
             source,
         })?;
-    if let Some(path) = &opts.ready_file {
-        let _ = std::fs::write(path, format!("{}\n", std::process::id()));
-    }
 
     let mut sigint = signal(SignalKind::interrupt()).map_err(|source| TraceError::Io {
         what: "installing SIGINT handler",
@@ -1085,8 +1090,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         what: "installing SIGHUP handler",
         source,
     })?;
-    // A stopped tracer would hold every new program of the node until continued: while
-    // programs are held at exec, Ctrl-Z (SIGTSTP) is caught and said, not obeyed.
+    // A stopped tracer would make every new program of the node wait the hold's limit (its
+    // guard lets them go then): while programs are held at exec, Ctrl-Z (SIGTSTP) is caught
+    // and said, not obeyed.
     let mut sigtstp = match &exec_hold {
         Ok(_) => Some(
             signal(SignalKind::from_raw(libc::SIGTSTP)).map_err(|source| TraceError::Io {
@@ -1096,6 +1102,15 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         ),
         Err(_) => None,
     };
+    // Written once every handler is in place: whoever waits for it may signal at once.
+    if let Some(path) = &opts.ready_file {
+        std::fs::write(path, format!("{}\n", std::process::id())).map_err(|source| {
+            TraceError::ReadyFile {
+                path: path.clone(),
+                source,
+            }
+        })?;
+    }
     let mut stopped_by = String::from("running");
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut records = Vec::new();
@@ -1142,7 +1157,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             tokio::select! {
                 _ = held => {}
                 _ = tstp => {
-                    crate::sink::note(format_args!(
+                    crate::message::note(format_args!(
                         "nodeip-trace: not stopping on Ctrl-Z: a stopped tracer would hold every new program at its exec; Ctrl-C ends the trace"
                     ));
                 }
@@ -1216,7 +1231,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             for e in record_errors.drain(..) {
                 record_error_count += 1;
                 if record_error_count == 1 {
-                    crate::sink::note(format_args!("nodeip-trace: {e}"));
+                    crate::message::note(format_args!("nodeip-trace: {e}"));
                 }
             }
             if stop {
@@ -1250,7 +1265,9 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     // Records a size-limited output did not take: the most any one output missed.
     let dropped = sinks.dropped_at_limit();
     for (name, n) in &dropped {
-        eprintln!("nodeip-trace: {name}: {n} records not written (--max-output-mib reached)");
+        crate::message::note(format_args!(
+            "nodeip-trace: {name}: {n} records not written (--max-output-mib reached)"
+        ));
     }
     if let Some(most) = dropped.iter().map(|(_, n)| *n).max() {
         lost.counts

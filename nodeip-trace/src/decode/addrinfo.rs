@@ -191,6 +191,7 @@ mod tests {
         assert_eq!(sockaddr_ip(&v6[..20]), None, "short");
         assert_eq!(sockaddr_ip(&[]), None);
         let rec = GaiSocketRecord {
+            // SAFETY: a plain record header; all zeroes is a valid value.
             header: unsafe { std::mem::zeroed() },
             call: gai_socket_call::GETSOCKNAME,
             ret: 0,

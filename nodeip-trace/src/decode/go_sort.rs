@@ -165,6 +165,7 @@ mod tests {
         name[..6].copy_from_slice(b"node-a");
         let mapped6: [u8; 16] = Ipv4Addr::new(172, 18, 45, 6).to_ipv6_mapped().octets();
         let rec = GoSortRecord {
+            // SAFETY: a plain record header; all zeroes is a valid value.
             header: unsafe { std::mem::zeroed() },
             g: 0xc000_0001,
             addrs_ptr: 0,
@@ -190,6 +191,7 @@ mod tests {
 
     #[test]
     fn a_host_record_is_an_unsorted_go_lookup_and_bad_strings_are_cut() {
+        // SAFETY: a plain record of integers and arrays; all zeroes is a valid value.
         let mut rec: GoHostRecord = unsafe { std::mem::zeroed() };
         rec.name[..6].copy_from_slice(b"node-a");
         rec.name_len = 6;
@@ -216,6 +218,7 @@ mod tests {
 
     #[test]
     fn a_sort_whose_sources_were_not_read_is_shown_and_says_so() {
+        // SAFETY: a plain record of integers and arrays; all zeroes is a valid value.
         let mut rec: GoSortRecord = unsafe { std::mem::zeroed() };
         rec.count = 2;
         rec.flags = go_flags::NO_SOURCES | go_flags::NO_NAME;
@@ -231,6 +234,7 @@ mod tests {
 
     #[test]
     fn a_lookup_no_sort_saw_is_its_answer_or_its_error_with_nothing_to_explain() {
+        // SAFETY: a plain record of integers and arrays; all zeroes is a valid value.
         let mut rec: GoSortRecord = unsafe { std::mem::zeroed() };
         rec.name[..9].copy_from_slice(b"localhost");
         rec.name_len = 9;

@@ -663,6 +663,7 @@ impl KernelFeatures {
         let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown")
             .ok()
             .and_then(|t| lockdown_mode(&t));
+        // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let privileged = trace_blockers(root, &caps.missing, lockdown.as_deref()).is_empty();
         let uprobes = Path::new("/sys/bus/event_source/devices/uprobe").exists();

@@ -391,7 +391,7 @@ mod tests {
     #[test]
     fn the_running_kernel_has_netns_offsets() {
         if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            eprintln!("skipped: this kernel has no BTF");
+            crate::message::skipped("this kernel has no BTF");
             return;
         }
         let types = KernelTypes::running().unwrap();

@@ -152,13 +152,19 @@ mod cut_guard {
     /// No page found cut.
     const NOT_CUT: usize = usize::MAX;
 
-    #[allow(clippy::declare_interior_mutable_const)]
+    #[allow(
+        clippy::declare_interior_mutable_const,
+        reason = "only copied into the static arrays' initialisers, never used as a value"
+    )]
     const EMPTY: AtomicUsize = AtomicUsize::new(0);
     /// Start address of each watched mapping (0: a free entry).
     static STARTS: [AtomicUsize; ENTRIES] = [EMPTY; ENTRIES];
     /// Length of each (0 while an entry is being filled or emptied: the handler skips it).
     static LENS: [AtomicUsize; ENTRIES] = [EMPTY; ENTRIES];
-    #[allow(clippy::declare_interior_mutable_const)]
+    #[allow(
+        clippy::declare_interior_mutable_const,
+        reason = "only copied into CUT_AT's initialiser, never used as a value"
+    )]
     const UNCUT: AtomicUsize = AtomicUsize::new(NOT_CUT);
     /// Offset of the first page found cut in each.
     static CUT_AT: [AtomicUsize; ENTRIES] = [UNCUT; ENTRIES];
@@ -288,8 +294,9 @@ mod tests {
     /// that made a tracer find "no RET" in a Go function another tracer had probed.
     #[test]
     fn another_tracer_s_uprobe_breakpoints_are_not_read_as_code() {
+        // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: registering a uprobe needs root");
+            crate::message::skipped("registering a uprobe needs root");
             return;
         }
         let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")

@@ -128,8 +128,10 @@ ffff8880047d4800 16  -4001      00000000 0        0        0     2        0     
         let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) };
         assert!(fd >= 0);
         // Unbound netlink sockets are not listed in /proc/net/netlink; bind (autobind) first.
+        // SAFETY: sockaddr_nl is plain data; all zeroes is a valid value.
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
+        // SAFETY: binds our own socket to an address on the stack, of its size.
         let rc = unsafe {
             libc::bind(
                 fd,
@@ -140,6 +142,7 @@ ffff8880047d4800 16  -4001      00000000 0        0        0     2        0     
         assert_eq!(rc, 0);
         let mut cache = NetnsCache::default();
         let found = sockets_of(Path::new("/proc"), std::process::id(), &mut cache);
+        // SAFETY: closes our own socket, once.
         unsafe { libc::close(fd) };
         assert!(
             found.iter().any(|s| s.fd == fd as u32 && s.protocol == 0),

@@ -396,7 +396,7 @@ mod tests {
     fn the_root_cgroup_is_found_by_its_id() {
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
         let Some(root) = cgroup2_mount(&mounts) else {
-            eprintln!("skipped: no cgroup2 hierarchy mounted here");
+            crate::message::skipped("no cgroup2 hierarchy mounted here");
             return;
         };
         let id = std::fs::metadata(&root).unwrap().ino();

@@ -95,7 +95,7 @@ impl SizeLimitedSink {
 
     fn drop_one(&mut self) {
         if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-            super::note(format_args!(
+            crate::message::note(format_args!(
                 "nodeip-trace: {} reached --max-output-mib ({} bytes): later records are not written to it, and are counted as lost",
                 self.name, self.limit
             ));

@@ -117,16 +117,6 @@ impl SinkError {
     }
 }
 
-/// Writes one line to stderr in a single write(2). A traced command shares the tracer's stderr,
-/// and `eprintln!` writes a formatted line in pieces that its output lands between (a test saw
-/// "…c.pcapng" and " reached --max-output-mib" split by `ip`'s lines).
-pub fn note(line: std::fmt::Arguments<'_>) {
-    use std::io::Write as _;
-    let mut text = line.to_string();
-    text.push('\n');
-    let _ = std::io::stderr().write_all(text.as_bytes());
-}
-
 /// Creates (or truncates) an output file readable by its owner only (0600): captures and
 /// recordings hold other processes' addresses and requests, and travel to laptops.
 pub fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
@@ -395,7 +385,7 @@ impl EventSink for FrameSinkAdapter {
             }
             pcap::SectionComments::Stream if !self.diagnoses.is_empty() => {
                 let n = self.diagnoses.len();
-                eprintln!(
+                crate::message::note(format_args!(
                     "nodeip-trace: note: {} is a stream whose section header went out first, so \
                      the {n} {} found at the end {} not in it (the text timeline shows \
                      them; a recording, -o FILE, or a pcapng file keeps them)",
@@ -406,7 +396,7 @@ impl EventSink for FrameSinkAdapter {
                     },
                     if n == 1 { "diagnosis" } else { "diagnoses" },
                     if n == 1 { "is" } else { "are" },
-                );
+                ));
                 Ok(())
             }
             pcap::SectionComments::Stream => Ok(()),

@@ -904,10 +904,8 @@ mod tests {
         let wake = || {
             let one = 1u64.to_ne_bytes();
             // SAFETY: 8 bytes to a valid eventfd.
-            assert_eq!(
-                unsafe { libc::write(event.as_raw_fd(), one.as_ptr().cast(), 8) },
-                8
-            );
+            let written = unsafe { libc::write(event.as_raw_fd(), one.as_ptr().cast(), 8) };
+            assert_eq!(written, 8);
         };
         let wakeups = RingWakeups::new(event.as_raw_fd()).unwrap();
         let short = Duration::from_millis(20);

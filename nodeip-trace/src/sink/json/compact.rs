@@ -116,8 +116,10 @@ pub(super) fn append_str(out: &mut Vec<u8>, text: &str) {
 
 /// Appends a [`Name`](crate::model::netlink::Name): one of the decoder's tables (borrowed,
 /// `'static`) as [`append_name`] does, a computed one (owned) as any string.
-// The `Cow` itself, not `&str`: whether it is borrowed is what is read.
-#[allow(clippy::ptr_arg)]
+#[allow(
+    clippy::ptr_arg,
+    reason = "the Cow itself, not &str: whether it is borrowed is what is read"
+)]
 #[inline(always)]
 pub(super) fn append_table_name(out: &mut Vec<u8>, name: &std::borrow::Cow<'static, str>) {
     match name {

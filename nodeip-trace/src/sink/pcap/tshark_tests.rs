@@ -318,9 +318,9 @@ fn lua_script() -> PathBuf {
 fn lua_ipvs_dissector_decodes_services_and_destinations() {
     let version = run_tshark(&["-v"]);
     if !version.contains("with Lua") {
-        eprintln!(
-            "SKIPPED lua_ipvs_dissector_decodes_services_and_destinations: this tshark was built \
-             without Lua (`tshark -v` does not say \"with Lua\")"
+        crate::message::skipped(
+            "lua_ipvs_dissector_decodes_services_and_destinations: this tshark was built \
+             without Lua (`tshark -v` does not say \"with Lua\")",
         );
         return;
     }
