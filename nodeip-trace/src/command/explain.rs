@@ -158,7 +158,7 @@ fn kernel_messages(opts: &ExplainOptions) -> Result<(Vec<NetlinkMessage>, String
         return Ok((collector.messages, file.display().to_string()));
     }
     let path = opts.netns.as_ref().map(|n| Path::new("/run/netns").join(n));
-    let messages = crate::probe::kernel_dump::node_messages(path.as_deref()).map_err(|source| {
+    let messages = crate::host::kernel_dump::node_messages(path.as_deref()).map_err(|source| {
         ExplainError::Netns {
             name: opts.netns.clone().unwrap_or_default(),
             path: path.clone().unwrap_or_default(),
@@ -177,7 +177,7 @@ fn kernel_messages(opts: &ExplainOptions) -> Result<(Vec<NetlinkMessage>, String
 fn go_cgo_choice(opts: &ExplainOptions, name: &str) -> GoResolverChoice {
     let read = |file: &str| std::fs::read_to_string(config_path(&None, &opts.netns, file));
     let (nsswitch, resolv) = (read("nsswitch.conf"), read("resolv.conf"));
-    let hostname = crate::probe::resolver_config::machine_hostname();
+    let hostname = crate::host::resolver_config::machine_hostname();
     let inputs = GoResolverInputs {
         mdns_allow: Path::new("/etc/mdns.allow").exists(),
         ..GoResolverInputs::cgo_build(
@@ -217,7 +217,7 @@ pub fn audit_report(opts: &ExplainOptions) -> Result<node_audit::AuditReport, Ex
     let node_name = opts
         .node_name
         .clone()
-        .unwrap_or_else(crate::probe::resolver_config::machine_hostname);
+        .unwrap_or_else(crate::host::resolver_config::machine_hostname);
     let hosts_path = config_path(&opts.hosts_file, &opts.netns, "hosts");
     let hosts = hosts_addresses(
         &read_optional(&hosts_path, opts.hosts_file.is_some())?,

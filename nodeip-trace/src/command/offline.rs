@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::decode::route_lookup::RouteLookupDecoder;
+use crate::host::mapped_file::MappedFile;
 use crate::model::clock::WallClock;
 use crate::model::emitted::Emitted;
 use crate::model::event::{Event, EventBody, OLDEST_READABLE_SCHEMA, SCHEMA_VERSION};
 use crate::pipeline::Pipeline;
-use crate::probe::mapped_file::MappedFile;
 use crate::sink::text::TextTimelineSink;
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
 use crate::source::capture::{

@@ -1,36 +1,41 @@
 //! `nodeip-trace trace`: attach, optionally run a command, stream the timeline until the command
 //! exits, the duration passes, or Ctrl-C/SIGTERM; then detach, flush and report what was lost.
+//!
+//! This file holds the options, the errors and the run itself (start, the loop, the end); its
+//! parts apart: `outputs` (opening the outputs, the fan-out to them), `child` (the command
+//! `trace -- CMD` starts), `held_execs` (serving the exec hold), `losses` (what was lost).
+mod child;
+mod held_execs;
+mod losses;
+mod outputs;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nodeip_trace_common::counter;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::correlate::process_filter::ProcessFilter;
 use crate::decode::record::RecordError;
 use crate::decode::route_lookup::RouteLookupDecoder;
+use crate::host::netlink_sockets::{scan_all, sockets_of, NetnsCache};
 use crate::model::clock::WallClock;
 use crate::model::emitted::Emitted;
-use crate::model::event::{
-    Event, EventBody, LostReport, RecordingHeader, RunSummary, SCHEMA_VERSION,
-};
-use crate::model::netlink::MessageDetail;
+use crate::model::event::{Event, EventBody, RecordingHeader, RunSummary, SCHEMA_VERSION};
 use crate::pipeline::Pipeline;
-use crate::probe::exec_hold::{ExecHold, Released};
-use crate::probe::exec_watcher::{ExecWatcher, ProbeOutcome};
+use crate::probe::exec_hold::ExecHold;
+use crate::probe::exec_watcher::ExecWatcher;
 use crate::probe::features::KernelFeatures;
 use crate::probe::loader::{LiveTracer, TraceConfig};
-use crate::probe::netlink_sockets::{scan_all, sockets_of, NetnsCache};
 use crate::probe::{tracefs, ProbeError};
-use crate::sink::json::JsonLinesSink;
-use crate::sink::limit::{CountingWriter, LimitedRecords, SizeLimitedSink};
-use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
+use crate::sink::{OutputFormat, SinkError};
 use crate::source::live::{LiveSource, RecordQueue, SpillConfig, WaitingFlag};
+
+use child::{command_outcome, command_path, spawn_command};
+use held_execs::{exec_hold_state, say_outcomes, serve_held_execs};
+use losses::lost_report;
+use outputs::{open_sinks, Sinks, UnstartedOutputs};
 
 /// Options of a trace run (validated by the CLI).
 #[derive(Clone, Debug)]
@@ -171,65 +176,6 @@ impl StartupPhases {
     }
 }
 
-/// Says what the exec watcher did (one line per outcome).
-fn say_outcomes(outcomes: Vec<ProbeOutcome>) {
-    for outcome in outcomes {
-        crate::message::note(format_args!("nodeip-trace: {outcome}"));
-    }
-}
-
-/// What the holder is doing, for the start line and the header: `fanotify, limit 3000 ms`, or
-/// why it is off.
-fn exec_hold_state(hold: &Result<ExecHold, String>) -> String {
-    match hold {
-        Ok(h) => format!(
-            "fanotify permission events, at most {} ms",
-            h.limit().as_millis()
-        ),
-        Err(why) => format!("off ({why})"),
-    }
-}
-
-/// Serves the execs the holder holds: each file classified and probed (and the libcs of the
-/// process's root), the exec let go, and its hold put on the timeline.
-fn serve_held_execs(
-    hold: &ExecHold,
-    watcher: &mut ExecWatcher,
-    tracer: &mut LiveTracer,
-    config: &TraceConfig,
-    pipeline: &mut Pipeline,
-    out: &mut Vec<Emitted>,
-) {
-    for held in hold.take_held() {
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", held.pid)).unwrap_or_default();
-        let outcomes = watcher.on_held_exec(tracer, held.pid, &held.file);
-        let (took, in_time) = match hold.release(&held, true) {
-            Released::InTime(d) => (d, true),
-            Released::AtLimit(d) => (d, false),
-        };
-        let file = std::fs::read_link(format!("/proc/self/fd/{}", held.file.as_raw_fd()))
-            .unwrap_or_default()
-            .display()
-            .to_string();
-        let shown_to_filter = config.comm.as_deref().is_none_or(|c| {
-            let base = file.rsplit('/').next().unwrap_or(&file);
-            base.get(..c.len().min(base.len())) == Some(c) || comm.trim_end() == c
-        }) && (!config.filter_by_pid || tracer.is_traced_pid(held.pid));
-        let (probed, refused): (Vec<_>, Vec<_>) = outcomes.iter().partition(|o| o.probed());
-        let event = crate::model::event::ExecHoldEvent {
-            file,
-            held_us: took.as_micros() as u64,
-            in_time,
-            probed: probed.iter().map(|o| o.to_string()).collect(),
-            refused: refused.iter().map(|o| o.to_string()).collect(),
-        };
-        if shown_to_filter {
-            pipeline.on_exec_hold(held.pid, comm.trim_end(), held.since_ns, event, out);
-        }
-        say_outcomes(outcomes);
-    }
-}
-
 /// Errors of a trace run.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -298,231 +244,6 @@ pub enum TraceEnd {
     Stopped,
 }
 
-/// Counters that mean events were lost (not merely filtered).
-const LOSS_COUNTERS: [(u32, &str); 12] = [
-    (counter::GAI_RINGBUF_FULL, "getaddrinfo_ringbuf_full"),
-    (counter::GAI_INFLIGHT_FULL, "getaddrinfo_inflight_map_full"),
-    (counter::GAI_RESULTS_CUT, "getaddrinfo_results_cut"),
-    (counter::NETLINK_RINGBUF_FULL, "netlink_calls_ringbuf_full"),
-    (counter::NETLINK_BYTES_CUT, "netlink_bytes_cut"),
-    (
-        counter::NETLINK_UNKNOWN_SOCKET,
-        "netlink_calls_on_unknown_socket",
-    ),
-    (counter::NETLINK_INFLIGHT_FULL, "netlink_inflight_map_full"),
-    (
-        counter::NETLINK_CALL_UNSUPPORTED,
-        "netlink_calls_unsupported_syscall",
-    ),
-    (counter::ROUTE_RINGBUF_FULL, "route_lookups_ringbuf_full"),
-    (counter::OTHER_RINGBUF_FULL, "other_records_ringbuf_full"),
-    (
-        counter::HANDLER_INFLIGHT_FULL,
-        "kernel_handler_calls_not_followed",
-    ),
-    (
-        counter::HANDLER_RINGBUF_FULL,
-        "kernel_handler_records_ringbuf_full",
-    ),
-];
-
-/// Turns the kernel counters into a lost report (bytes cut are reported, not summed as events).
-pub fn lost_report(counters: &[u64], record_errors: u64) -> LostReport {
-    let mut counts = BTreeMap::new();
-    let mut lost = 0;
-    for (index, name) in LOSS_COUNTERS {
-        let v = counters.get(index as usize).copied().unwrap_or(0);
-        if v > 0 {
-            counts.insert(name.to_string(), v);
-            if index != counter::NETLINK_BYTES_CUT && index != counter::GAI_RESULTS_CUT {
-                lost += v;
-            }
-        }
-    }
-    if record_errors > 0 {
-        counts.insert("undecodable_records".into(), record_errors);
-        lost += record_errors;
-    }
-    LostReport { counts, lost }
-}
-
-/// One output, and what to do when it fails.
-struct SinkSlot {
-    sink: Box<dyn EventSink>,
-    /// A JSON-lines file: cut back to its last complete line if a write fails (disk full).
-    recording: Option<PathBuf>,
-    /// The write error that closed this output.
-    failed: Option<String>,
-}
-
-/// The outputs of a trace. One that fails (disk full, closed pipe) is closed and said on stderr;
-/// the trace goes on with the others, and stops only when none is left.
-struct Sinks {
-    slots: Vec<SinkSlot>,
-    /// Events written, by kind, in the order kinds first came (a handful: a short list whose
-    /// `&'static str` keys compare by address first beats a map).
-    counts: Vec<(&'static str, u64)>,
-    /// Netlink buffers written out as frames.
-    frames: u64,
-    /// `--max-output-mib` in bytes.
-    max_output_bytes: Option<u64>,
-    /// Records dropped by each size-limited output (name, count).
-    dropped: Vec<(String, Arc<AtomicU64>)>,
-}
-
-/// Bytes a file output collects before each write(2): with 8 KiB, a 100,000-pair burst's
-/// 280 MB of JSON took 35,000 writes, and ext4 spent a sixth of the consumer's CPU in them.
-const FILE_BUFFER_BYTES: usize = 256 << 10;
-
-/// The buffer of a size-limited file output: the limit is seen once a buffer is written out,
-/// so it may be passed by this much.
-const LIMITED_FILE_BUFFER_BYTES: usize = 8 << 10;
-
-impl Sinks {
-    /// A file output's writer, the count of the bytes it has written to the file when outputs
-    /// are size-limited, and how many bytes to collect before each write(2): the limit is seen
-    /// as a buffer is written out, so a limited output buffers 8 KiB
-    /// ([`LIMITED_FILE_BUFFER_BYTES`]); others [`FILE_BUFFER_BYTES`].
-    fn file_destination(
-        &self,
-        file: std::fs::File,
-    ) -> (CountingWriter<std::fs::File>, Option<Arc<AtomicU64>>, usize) {
-        let written = self.max_output_bytes.map(|_| Arc::new(AtomicU64::new(0)));
-        let buffer = if written.is_some() {
-            LIMITED_FILE_BUFFER_BYTES
-        } else {
-            FILE_BUFFER_BYTES
-        };
-        (CountingWriter::new(file, written.clone()), written, buffer)
-    }
-
-    /// A file output's [`Sinks::file_destination`] behind a `BufWriter` of its buffer size.
-    fn file_writer(
-        &self,
-        file: std::fs::File,
-    ) -> (
-        std::io::BufWriter<CountingWriter<std::fs::File>>,
-        Option<Arc<AtomicU64>>,
-    ) {
-        let (out, written, buffer) = self.file_destination(file);
-        (std::io::BufWriter::with_capacity(buffer, out), written)
-    }
-
-    /// Adds a file output, size-limited when its writer counted (see [`Sinks::file_writer`]).
-    fn add_file(
-        &mut self,
-        sink: Box<dyn EventSink>,
-        records: LimitedRecords,
-        name: String,
-        written: Option<Arc<AtomicU64>>,
-        recording: Option<PathBuf>,
-    ) {
-        let sink = match (written, self.max_output_bytes) {
-            (Some(written), Some(limit)) => {
-                let limited = SizeLimitedSink::new(sink, records, name.clone(), written, limit);
-                self.dropped.push((name, limited.dropped_counter()));
-                Box::new(limited)
-            }
-            _ => sink,
-        };
-        self.add(sink, recording);
-    }
-
-    /// Records the size-limited outputs dropped, by output.
-    fn dropped_at_limit(&self) -> Vec<(String, u64)> {
-        self.dropped
-            .iter()
-            .map(|(name, n)| (name.clone(), n.load(Ordering::Relaxed)))
-            .filter(|(_, n)| *n > 0)
-            .collect()
-    }
-
-    fn add(&mut self, sink: Box<dyn EventSink>, recording: Option<PathBuf>) {
-        self.slots.push(SinkSlot {
-            sink,
-            recording,
-            failed: None,
-        });
-    }
-
-    /// Runs `op` on every open output; closes those that fail. Errs only when all have failed.
-    fn each(
-        &mut self,
-        mut op: impl FnMut(&mut dyn EventSink) -> Result<(), SinkError>,
-    ) -> Result<(), SinkError> {
-        let mut last_error = None;
-        for slot in self.slots.iter_mut().filter(|s| s.failed.is_none()) {
-            if let Err(e) = op(slot.sink.as_mut()) {
-                if !e.is_broken_pipe() {
-                    crate::message::note(format_args!(
-                        "nodeip-trace: {e}; that output is closed, the trace goes on"
-                    ));
-                }
-                slot.failed = Some(e.to_string());
-                if let Some(path) = &slot.recording {
-                    let _ = crate::sink::cut_to_last_line(path);
-                }
-                last_error = Some(e);
-            }
-        }
-        match last_error {
-            Some(e) if self.slots.iter().all(|s| s.failed.is_some()) => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    fn write(&mut self, item: &Emitted) -> Result<(), SinkError> {
-        // Every event counts, a resolver call opening its span included.
-        match item {
-            Emitted::Frame(_) => self.frames += 1,
-            _ => {
-                if let Some(e) = item.event() {
-                    let kind = e.body.kind();
-                    match self
-                        .counts
-                        .iter_mut()
-                        .find(|(k, _)| std::ptr::eq(*k, kind) || *k == kind)
-                    {
-                        Some((_, n)) => *n += 1,
-                        None => self.counts.push((kind, 1)),
-                    }
-                }
-            }
-        }
-        self.each(|s| s.write(item))
-    }
-
-    /// Writes a header or summary (not counted as an event).
-    fn write_meta(&mut self, event: &Event) -> Result<(), SinkError> {
-        let item = Emitted::Event(Box::new(event.clone()));
-        self.each(|s| s.write(&item))
-    }
-
-    fn flush(&mut self) -> Result<(), SinkError> {
-        self.each(|s| s.flush())
-    }
-
-    fn finish(&mut self) -> Result<(), SinkError> {
-        self.each(|s| s.finish())
-    }
-
-    /// The most any output reads of a netlink message (none: [`MessageDetail::Shown`]).
-    fn detail(&self) -> MessageDetail {
-        let each = self.slots.iter().map(|slot| slot.sink.detail());
-        each.max().unwrap_or(MessageDetail::Shown)
-    }
-
-    /// Whether any output reads events (see [`EventSink::reads_events`]).
-    fn reads_events(&self) -> bool {
-        self.slots.iter().any(|slot| slot.sink.reads_events())
-    }
-
-    /// The outputs that failed, with why.
-    fn failures(&self) -> Vec<String> {
-        self.slots.iter().filter_map(|s| s.failed.clone()).collect()
-    }
-}
-
 fn meta_event(clock: &WallClock, body: EventBody) -> Event {
     let ts_ns = crate::model::clock::monotonic_now_ns();
     Event {
@@ -534,139 +255,6 @@ fn meta_event(clock: &WallClock, body: EventBody) -> Event {
         comm: Default::default(),
         body,
     }
-}
-
-/// The file `program` names as `execvp` finds it: itself when it has a `/`, else the first
-/// executable of that name in `$PATH`.
-fn command_path(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.contains('/') {
-        return Some(PathBuf::from(program));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|p| {
-                std::fs::metadata(p)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-    })
-}
-
-/// Starts the command. The caller has put this process in the pid filter with fork following on,
-/// so the kernel side adds the child at fork time, before it can exec or do anything.
-fn spawn_command(
-    command: &[String],
-    stdout_to_stderr: bool,
-) -> Result<tokio::process::Child, TraceError> {
-    use std::os::fd::{AsFd, OwnedFd};
-    let mut cmd = tokio::process::Command::new(&command[0]);
-    cmd.args(&command[1..]);
-    if stdout_to_stderr {
-        let stderr: Result<OwnedFd, _> = std::io::stderr().as_fd().try_clone_to_owned();
-        if let Ok(fd) = stderr {
-            cmd.stdout(std::process::Stdio::from(fd));
-        }
-    }
-    cmd.spawn().map_err(|source| TraceError::Spawn {
-        command: command.join(" "),
-        source,
-    })
-}
-
-/// The exit code `trace` passes on for the traced command (a shell's: 128+N when signal N killed
-/// it) and how the summary says the command ended: `command exited (3)`, `command killed by
-/// SIGSEGV (core dumped)`. `None`: waiting for it failed.
-pub fn command_outcome(status: Option<std::process::ExitStatus>) -> (i32, String) {
-    use std::os::unix::process::ExitStatusExt;
-    let Some(status) = status else {
-        return (1, "command ended (waiting for it failed)".into());
-    };
-    if let Some(code) = status.code() {
-        return (code, format!("command exited ({code})"));
-    }
-    let signal = status.signal().unwrap_or(0);
-    let core = if status.core_dumped() {
-        " (core dumped)"
-    } else {
-        ""
-    };
-    (
-        128 + signal,
-        format!("command killed by {}{core}", signal_name(signal)),
-    )
-}
-
-/// `SIGSEGV` for 11; `signal 40` for what has no name here.
-fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSYS => "SIGSYS",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        _ => return format!("signal {signal}"),
-    };
-    name.into()
-}
-
-/// A pcap writer, and the count of its bytes when file outputs are size-limited.
-type PcapOutput = (
-    Box<dyn crate::sink::pcap::FrameSink>,
-    Option<Arc<AtomicU64>>,
-);
-
-/// Opens a pcap (or pcapng) writer on a file, or stdout for `-` (flushed per frame, never
-/// size-limited).
-fn pcap_writer(
-    sinks: &Sinks,
-    files: &mut UnstartedOutputs,
-    path: &std::path::Path,
-    pcapng: bool,
-) -> Result<PcapOutput, TraceError> {
-    use crate::sink::pcap::{NlmonPcapngWriter, NlmonWriter, SectionInfo};
-    let to_stdout = path.as_os_str() == "-";
-    let (out, written): (Box<dyn Write>, _) = if to_stdout {
-        (Box::new(std::io::stdout()), None)
-    } else {
-        let file = files.create(path)?;
-        let (out, written) = sinks.file_writer(file);
-        (Box::new(out), written)
-    };
-    let err = |source: crate::sink::pcap::PcapError| {
-        TraceError::Sink(SinkError::Pcap {
-            what: path.display().to_string(),
-            source,
-        })
-    };
-    let writer: Box<dyn crate::sink::pcap::FrameSink> = if pcapng {
-        Box::new(
-            NlmonPcapngWriter::new(out, &SectionInfo::from_host())
-                .map_err(err)?
-                .with_namespaces(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory))
-                .flush_each_frame(to_stdout),
-        )
-    } else {
-        Box::new(
-            NlmonWriter::new(out)
-                .map_err(err)?
-                .flush_each_frame(to_stdout),
-        )
-    };
-    Ok((writer, written))
 }
 
 /// How often the consumer looks at the queue and its timers unasked. Records wake it themselves:
@@ -685,176 +273,6 @@ const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 /// next pointer out of cold memory. 64 cut its CPU per event by 7–8% (median of 8–10 paired
 /// runs, 32 and 128 alike; BENCHMARKS.md, 2026-11-28 13:00).
 const RECORDS_PER_BATCH: usize = 64;
-
-/// The output files of a trace, opened before anything is attached, kept only once it has
-/// started. A failed start (probes refused, the command not found) leaves no empty recording or
-/// pcap behind to be taken for a trace of nothing, and takes nothing away: an output that was
-/// already a regular file is written to a copy beside it ([`crate::sink::beside`]), which
-/// replaces it when the trace starts, so the earlier recording survives a failed start whole.
-struct UnstartedOutputs {
-    /// Files this trace made: removed unless it starts.
-    made: Vec<std::path::PathBuf>,
-    /// Copies beside existing files, and the file each replaces when the trace starts.
-    replacing: Vec<(std::path::PathBuf, std::path::PathBuf)>,
-}
-
-impl UnstartedOutputs {
-    /// No output opened yet.
-    fn new() -> Self {
-        Self {
-            made: Vec::new(),
-            replacing: Vec::new(),
-        }
-    }
-
-    /// Opens the output file `path` for writing (owner-only, [`crate::sink::create_private`]):
-    /// a new file, or a copy beside an existing regular one (through a symbolic link, beside
-    /// its target, which the link keeps naming). Where no copy can be made beside it (a
-    /// directory this process may not write), the file itself is truncated, as before.
-    fn create(&mut self, path: &std::path::Path) -> Result<std::fs::File, TraceError> {
-        let fail = |source| TraceError::Create {
-            path: path.to_path_buf(),
-            source,
-        };
-        let existing = std::fs::metadata(path)
-            .ok()
-            .filter(|m| m.is_file())
-            .and_then(|m| Some((m, std::fs::canonicalize(path).ok()?)));
-        if let Some((metadata, target)) = existing {
-            let copy = crate::sink::beside(&target, "unstarted");
-            // A copy left by a tracer that was killed before it started (same pid, later boot).
-            let _ = std::fs::remove_file(&copy);
-            if let Ok(file) = crate::sink::create_private_new(&copy) {
-                // The copy keeps the owner of the file it replaces, as truncating that file in
-                // place did (its mode is narrowed to 0600 either way). Best effort: a file
-                // system without owners refuses, and the output is still written.
-                use std::os::unix::fs::MetadataExt as _;
-                let _ =
-                    std::os::unix::fs::fchown(&file, Some(metadata.uid()), Some(metadata.gid()));
-                self.replacing.push((copy, target));
-                return Ok(file);
-            }
-            return crate::sink::create_private(path).map_err(fail);
-        }
-        let is_new = std::fs::symlink_metadata(path).is_err();
-        let file = crate::sink::create_private(path).map_err(fail)?;
-        if is_new {
-            self.made.push(path.to_path_buf());
-        }
-        Ok(file)
-    }
-
-    /// The trace started: its outputs stay, each copy replacing the file it was made beside.
-    fn started(mut self) -> Result<(), TraceError> {
-        self.made.clear();
-        for (copy, target) in std::mem::take(&mut self.replacing) {
-            if let Err(source) = std::fs::rename(&copy, &target) {
-                let _ = std::fs::remove_file(&copy);
-                return Err(TraceError::Create {
-                    path: target,
-                    source,
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for UnstartedOutputs {
-    fn drop(&mut self) {
-        for path in &self.made {
-            let _ = std::fs::remove_file(path);
-        }
-        for (copy, _) in &self.replacing {
-            let _ = std::fs::remove_file(copy);
-        }
-    }
-}
-
-/// The outputs a trace writes, opened before anything is attached: what they read decides
-/// which hooks are worth attaching (a plain pcap alone needs the netlink capture only). Also
-/// whether stdout carries machine output (a traced command's stdout then goes to stderr), and
-/// the generic-netlink families known up front (id → name).
-fn open_sinks(
-    opts: &TraceOptions,
-    files: &mut UnstartedOutputs,
-) -> Result<(Sinks, bool, BTreeMap<u16, String>), TraceError> {
-    let stdout_machine = opts.format.is_some_and(|f| f != OutputFormat::Text)
-        || opts.pcap.as_deref() == Some(std::path::Path::new("-"))
-        || opts.pcapng.as_deref() == Some(std::path::Path::new("-"));
-    let mut sinks = Sinks {
-        slots: Vec::new(),
-        counts: Vec::new(),
-        frames: 0,
-        max_output_bytes: opts.max_output_bytes,
-        dropped: Vec::new(),
-    };
-    // Buffered, flushed after each batch of records (a line-buffered stdout made one write per
-    // event: a third of the tracer's time under load).
-    if let Some(format) = opts.format {
-        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
-        sinks.add(timeline_sink(format, out, "stdout", false), None);
-    }
-    if let Some(path) = &opts.output {
-        let file = files.create(path)?;
-        // The sink collects its lines itself and writes them in one call: no `BufWriter`.
-        let (out, written, write_size) = sinks.file_destination(file);
-        let name = path.display().to_string();
-        sinks.add_file(
-            Box::new(JsonLinesSink::new(out, name.clone(), false).with_write_size(write_size)),
-            LimitedRecords::Events,
-            name,
-            written,
-            Some(path.clone()),
-        );
-    }
-    if let Some(path) = &opts.report {
-        let file = files.create(path)?;
-        sinks.add(
-            Box::new(
-                crate::sink::html::HtmlReportSink::new(
-                    std::io::BufWriter::new(file),
-                    path.display().to_string(),
-                )
-                .with_source("a live trace"),
-            ),
-            None,
-        );
-    }
-    let mut families = crate::probe::kernel_dump::genl_families();
-    families.extend(opts.genl_families.iter().cloned());
-    if let Some(path) = &opts.pcap {
-        let (writer, written) = pcap_writer(&sinks, files, path, false)?;
-        let name = path.display().to_string();
-        sinks.add_file(
-            Box::new(crate::sink::FrameSinkAdapter::new(
-                writer,
-                name.clone(),
-                families.clone(),
-            )),
-            LimitedRecords::Frames,
-            name,
-            written,
-            None,
-        );
-    }
-    if let Some(path) = &opts.pcapng {
-        let (writer, written) = pcap_writer(&sinks, files, path, true)?;
-        let name = path.display().to_string();
-        sinks.add_file(
-            Box::new(
-                crate::sink::FrameSinkAdapter::new(writer, name.clone(), families.clone())
-                    .with_section_comments(crate::sink::pcap::SectionComments::for_output(path))
-                    .with_closing_comment(Box::new(crate::command::explain::node_audit_summary)),
-            ),
-            LimitedRecords::Frames,
-            name,
-            written,
-            None,
-        );
-    }
-    Ok((sinks, stdout_machine, families))
-}
 
 /// Runs a trace.
 pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
@@ -940,10 +358,10 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         None => RouteLookupDecoder::default(),
     };
     let mut pipeline = Pipeline::new(clock, routes)
-        .with_interface_directory(Box::new(crate::probe::kernel_dump::ProcInterfaceDirectory))
-        .with_resolver_config(Box::new(crate::probe::resolver_config::ProcResolverConfig))
+        .with_interface_directory(Box::new(crate::host::kernel_dump::ProcInterfaceDirectory))
+        .with_resolver_config(Box::new(crate::host::resolver_config::ProcResolverConfig))
         .with_process_directory(Box::new(
-            crate::probe::process_table::ProcProcessDirectory::default(),
+            crate::host::process_table::ProcProcessDirectory::default(),
         ));
     // New programs are held at exec until probed, where the kernel allows it (before the
     // start-up scan, so a program that starts during it is held too).
@@ -987,7 +405,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
             schema: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").into(),
             kernel: features.kernel.clone(),
-            host: crate::probe::resolver_config::machine_hostname(),
+            host: crate::host::resolver_config::machine_hostname(),
             hooks: hooks.clone(),
             hook_preference: config.hooks.name().into(),
             netlink_capture: tracer.netlink_capture.clone(),
@@ -1365,37 +783,4 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         return Err(TraceError::OutputsFailed(failures.join("; ")));
     }
     Ok(end)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::ExitStatus;
-
-    use super::command_outcome;
-
-    #[test]
-    fn a_command_that_exits_passes_its_code_on() {
-        assert_eq!(
-            command_outcome(Some(ExitStatus::from_raw(3 << 8))),
-            (3, "command exited (3)".into())
-        );
-    }
-
-    #[test]
-    fn a_crashed_command_is_named_with_its_signal_and_a_shells_code() {
-        // wait(2) status: signal 11 with the core-dump bit (0x80).
-        assert_eq!(
-            command_outcome(Some(ExitStatus::from_raw(11 | 0x80))),
-            (139, "command killed by SIGSEGV (core dumped)".into())
-        );
-        assert_eq!(
-            command_outcome(Some(ExitStatus::from_raw(libc::SIGKILL))),
-            (137, "command killed by SIGKILL".into())
-        );
-        assert_eq!(
-            command_outcome(Some(ExitStatus::from_raw(40))),
-            (168, "command killed by signal 40".into())
-        );
-    }
 }
