@@ -11,8 +11,10 @@
 //! - `explain` — each resolver's sort replayed behind one seam (`explain::resolver`), the
 //!   diagnoses of known failure patterns, the node address audit (pure);
 //! - `sink` — text timeline, JSON lines, nlmon pcap/pcapng, behind one output switch;
+//! - `host` — read-only inspection of the machine: ELF and Go binaries, libcs, BTF, the
+//!   process table and pods, netlink sockets, the resolvers' files;
 //! - `source` (ring buffer, pcap/pcapng reader) and `probe` (load/attach, kernel features,
-//!   `/proc` lookups behind the model's ports) — the I/O edges;
+//!   the exec watcher and the exec hold) — the I/O edges;
 //! - `pipeline` — the driver: assemble → decode → correlate → explain, for live records and
 //!   captured frames alike;
 //! - `command` — the subcommands (trace, analyze, replay, doctor, explain), composing sources,
@@ -24,6 +26,7 @@ pub mod command;
 pub mod correlate;
 pub mod decode;
 pub mod explain;
+pub mod host;
 pub mod message;
 pub mod model;
 pub mod pipeline;

@@ -205,7 +205,7 @@ pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
 /// A generic-netlink family id no family uses on this kernel: 0x3f when free, else the highest
 /// free id (the kernel hands ids out upwards from 0x13, up to 1023).
 pub fn unused_genl_family_id() -> u16 {
-    let used = nodeip_trace::probe::kernel_dump::genl_families();
+    let used = nodeip_trace::host::kernel_dump::genl_families();
     assert!(
         used.contains_key(&0x10),
         "could not list generic netlink families (nlctrl missing): {used:?}"
@@ -218,7 +218,7 @@ pub fn unused_genl_family_id() -> u16 {
 
 /// Whether this kernel has the IPVS generic-netlink family (the VM lane does; the dev VM not).
 pub fn kernel_has_ipvs() -> bool {
-    nodeip_trace::probe::kernel_dump::genl_families()
+    nodeip_trace::host::kernel_dump::genl_families()
         .values()
         .any(|name| name == "IPVS")
 }

@@ -19,6 +19,8 @@ const RANKS: &[&[&str]] = &[
     &["correlate"],
     &["explain"],
     &["sink"],
+    // Read-only inspection of the machine, under the tracer that acts on it.
+    &["host"],
     &["source", "probe"],
     &["pipeline"],
     &["command"],

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// The cgroup2 mount point, from /proc/mounts.
 fn cgroup2_root() -> Option<PathBuf> {
-    nodeip_trace::probe::process_table::cgroup2_mount(
+    nodeip_trace::host::process_table::cgroup2_mount(
         &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
     )
 }

@@ -167,7 +167,7 @@ fn route_model_agrees_with_the_kernel() {
     for (i, layout) in LAYOUTS.iter().enumerate() {
         let (ns, _peer) = build(layout, &format!("rm{i}"));
         let path = std::path::Path::new("/run/netns").join(&ns.name);
-        let messages = nodeip_trace::probe::kernel_dump::node_messages(Some(&path)).unwrap();
+        let messages = nodeip_trace::host::kernel_dump::node_messages(Some(&path)).unwrap();
         let snapshot = NodeSnapshot::from_messages("node-1", vec![], &messages);
         let destinations = layout
             .addresses

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use nodeip_trace::probe::go_binary::GO_HOST_FUNCTION;
-use nodeip_trace::probe::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
+use nodeip_trace::host::go_binary::GO_HOST_FUNCTION;
+use nodeip_trace::host::go_binary::{GoBinary, SourcesLayout, GO_CGO_GETADDRINFO};
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
 
 const SORT: &str = "net.sortByRFC6724withSrcs";
@@ -127,7 +127,7 @@ fn a_stripped_static_musl_go_program_s_getaddrinfo_is_found_through_the_cgo_glue
             if !stripped {
                 assert_eq!(
                     binary.elf.static_resolver(),
-                    Some(nodeip_trace::probe::libc_locator::LibcKind::Musl),
+                    Some(nodeip_trace::host::libc_locator::LibcKind::Musl),
                     "{}",
                     out.display()
                 );

@@ -23,7 +23,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use nodeip_trace::probe::kernel_dump::OWN_REQUEST_SEQ;
+use nodeip_trace::host::kernel_dump::OWN_REQUEST_SEQ;
 use nodeip_trace::source::capture::{CaptureReader, CapturedFrame};
 use nodeip_trace_tests::{
     doctor_report, kernel_has_ipvs, kernel_hook_modes, require_root, tool, Netns, ScratchDir,

@@ -15,7 +15,7 @@ use serde_json::Value;
 const CLIENT: &str = env!("CARGO_BIN_EXE_ipvs_client");
 
 fn ipvs_family_id() -> u16 {
-    nodeip_trace::probe::kernel_dump::genl_families()
+    nodeip_trace::host::kernel_dump::genl_families()
         .into_iter()
         .find(|(_, name)| name == "IPVS")
         .map(|(id, _)| id)

@@ -3,7 +3,7 @@
 //! what was read while it lived), its cgroup from the kernel's cgroup id resolved in the cgroup2
 //! filesystem (valid after the process is gone) or from `/proc/PID/cgroup` on v1-only nodes, and
 //! the runtime, pod and container names from the container runtime's own files
-//! ([`runtime_state`](crate::probe::runtime_state)) or kubelet's log directories when they are
+//! ([`runtime_state`](crate::host::runtime_state)) or kubelet's log directories when they are
 //! readable. Nothing here fails: what cannot be read is left out.
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use crate::decode::cgroup::{
     cgroup_path_from_proc, names_from_runtime_config, parse_cgroup_path, pod_from_log_dir,
 };
+use crate::host::runtime_state::find_runtime_config;
 use crate::model::id_hash::IdMap;
 use crate::model::ports::ProcessDirectory;
 use crate::model::process::{Ancestor, ProcessAttribution};
-use crate::probe::runtime_state::find_runtime_config;
 
 /// Ancestors recorded per process at most.
 const MAX_ANCESTORS: usize = 4;

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::exec_hold_guard::{write_allow, GuardRecord, GROUP_FD};
-use super::file_identity::FileIdentity;
+use crate::host::file_identity::FileIdentity;
 
 /// How long a program may be held at most, by default: the slowest classification measured (an
 /// 80 MB Go program in a TCG guest, docs/exec-hold.md) with room to spare, and short enough that

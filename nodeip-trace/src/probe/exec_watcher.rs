@@ -2,7 +2,7 @@
 //! the trace (held at exec by [`super::exec_hold`] where the kernel allows, else seen at its
 //! `sched_process_exec` record), or the command `trace` starts — is classified once (by device
 //! and inode) and its resolvers probed:
-//! - Go's own resolver in a Go program ([`super::go_binary`]);
+//! - Go's own resolver in a Go program ([`crate::host::go_binary`]);
 //! - the C library's `getaddrinfo` linked into a statically built program (found by its symbol,
 //!   or through the cgo glue of a stripped static cgo Go program, as k3s is);
 //! - for a dynamic program, the libc its process will map: the usual paths under
@@ -15,15 +15,15 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::elf::ElfImage;
 use super::executable_resolvers::classify;
-use super::file_identity::FileIdentity;
-use super::go_binary::GO_SORT_FUNCTION;
 use super::hooks::HookMode;
-use super::libc_locator::{libc_kind, libcs_in_root_of, LibcKind, LibcTarget};
 use super::loader::{AttachedHook, LiveTracer};
-use super::mapped_file::MappedFile;
 use super::ProbeError;
+use crate::host::elf::ElfImage;
+use crate::host::file_identity::FileIdentity;
+use crate::host::go_binary::GO_SORT_FUNCTION;
+use crate::host::libc_locator::{libc_kind, libcs_in_root_of, LibcKind, LibcTarget};
+use crate::host::mapped_file::MappedFile;
 
 /// Files remembered at most; beyond, the memory starts over (a file seen again is read again).
 const MAX_FILES: usize = 16384;

@@ -6,15 +6,15 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::elf::ElfImage;
-use super::file_identity::FileIdentity;
-use super::go_binary::GoBinary;
-use super::go_binary::GO_SORT_FUNCTION;
-use super::libc_locator::LibcKind;
-use super::mapped_file::MappedFile;
 use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
 };
+use crate::host::elf::ElfImage;
+use crate::host::file_identity::FileIdentity;
+use crate::host::go_binary::GoBinary;
+use crate::host::go_binary::GO_SORT_FUNCTION;
+use crate::host::libc_locator::LibcKind;
+use crate::host::mapped_file::MappedFile;
 
 /// A C library's `getaddrinfo` linked into a statically built program.
 pub struct StaticGetaddrinfo {
@@ -123,9 +123,9 @@ fn hostname_choice(pid_dir: &Path, version: &str, cgo: bool) -> GoResolverChoice
             .find(|(k, _)| *k == name.as_bytes())
             .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
     };
-    let hostname = super::resolver_config::machine_hostname();
+    let hostname = crate::host::resolver_config::machine_hostname();
     let godebug = var("GODEBUG");
-    let minor = super::go_binary::go_minor(version).map_or(27, |(_, m)| m);
+    let minor = crate::host::go_binary::go_minor(version).map_or(27, |(_, m)| m);
     let inputs = GoResolverInputs {
         cgo_available: cgo,
         godebug: godebug.as_deref(),
@@ -149,7 +149,7 @@ fn hostname_choice(pid_dir: &Path, version: &str, cgo: bool) -> GoResolverChoice
 pub fn running_executable_resolvers(
     proc: &Path,
 ) -> (Vec<GoResolverTarget>, Vec<StaticResolverTarget>) {
-    use super::go_binary::SourcesLayout;
+    use crate::host::go_binary::SourcesLayout;
     type Found = (Option<GoResolverTarget>, Option<StaticResolverTarget>);
     let mut by_file: HashMap<FileIdentity, Found> = HashMap::new();
     for exe in running_executables(proc) {

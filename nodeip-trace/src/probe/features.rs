@@ -9,8 +9,8 @@ use super::executable_resolvers::{
     running_executable_resolvers, GoResolverTarget, StaticResolverTarget,
 };
 use super::hooks::{KernelHookMode, TRACEPOINT_HOOKS};
-use super::libc_locator::{find_libcs, LibcTarget};
 use super::tracefs;
+use crate::host::libc_locator::{find_libcs, LibcTarget};
 
 /// Kernel handlers behind netlink requests, probed with fentry/fexit or kprobe/kretprobe, as
 /// (function, purpose); the order is `nodeip_trace_common::handler_function` order.
@@ -419,7 +419,7 @@ fn sock_tracepoints_listed(hooks: &[HookAvailability]) -> bool {
 /// for every packet or socket call): usable where the tracepoint exists and the kernel's BTF
 /// gives the offsets their programs follow from the arguments.
 fn raw_tracepoint_hooks(hooks: &[HookAvailability]) -> Vec<HookAvailability> {
-    let offsets = crate::probe::kernel_btf::KernelOffsets::running();
+    let offsets = crate::host::kernel_btf::KernelOffsets::running();
     let (socket, route) = (offsets.socket.is_some(), offsets.route.is_some());
     [
         (

@@ -4,15 +4,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::probe::go_binary::{
+use crate::host::go_binary::{
     GoBinary, SourcesLayout, GO_CGO_GETADDRINFO, GO_HOST_FUNCTION, GO_LOOKUP_FUNCTION,
     GO_LOOKUP_IP_FUNCTION, GO_SORT_FUNCTION,
 };
+use crate::host::libc_locator::LibcKind;
 use crate::probe::hooks::{
     tracepoints_of, HookError, HookGroup, HookMode, KernelAttachError, KernelHookMode,
     TracepointHook,
 };
-use crate::probe::libc_locator::LibcKind;
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::uprobe::UProbeScope;
@@ -22,9 +22,9 @@ use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
 
 use super::features::{tracepoint_capture_name, HandlerPlan, HookPreference, KernelFeatures};
-use super::libc_locator::LibcTarget;
-use super::netlink_sockets::NetlinkSocket;
 use super::ProbeError;
+use crate::host::libc_locator::LibcTarget;
+use crate::host::netlink_sockets::NetlinkSocket;
 
 /// The eBPF object built by build.rs.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nodeip-trace"));
@@ -255,7 +255,7 @@ impl LiveTracer {
             tracepoint_field_offset(tracefs.as_deref(), "fib6", "fib6_table_lookup", "dport")
                 .unwrap_or(0),
         ];
-        let offsets = crate::probe::kernel_btf::KernelOffsets::running();
+        let offsets = crate::host::kernel_btf::KernelOffsets::running();
         let netns_offsets = offsets.netns.unwrap_or_default();
         let socket_offsets = offsets.socket;
         let route_offsets = offsets.route;

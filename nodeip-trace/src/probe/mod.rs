@@ -1,30 +1,19 @@
-//! probe: everything that talks to the kernel to trace — what it offers ([`features`]), where
-//! libc lives ([`libc_locator`]), which netlink sockets exist ([`netlink_sockets`]), tracefs
-//! ([`tracefs`]), and loading/attaching the eBPF programs with the best hook available
-//! ([`loader`]), the files of traced processes the explanations need ([`resolver_config`]), and
-//! the resolvers linked into executables ([`executable_resolvers`]: Go programs read by
-//! [`go_binary`], static C libraries found through [`elf`]), the one watcher that classifies
-//! and probes every executable a trace meets ([`exec_watcher`]), and holding a new program at
-//! exec until it is probed ([`exec_hold`]); files are told apart by [`file_identity`].
-pub mod elf;
+//! probe: the tracer, everything that acts on the kernel to trace — what it offers
+//! ([`features`]), tracefs ([`tracefs`]), loading and attaching the eBPF programs with the best
+//! hook available ([`loader`], the hook table in [`hooks`]), the resolvers linked into
+//! executables ([`executable_resolvers`]), the one watcher that classifies and probes every
+//! executable a trace meets ([`exec_watcher`]), holding a new program at exec until it is probed
+//! ([`exec_hold`], bounded by its guard process, [`exec_hold_guard`]), and dropping the
+//! capabilities a running trace does not need ([`privileges`]). What it reads of the machine
+//! without changing it lives in [`crate::host`].
 pub mod exec_hold;
 pub mod exec_hold_guard;
 pub mod exec_watcher;
 pub mod executable_resolvers;
 pub mod features;
-pub mod file_identity;
-pub mod go_binary;
 pub mod hooks;
-pub mod kernel_btf;
-pub mod kernel_dump;
-pub mod libc_locator;
 pub mod loader;
-pub mod mapped_file;
-pub mod netlink_sockets;
 pub mod privileges;
-pub mod process_table;
-pub mod resolver_config;
-pub mod runtime_state;
 pub mod tracefs;
 
 /// Errors of the probe layer: each says what failed, on what, and what to do.
