@@ -1,5 +1,5 @@
 //! The judge is real glibc: for random address layouts in network namespaces this test makes,
-//! the order `nodeip_trace::explain::rfc6724::sort` predicts must equal the order
+//! the order `nodeip_trace::explain::resolver::glibc::rfc6724::sort` predicts must equal the order
 //! `getent ahosts` (glibc's getaddrinfo) returns, every time.
 //!
 //! Needs root and `ip netns`; skipped (with a message) otherwise. Namespaces are named
@@ -30,8 +30,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use nodeip_trace::explain::gai_conf::GaiConf;
-use nodeip_trace::explain::rfc6724::{sort, Candidate, SourceFlags, SourceInterface};
+use nodeip_trace::explain::resolver::glibc::gai_conf::GaiConf;
+use nodeip_trace::explain::resolver::glibc::rfc6724::{
+    sort, Candidate, SourceFlags, SourceInterface,
+};
 use nodeip_trace_tests::layouts::{
     destination_pool, make_layout, route_source, run, Layout, Netns, Rng,
 };

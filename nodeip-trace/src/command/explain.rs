@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::offline::{self, OfflineError};
-use crate::explain::gai_conf::GaiConf;
 use crate::explain::node_audit::{self, ComponentSettings, NodeSnapshot};
+use crate::explain::resolver::glibc::gai_conf::GaiConf;
 use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
 };

@@ -1,7 +1,6 @@
-//! explain: why the events are what they are — RFC 6724 ordering as glibc applies it, diagnoses
-//! of the known failure patterns.
+//! explain: why the events are what they are — each resolver's sort replayed behind one seam
+//! ([`resolver`]: glibc's RFC 6724 sort and its gai.conf, musl's, Go's), the diagnoses of the
+//! known failure patterns ([`diagnose`]), and the node address audit ([`node_audit`]).
 pub mod diagnose;
-pub mod gai_conf;
 pub mod node_audit;
 pub mod resolver;
-pub mod rfc6724;

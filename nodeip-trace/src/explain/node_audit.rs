@@ -20,10 +20,10 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::gai_conf::GaiConf;
+use super::resolver::glibc::gai_conf::GaiConf;
+use super::resolver::glibc::rfc6724::{self, Candidate, SourceInterface};
 use super::resolver::go_choice::GoResolverChoice;
 use super::resolver::{go, musl};
-use super::rfc6724::{self, Candidate, SourceInterface};
 use crate::model::event::Diagnosis;
 use crate::model::facts::{AddressFact, LinkFact, RouteFact};
 use crate::model::getaddrinfo::PairWhy;

@@ -35,7 +35,7 @@ pub struct PairWhy {
     pub rule_name: String,
     /// The numbers behind it.
     pub detail: String,
-    /// False when the rule prefers `second` (see `explain::rfc6724::PairDecision::agrees`).
+    /// False when the rule prefers `second` (see `explain::resolver::glibc::rfc6724::PairDecision::agrees`).
     pub agrees: bool,
 }
 

@@ -13,15 +13,18 @@
 //!
 //! The result ([`GetaddrinfoWhy`]) carries the predicted order, the rule (with its numbers) that
 //! decided each adjacent pair of the returned order, and whether prediction and reality agree.
+pub mod gai_conf;
+pub mod rfc6724;
+
 use std::net::IpAddr;
 
 use super::{connected_candidates, unmapped, ResolverSort};
-use crate::explain::gai_conf::GaiConf;
-use crate::explain::rfc6724::{self, Candidate, SourceFlags, SourceInterface};
 use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
 use crate::model::resolver_span::ResolverSpan;
+use gai_conf::GaiConf;
+use rfc6724::{Candidate, SourceFlags, SourceInterface};
 
 /// One row of glibc's `in6ai` list (`__check_pf`'s RTM_GETADDR dump).
 struct In6aiRow {
