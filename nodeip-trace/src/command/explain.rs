@@ -13,7 +13,7 @@ use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
 };
 use crate::model::emitted::Emitted;
-use crate::model::event::EventBody;
+use crate::model::event::{EventBody, Severity};
 use crate::model::frame::Direction;
 use crate::model::netlink::NetlinkMessage;
 use crate::sink::{write_report, ReportFormat};
@@ -199,7 +199,7 @@ pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainEr
     Ok(report
         .findings
         .iter()
-        .any(|d| d.severity == "warning" || d.severity == "error"))
+        .any(|d| d.severity >= Severity::Warning))
 }
 
 /// The audit of this node's namespace with every component's defaults, summed up for a

@@ -22,10 +22,12 @@ use std::net::IpAddr;
 use compact_str::CompactString;
 
 use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
-use crate::model::event::{Diagnosis, Event, EventBody, NetlinkConversation};
+use crate::model::event::{
+    Diagnosis, DiagnosisId, Event, EventBody, NetlinkConversation, Severity,
+};
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
 use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverKind};
-use crate::model::netlink::MessageBody;
+use crate::model::netlink::{rtm, MessageBody, NETLINK_ROUTE};
 
 /// What one process did that a diagnosis at the end needs.
 #[derive(Default)]
@@ -119,7 +121,7 @@ impl Diagnoser {
                 self.learn(&c.facts);
                 found.extend(self.route_get_to_lo(e, c));
                 found.extend(self.requested_addresses(e, c));
-                if c.dump && c.request.header.type_name == "RTM_GETROUTE" {
+                if c.dump && is_route_get(c) {
                     let view = self.processes.entry(e.pid).or_default();
                     view.comm = e.comm.clone();
                     for r in &c.facts.routes {
@@ -243,8 +245,8 @@ impl Diagnoser {
             e,
             &node,
             Diagnosis {
-                id: "resolvers-disagree".into(),
-                severity: "warning".into(),
+                id: DiagnosisId::ResolversDisagree,
+                severity: Severity::Warning,
                 summary: format!(
                     "{node:?} resolves to {first} first through {} ({}) but to {other_first} first through {}{split}",
                     call.resolver.name(),
@@ -292,8 +294,8 @@ impl Diagnoser {
             e,
             &format!("{} {node}", e.pid),
             Diagnosis {
-                id: "gai-reordered".into(),
-                severity: "warning".into(),
+                id: DiagnosisId::GaiReordered,
+                severity: Severity::Warning,
                 summary: format!(
                     "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: {} moved it ({}){}",
                     who(e),
@@ -315,7 +317,7 @@ impl Diagnoser {
     }
 
     fn route_get_to_lo(&mut self, e: &Event, c: &NetlinkConversation) -> Option<Event> {
-        if c.dump || c.request.header.type_name != "RTM_GETROUTE" {
+        if c.dump || !is_route_get(c) {
             return None;
         }
         let r = c.facts.routes.first()?;
@@ -334,8 +336,8 @@ impl Diagnoser {
             e,
             &format!("{} {dst}", e.pid),
             Diagnosis {
-                id: "route-get-resolves-to-lo".into(),
-                severity: "warning".into(),
+                id: DiagnosisId::RouteGetResolvesToLo,
+                severity: Severity::Warning,
                 summary: format!(
                     "{} asked the kernel for the route to {dst} and got type local, dev lo: {dst} is assigned on this node ({holder}), so an interface chosen by \"which interface reaches {dst}\" is lo",
                     who(e)
@@ -367,8 +369,8 @@ impl Diagnoser {
             facts
         };
         let mut found = Vec::new();
-        match (&c.request.body, c.request.header.type_name.as_ref()) {
-            (MessageBody::Address(_), "RTM_NEWADDR") => {
+        match (&c.request.body, c.request.header.type_id) {
+            (MessageBody::Address(_), rtm::NEWADDR) => {
                 for a in &facts().addresses {
                     let Some(addr) = address_of(&a.address) else {
                         continue;
@@ -378,7 +380,7 @@ impl Diagnoser {
                     found.extend(self.network_address(e, addr, "an address added to an interface"));
                 }
             }
-            (MessageBody::Route(_), "RTM_NEWROUTE") => {
+            (MessageBody::Route(_), rtm::NEWROUTE) => {
                 for r in &facts().routes {
                     if let Some(src) = r.src.as_deref().and_then(address_of) {
                         found.extend(self.network_address(e, src, "a route's src"));
@@ -387,7 +389,7 @@ impl Diagnoser {
                 }
             }
             // calico's IPIP/VXLAN tunnel takes the node address as its local end.
-            (MessageBody::Link(l), "RTM_NEWLINK") => {
+            (MessageBody::Link(l), rtm::NEWLINK) => {
                 if let Some(local) = l.tunnel_local.as_deref().and_then(address_of) {
                     let use_ = "a tunnel's local address";
                     found.extend(self.network_address(e, local, use_));
@@ -411,8 +413,8 @@ impl Diagnoser {
             e,
             &format!("{} {addr} unassigned", e.pid),
             Diagnosis {
-                id: "network-address-used".into(),
-                severity: "error".into(),
+                id: DiagnosisId::NetworkAddressUsed,
+                severity: Severity::Error,
                 summary: format!(
                     "{} used {addr} as {use_}, but {addr} is not assigned on this node",
                     who(e)
@@ -443,8 +445,8 @@ impl Diagnoser {
             e,
             &format!("{} {addr}", e.pid),
             Diagnosis {
-                id: "network-address-used".into(),
-                severity: "error".into(),
+                id: DiagnosisId::NetworkAddressUsed,
+                severity: Severity::Error,
                 summary: format!(
                     "{} used {addr} as {use_}: it is the {which} address of {owner}",
                     who(e)
@@ -481,8 +483,8 @@ impl Diagnoser {
                 about,
                 &format!("{pid} {addr}"),
                 Diagnosis {
-                    id: "secondary-address-skipped".into(),
-                    severity: "warning".into(),
+                    id: DiagnosisId::SecondaryAddressSkipped,
+                    severity: Severity::Warning,
                     summary: format!(
                         "{} created IPVS services for local address {src} but none for {addr}: it read local addresses from the local table, where {addr}'s route has src {src} (a secondary address on {dev})",
                         who(about)
@@ -502,6 +504,12 @@ impl Diagnoser {
         }
         found
     }
+}
+
+/// Whether the conversation's request is an rtnetlink `RTM_GETROUTE` (by protocol and type
+/// number, not by the name shown).
+fn is_route_get(c: &NetlinkConversation) -> bool {
+    c.protocol_id == NETLINK_ROUTE && c.request.header.type_id == rtm::GETROUTE
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use super::resolver::glibc::gai_conf::GaiConf;
 use super::resolver::glibc::rfc6724::{self, Candidate, SourceInterface};
 use super::resolver::go_choice::GoResolverChoice;
 use super::resolver::{go, musl};
-use crate::model::event::Diagnosis;
+use crate::model::event::{Diagnosis, DiagnosisId, Severity};
 use crate::model::facts::{AddressFact, LinkFact, RouteFact};
 use crate::model::getaddrinfo::PairWhy;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
@@ -451,8 +451,8 @@ fn kubelet(
             if s.hosts.first() != Some(&first) && s.hosts.len() > 1 {
                 let decisive = outcome.decisions.first();
                 findings.push(Diagnosis {
-                    id: "gai-reordered".into(),
-                    severity: "warning".into(),
+                    id: DiagnosisId::GaiReordered,
+                    severity: Severity::Warning,
                     summary: format!(
                         "kubelet's node IP would be {first}, not {} listed first for {:?}: glibc re-sorted the lookup{}",
                         s.hosts[0],
@@ -509,8 +509,8 @@ fn check_network_address(
             if addr == net || addr == bcast && in_prefix(addr, a, f.prefix_len) {
                 let which = if addr == net { "network" } else { "broadcast" };
                 findings.push(Diagnosis {
-                    id: "network-address-used".into(),
-                    severity: "error".into(),
+                    id: DiagnosisId::NetworkAddressUsed,
+                    severity: Severity::Error,
                     summary: format!(
                         "{component} would use {addr}, the {which} address of {a}/{} on {}",
                         f.prefix_len, f.ifname
@@ -691,8 +691,8 @@ fn kube_proxy(
         .collect();
     for m in &missed {
         findings.push(Diagnosis {
-            id: "secondary-address-skipped".into(),
-            severity: "warning".into(),
+            id: DiagnosisId::SecondaryAddressSkipped,
+            severity: Severity::Warning,
             summary: format!(
                 "kube-proxy's local-table path gives {} no NodePort service: its local route's src is {}",
                 m.address,
@@ -746,8 +746,8 @@ fn openelb(s: &NodeSnapshot, target: IpAddr, findings: &mut Vec<Diagnosis>) -> C
             .map(|(_, f)| f.ifname.clone())
             .unwrap_or_else(|| "a local route".into());
         findings.push(Diagnosis {
-            id: "route-get-resolves-to-lo".into(),
-            severity: "error".into(),
+            id: DiagnosisId::RouteGetResolvesToLo,
+            severity: Severity::Error,
             summary: format!("OpenELB can_reach:{target} resolves to dev lo: {target} is assigned on this node ({holder}), so the speaker refuses to start"),
             evidence: vec![why.clone()],
             remedy: "use a can_reach target that is never assigned on a node (e.g. the gateway), not an LB or node IP".into(),
@@ -886,8 +886,8 @@ fn resolver_orders(
         .collect();
     if firsts.iter().any(|(_, f)| *f != firsts[0].1) {
         findings.push(Diagnosis {
-            id: "resolvers-disagree".into(),
-            severity: "warning".into(),
+            id: DiagnosisId::ResolversDisagree,
+            severity: Severity::Warning,
             summary: format!(
                 "the node name {:?} comes out differently per resolver: first IPv4 {}",
                 s.hostname,
@@ -927,8 +927,8 @@ pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiCon
     if let (Some(k), Some(c)) = (kubelet_ip, picks[1].picked.first()) {
         if k != *c {
             findings.push(Diagnosis {
-                id: "components-disagree".into(),
-                severity: "info".into(),
+                id: DiagnosisId::ComponentsDisagree,
+                severity: Severity::Info,
                 summary: format!("kubelet's node IP {k} and calico's {c} differ"),
                 evidence: vec![],
                 remedy: "make them agree: kubelet --node-ip and calico IP_AUTODETECTION_METHOD (e.g. kubernetes-internal-ip on v3.22.4+, or cidr=)".into(),
@@ -964,7 +964,7 @@ impl AuditReport {
         if !has_local_routes {
             self.picks.retain(|p| p.component != LOCAL_TABLE_PATH);
             self.findings
-                .retain(|f| f.id != "secondary-address-skipped");
+                .retain(|f| f.id != DiagnosisId::SecondaryAddressSkipped);
             self.local_sources.clear();
             left_out.push(format!(
                 "{LOCAL_TABLE_PATH}: no local-table route (`ip route show table local`) in these events"
@@ -976,7 +976,8 @@ impl AuditReport {
             .any(|p| p.component == "kubelet" && p.picked.is_empty());
         if kubelet_blind {
             self.picks.retain(|p| p.component != "kubelet");
-            self.findings.retain(|f| f.id != "components-disagree");
+            self.findings
+                .retain(|f| f.id != DiagnosisId::ComponentsDisagree);
             left_out.push(
                 "kubelet: neither the node name's hosts entry nor a default route is in these events"
                     .into(),

@@ -312,13 +312,90 @@ pub struct LostReport {
     pub lost: u64,
 }
 
+/// Which known failure pattern a diagnosis names: its stable id (`gai-reordered` in JSON and on
+/// screen), defined once for both engines (the live diagnoses and the node audit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiagnosisId {
+    /// Resolvers (glibc, musl, Go's own) put different addresses first for one name.
+    ResolversDisagree,
+    /// A resolver's sort moved an address ahead of the one listed first.
+    GaiReordered,
+    /// A route lookup for a reachability target answered `local`, `dev lo`.
+    RouteGetResolvesToLo,
+    /// A network or broadcast address (or one assigned nowhere) was used as an address.
+    NetworkAddressUsed,
+    /// A secondary address was skipped where the primary was taken.
+    SecondaryAddressSkipped,
+    /// The components' own rules pick different node addresses.
+    ComponentsDisagree,
+}
+
+impl DiagnosisId {
+    /// The stable id: `gai-reordered`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiagnosisId::ResolversDisagree => "resolvers-disagree",
+            DiagnosisId::GaiReordered => "gai-reordered",
+            DiagnosisId::RouteGetResolvesToLo => "route-get-resolves-to-lo",
+            DiagnosisId::NetworkAddressUsed => "network-address-used",
+            DiagnosisId::SecondaryAddressSkipped => "secondary-address-skipped",
+            DiagnosisId::ComponentsDisagree => "components-disagree",
+        }
+    }
+}
+
+impl std::fmt::Display for DiagnosisId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How bad a diagnosis is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing.
+    Info,
+    /// Likely to pick a wrong address.
+    Warning,
+    /// Picks or uses an address that cannot be right.
+    Error,
+}
+
+impl Severity {
+    /// `info`, `warning` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+
+    /// `INFO`, `WARNING` or `ERROR`, for headlines.
+    pub fn upper(self) -> &'static str {
+        match self {
+            Severity::Info => "INFO",
+            Severity::Warning => "WARNING",
+            Severity::Error => "ERROR",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A diagnosed failure pattern.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Diagnosis {
-    /// Stable id, e.g. `gai-reordered`.
-    pub id: String,
-    /// `info`, `warning` or `error`.
-    pub severity: String,
+    /// Which pattern.
+    pub id: DiagnosisId,
+    /// How bad.
+    pub severity: Severity,
     /// One sentence.
     pub summary: String,
     /// What it rests on: references to events (`ts_ns` + kind) and facts.
@@ -330,12 +407,7 @@ pub struct Diagnosis {
 impl Diagnosis {
     /// Its one line for people: `[WARNING] gai-reordered — summary`.
     pub fn headline(&self) -> String {
-        format!(
-            "[{}] {} — {}",
-            self.severity.to_uppercase(),
-            self.id,
-            self.summary
-        )
+        format!("[{}] {} — {}", self.severity.upper(), self.id, self.summary)
     }
 }
 

@@ -324,7 +324,7 @@ impl<W: Write> PerfettoSink<W> {
                     "summary": d.summary, "evidence": d.evidence, "remedy": d.remedy,
                     "by": format!("{}[{}]", e.comm, e.pid),
                 });
-                let name = format!("{} {}", d.severity.to_uppercase(), d.id);
+                let name = format!("{} {}", d.severity.upper(), d.id);
                 self.global(e.ts_ns, &name, "diagnosis", args)
             }
             Presentation::Line(e) => self.write_line(e),

@@ -11,7 +11,7 @@ use crate::model::event::{
 use crate::model::facts::{AddressFact, RouteFact};
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::model::getaddrinfo::{GetaddrinfoWhy, ResolverKind};
-use crate::model::netlink::{IpvsCommand, MessageBody, MessageDetail, NetlinkMessage};
+use crate::model::netlink::{rtm, IpvsCommand, MessageBody, MessageDetail, NetlinkMessage};
 
 /// Renders the timeline as text.
 pub struct TextTimelineSink<W: Write> {
@@ -311,13 +311,13 @@ fn write_message_summary(out: &mut impl Write, m: &NetlinkMessage) -> std::io::R
             None => write!(out, "{t}{dump} {}", a.family),
         },
         MessageBody::Route(r)
-            if r.dst.is_some() || !dump.is_empty() || m.header.type_name != "RTM_GETROUTE" =>
+            if r.dst.is_some() || !dump.is_empty() || m.header.type_id != rtm::GETROUTE =>
         {
             let write_dst = |out: &mut dyn Write| match r.dst.as_deref() {
                 Some(d) => write!(out, "{d}/{}", r.dst_len),
                 None => out.write_all(b"default"),
             };
-            if m.header.type_name == "RTM_GETROUTE" {
+            if m.header.type_id == rtm::GETROUTE {
                 write!(out, "{t}{dump} ")?;
                 if dump.is_empty() {
                     write_dst(out)

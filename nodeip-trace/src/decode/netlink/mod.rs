@@ -11,7 +11,7 @@ mod attributes;
 mod errno;
 mod genl;
 mod ipvs;
-mod rtnetlink;
+pub(crate) mod rtnetlink;
 #[cfg(test)]
 mod tests;
 

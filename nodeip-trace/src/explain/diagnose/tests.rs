@@ -10,11 +10,11 @@ fn event(pid: u32, comm: &str, ts_ns: u64, body: &str) -> Event {
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
 }
 
-fn ids(events: &[Event]) -> Vec<String> {
+fn ids(events: &[Event]) -> Vec<&'static str> {
     events
         .iter()
         .map(|e| match &e.body {
-            EventBody::Diagnosis(d) => d.id.clone(),
+            EventBody::Diagnosis(d) => d.id.as_str(),
             other => panic!("not a diagnosis: {other:?}"),
         })
         .collect()
@@ -27,11 +27,24 @@ fn run(events: &[Event]) -> Vec<Event> {
     out
 }
 
+/// The rtnetlink type number of `request`'s `"type":"RTM_…"`, as the decoder names it.
+fn rtm_type_id(request: &str) -> u16 {
+    let name = request
+        .split_once(r#""type":""#)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(name, _)| name)
+        .expect("a request with a type");
+    (0..=u16::MAX)
+        .find(|&id| crate::decode::netlink::rtnetlink::message_type_name(id) == name)
+        .unwrap_or_else(|| panic!("{name} is not an rtnetlink type"))
+}
+
 /// A conversation: `request` is the request's `type`/`flags`/`body` JSON, `facts` its facts.
 fn conversation(dump: bool, request: &str, facts: &str) -> String {
+    let type_id = rtm_type_id(request);
     format!(
         r#""kind":"conversation","protocol":"NETLINK_ROUTE","protocol_id":0,"seq":1,"dump":{dump},
-        "request":{{{request},"type_id":0,"flags_raw":1,"seq":1,"pid":0,"len":0}},
+        "request":{{{request},"type_id":{type_id},"flags_raw":1,"seq":1,"pid":0,"len":0}},
         "replies":1,"reply_types":{{}},"reply_buffers":1,"reply_bytes":0,"outcome":"reply",
         "duration_ns":1,"facts":{facts}"#
     )

@@ -278,7 +278,7 @@ fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
     assert!(
         full.findings
             .iter()
-            .any(|f| f.id == "secondary-address-skipped"),
+            .any(|f| f.id == DiagnosisId::SecondaryAddressSkipped),
         "without routes every local src looks missing: {:?}",
         full.findings
     );
@@ -291,7 +291,7 @@ fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
     assert!(partial
         .findings
         .iter()
-        .all(|f| f.id != "secondary-address-skipped"));
+        .all(|f| f.id != DiagnosisId::SecondaryAddressSkipped));
     assert!(partial.local_sources.is_empty());
     assert_eq!(left_out.len(), 2, "{left_out:?}");
     assert!(left_out[0].contains("no local-table route"));

@@ -23,6 +23,20 @@ pub const NETLINK_GENERIC: u16 = 16;
 /// `GENL_ID_CTRL`: the fixed family id of generic netlink's controller, nlctrl.
 pub const GENL_ID_CTRL: u16 = 0x10;
 
+/// rtnetlink message types the explainers and the timeline decide on (`linux/rtnetlink.h`); the
+/// decoder's table names them all. A type is one of these only on `NETLINK_ROUTE` (where the
+/// body is a link, address or route, the protocol is implied).
+pub mod rtm {
+    /// `RTM_NEWLINK`.
+    pub const NEWLINK: u16 = 16;
+    /// `RTM_NEWADDR`.
+    pub const NEWADDR: u16 = 20;
+    /// `RTM_NEWROUTE`.
+    pub const NEWROUTE: u16 = 24;
+    /// `RTM_GETROUTE`.
+    pub const GETROUTE: u16 = 26;
+}
+
 /// A name that is usually one of the decoder's tables (`RTM_GETROUTE`, `REQUEST`, `inet`),
 /// borrowed from them instead of allocated per message; computed names (`RTM_250`) are owned.
 /// Serializes as a plain string.

@@ -18,7 +18,7 @@ use super::{EventSink, SinkError};
 use crate::explain::node_audit::{self, ComponentSettings, NodeSnapshot};
 use crate::explain::resolver::glibc::gai_conf::GaiConf;
 use crate::model::clock::Timestamp;
-use crate::model::event::{Diagnosis, Event, EventBody, RecordingHeader};
+use crate::model::event::{Diagnosis, DiagnosisId, Event, EventBody, RecordingHeader};
 use crate::model::frame::Direction;
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::model::netlink::{MessageBody, NetlinkMessage};
@@ -42,7 +42,7 @@ struct Decisions {
     /// For each diagnosis, each evidence's first row (when it names a drawn event).
     evidence_rows: Vec<Vec<Option<usize>>>,
     /// Each decision row's diagnosis ids.
-    by_row: BTreeMap<usize, Vec<String>>,
+    by_row: BTreeMap<usize, Vec<DiagnosisId>>,
 }
 
 /// Writes the HTML report of everything it is given when the stream ends.
@@ -201,7 +201,7 @@ impl<W: Write> HtmlReportSink<W> {
             by_event.entry(r.event).or_default().push(i);
             by_time.entry(r.event.1).or_default().push(i);
         }
-        let mut marked: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        let mut marked: BTreeMap<usize, Vec<DiagnosisId>> = BTreeMap::new();
         let per_diagnosis = self
             .diagnoses
             .iter()
@@ -214,7 +214,7 @@ impl<W: Write> HtmlReportSink<W> {
                         for &row in rows {
                             let ids = marked.entry(row).or_default();
                             if !ids.contains(&d.id) {
-                                ids.push(d.id.clone());
+                                ids.push(d.id);
                             }
                         }
                         rows.first().copied()

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::escape::Escaped;
 use super::swimlane::{self, LanePlan, Row};
 use crate::explain::node_audit::AuditReport;
-use crate::model::event::{Diagnosis, RecordingHeader};
+use crate::model::event::{Diagnosis, DiagnosisId, RecordingHeader};
 use crate::model::getaddrinfo::GetaddrinfoCall;
 
 const CSS: &str = r#"
@@ -82,7 +82,7 @@ pub struct Page<'a> {
     /// The lanes.
     pub plan: &'a LanePlan,
     /// Row index → ids of the diagnoses resting on it.
-    pub decisions: &'a BTreeMap<usize, Vec<String>>,
+    pub decisions: &'a BTreeMap<usize, Vec<DiagnosisId>>,
     /// The node address audit, when the input held an address dump, and what it leaves out.
     pub audit: Option<(&'a AuditReport, &'a [String])>,
     /// Resolver calls: anchor id, who, the call.
@@ -239,10 +239,10 @@ fn write_diagnoses(out: &mut String, p: &Page<'_>) {
             "<article class=\"diagnosis\" id=\"diag-{}\" data-id=\"{}\" data-severity=\"{}\">\n\
              <h3><span class=\"sev\">{}</span> {}</h3>\n<p>{}</p>\n<ul class=\"evidence\">\n",
             n + 1,
-            Escaped(&d.id),
-            Escaped(&d.severity),
-            Escaped(&d.severity.to_uppercase()),
-            Escaped(&d.id),
+            d.id,
+            d.severity.as_str(),
+            d.severity.upper(),
+            d.id,
             Escaped(&d.summary)
         );
         for (evidence, row) in d.evidence.iter().zip(rows) {
@@ -369,8 +369,8 @@ fn write_findings(out: &mut String, a: &AuditReport) {
             let _ = writeln!(
                 out,
                 "<li><strong>{}</strong> {}: {} <span class=\"muted\">Remedy: {}</span></li>",
-                Escaped(&f.severity.to_uppercase()),
-                Escaped(&f.id),
+                f.severity.upper(),
+                f.id,
                 Escaped(&f.summary),
                 Escaped(&f.remedy)
             );

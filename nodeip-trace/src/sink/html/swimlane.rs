@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::escape::{shortened, Escaped};
-use crate::model::event::{ConversationOutcome, Event, EventBody, NetlinkConversation};
+use crate::model::event::{
+    ConversationOutcome, DiagnosisId, Event, EventBody, NetlinkConversation,
+};
 use crate::model::frame::Direction;
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::sink::text;
@@ -363,7 +365,7 @@ pub fn write_svg(
     out: &mut String,
     rows: &[Row],
     plan: &LanePlan,
-    decisions: &BTreeMap<usize, Vec<String>>,
+    decisions: &BTreeMap<usize, Vec<DiagnosisId>>,
 ) {
     let kernel = plan.lanes.len();
     let lane_w = if kernel + 1 > NARROW_PAST_LANES {
@@ -382,7 +384,7 @@ pub fn write_svg(
         .clamp(40, DETAIL_MAX_CHARS)
         + decisions
             .values()
-            .map(|ids| ids.iter().map(|i| i.len() + 2).sum::<usize>() + 2)
+            .map(|ids| ids.iter().map(|i| i.as_str().len() + 2).sum::<usize>() + 2)
             .max()
             .unwrap_or(0);
     let detail_w = (detail_chars as f64 * CHAR_W) as usize + 16;
@@ -569,7 +571,8 @@ pub fn write_svg(
         }
         let mut detail = String::new();
         if let Some(ids) = decided {
-            detail.push_str(&format!("◆ {}: ", ids.join(", ")));
+            let names: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+            detail.push_str(&format!("◆ {}: ", names.join(", ")));
         }
         if let Some(actor) = &r.actor {
             detail.push_str(actor);
@@ -656,7 +659,7 @@ mod tests {
         ];
         let plan = plan_lanes(&rows, &BTreeMap::new(), &BTreeSet::new());
         let mut svg = String::new();
-        let decisions = BTreeMap::from([(2usize, vec!["route-get-resolves-to-lo".to_string()])]);
+        let decisions = BTreeMap::from([(2usize, vec![DiagnosisId::RouteGetResolvesToLo])]);
         write_svg(&mut svg, &rows, &plan, &decisions);
         assert_eq!(svg.matches("class=\"gap\"").count(), 1);
         assert!(svg.contains("⋯ 3.0 s without events ⋯"), "{svg}");

@@ -122,7 +122,7 @@ fn hostile_names_from_the_node_render_as_text() {
             comm,
         ),
         line(
-            r#""kind":"diagnosis","id":"x<y","severity":"warning","summary":"<i>s</i>","evidence":["getaddrinfo at 2026-11-22T10:00:00.000001Z (ts_ns 1000) by <script>[7]"],"remedy":"&amp;""#,
+            r#""kind":"diagnosis","id":"gai-reordered","severity":"warning","summary":"<i>s</i>","evidence":["getaddrinfo at 2026-11-22T10:00:00.000001Z (ts_ns 1000) by <script>[7]"],"remedy":"&amp;""#,
             "",
         ),
     ]

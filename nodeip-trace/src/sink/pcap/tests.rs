@@ -634,8 +634,8 @@ fn the_adapter_puts_diagnoses_and_summary_in_the_section_header_at_the_end() {
     );
     adapter
         .event(&event(EventBody::Diagnosis(Diagnosis {
-            id: "route-get-resolves-to-lo".into(),
-            severity: "warning".into(),
+            id: crate::model::event::DiagnosisId::RouteGetResolvesToLo,
+            severity: crate::model::event::Severity::Warning,
             summary: "s".into(),
             evidence: vec!["e".into()],
             remedy: "r".into(),
