@@ -390,10 +390,11 @@ fn a_tracer_killed_while_it_holds_a_program_lets_it_go() {
         killed.elapsed()
     );
     assert!(started.elapsed() >= Duration::from_millis(500));
-    // And nothing stays held after a normal exit: a fresh program runs at once.
+    // And nothing stays held after the tracer is gone: a fresh program runs without waiting
+    // the hold's 3 s limit (a fresh copy's exec alone took 1.2 s in the VM lane's TCG guest).
     let t = Instant::now();
     assert_exited_0(exit_status(start_fresh_true(&dir), true).unwrap());
-    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
 
 /// A stopped tracer (SIGSTOP, a debugger) holds a new program no longer than its limit: the
@@ -422,13 +423,24 @@ fn a_stopped_tracer_holds_a_program_no_longer_than_its_limit() {
     };
     let found = guards();
     assert_eq!(found.len(), 1, "one guard process: {guard}");
-    let status = std::fs::read_to_string(found[0].join("status")).unwrap();
-    for set in ["CapEff", "CapPrm"] {
-        let line = status.lines().find(|l| l.starts_with(set)).unwrap();
+    // The guard drops its capabilities as its first act; under QEMU TCG its start may still be
+    // under way when the tracer is ready.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = std::fs::read_to_string(found[0].join("status")).unwrap();
+        let kept: Vec<&str> = ["CapEff", "CapPrm"]
+            .iter()
+            .filter_map(|set| status.lines().find(|l| l.starts_with(set)))
+            .filter(|line| !line.ends_with("0000000000000000"))
+            .collect();
+        if kept.is_empty() {
+            break;
+        }
         assert!(
-            line.ends_with("0000000000000000"),
-            "the guard keeps no capability: {line}"
+            Instant::now() < deadline,
+            "the guard keeps no capability: {kept:?}"
         );
+        std::thread::sleep(Duration::from_millis(50));
     }
     let started = Instant::now();
     let program = start_fresh_true(&dir);
@@ -578,6 +590,9 @@ fn lookups_of_one_address_none_or_an_error_are_events() {
         "resolv.conf",
         "nameserver 10.1.0.5\noptions timeout:1 attempts:1\n",
     );
+    // The namespace asks DNS after its hosts file whatever the machine's own nsswitch.conf says
+    // (the VM lane's guest has `hosts: files`).
+    ns.etc_file("nsswitch.conf", "hosts: files dns\n");
     let dir = ScratchDir::new("hold-answers");
     let _dns = Dnsmasq::start(
         &ns,
