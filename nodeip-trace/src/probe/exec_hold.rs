@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::exec_hold_guard::{write_allow, GuardRecord, GROUP_FD};
+use super::exec_hold_guard::{allow, event_records, GuardRecord, GROUP_FD};
 use crate::host::file_identity::FileIdentity;
 
 /// How long a program may be held at most, by default: the slowest classification measured (an
@@ -391,11 +391,17 @@ fn start_guard(
         .stdin(std::process::Stdio::from(read_end))
         .stdout(std::process::Stdio::null())
         .process_group(0);
-    // SAFETY: between fork and exec the child only calls dup2, which is async-signal-safe;
-    // dup2 clears the close-on-exec flag of the new descriptor.
+    // SAFETY: between fork and exec the child only calls dup2 and fcntl, which are
+    // async-signal-safe. dup2 clears the close-on-exec flag of the new descriptor, but does
+    // nothing when the group already is GROUP_FD: then the flag is cleared by hand.
     unsafe {
         command.pre_exec(move || {
-            if libc::dup2(group_fd, GROUP_FD) < 0 {
+            let r = if group_fd == GROUP_FD {
+                libc::fcntl(GROUP_FD, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(group_fd, GROUP_FD)
+            };
+            if r < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -441,13 +447,6 @@ fn ignore(group: RawFd, file: &std::fs::File) -> bool {
         )
     };
     r == 0
-}
-
-/// Answers the event of `fd` with FAN_ALLOW and closes its fd.
-fn allow(group: RawFd, fd: RawFd) {
-    write_allow(group, fd);
-    // SAFETY: `fd` came from the event and is closed once, here.
-    unsafe { libc::close(fd) };
 }
 
 /// The mount tables whose filesystems are marked: the tracer's own, and the init process's as
@@ -574,17 +573,8 @@ fn on_events(
     bytes: &[u8],
     wake: &tokio::sync::Notify,
 ) {
-    let size = std::mem::size_of::<libc::fanotify_event_metadata>();
-    let mut at = 0;
     let mut handed = false;
-    while at + size <= bytes.len() {
-        // SAFETY: at least `size` bytes remain; the kernel writes whole records.
-        let meta: libc::fanotify_event_metadata =
-            unsafe { std::ptr::read_unaligned(bytes[at..].as_ptr().cast()) };
-        if meta.event_len < size as u32 {
-            break;
-        }
-        at += meta.event_len as usize;
+    for meta in event_records(bytes) {
         if meta.fd < 0 {
             continue;
         }

@@ -9,10 +9,10 @@
 //! (the kernel matches a permission answer by the event's descriptor number alone, whoever
 //! writes it), and while the tracer is stopped it reads the group's new events itself and lets
 //! each go when it has waited the limit. So no program waits much longer than the limit,
-//! whether the tracer runs, is starved or is stopped. It runs in a process group of its own (a terminal's job-control signals do
-//! not reach it), with no capabilities, and ends when the pipe's other end closes: the tracer
-//! ended or was killed, and the group's last descriptor goes with the guard's (the kernel then
-//! lets go everything pending).
+//! whether the tracer runs, is starved or is stopped. It runs in a process group of its own (a
+//! terminal's job-control signals do not reach it), with no capabilities, and ends when the
+//! pipe's other end closes: the tracer ended or was killed, and the group's last descriptor
+//! goes with the guard's (the kernel then lets go everything pending).
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -119,7 +119,7 @@ pub fn stat_says_stopped(stat: &str) -> bool {
 }
 
 /// Answers the event of descriptor number `fd` with `FAN_ALLOW` on `group`.
-pub fn write_allow(group: RawFd, fd: RawFd) {
+fn write_allow(group: RawFd, fd: RawFd) {
     let response = libc::fanotify_response {
         fd,
         response: libc::FAN_ALLOW,
@@ -135,30 +135,46 @@ pub fn write_allow(group: RawFd, fd: RawFd) {
     }
 }
 
+/// Answers the event of `fd` with `FAN_ALLOW` on `group` and closes `fd` (a descriptor the
+/// event gave this process).
+pub fn allow(group: RawFd, fd: RawFd) {
+    write_allow(group, fd);
+    // SAFETY: `fd` came from the event and is closed once, here.
+    unsafe { libc::close(fd) };
+}
+
+/// The event records of `bytes`, read from a fanotify group, in order; a record shorter than
+/// its header ends them.
+pub fn event_records(bytes: &[u8]) -> impl Iterator<Item = libc::fanotify_event_metadata> + '_ {
+    let size = std::mem::size_of::<libc::fanotify_event_metadata>();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at + size > bytes.len() {
+            return None;
+        }
+        // SAFETY: at least `size` bytes remain; the kernel writes whole records.
+        let meta: libc::fanotify_event_metadata =
+            unsafe { std::ptr::read_unaligned(bytes[at..].as_ptr().cast()) };
+        if meta.event_len < size as u32 {
+            return None;
+        }
+        at += meta.event_len as usize;
+        Some(meta)
+    })
+}
+
 /// Reads every event queued on `group` (non-blocking) into `held`: each event's descriptor (the
 /// guard's own) and when it is due, `after` from now.
 fn take_queued(group: RawFd, buf: &mut [u8], after: Duration, held: &mut Vec<(RawFd, u64)>) {
     let due_ns = crate::model::clock::monotonic_now_ns().saturating_add(after.as_nanos() as u64);
-    let size = std::mem::size_of::<libc::fanotify_event_metadata>();
     loop {
         // SAFETY: reads into our buffer, at most its length.
         let len = unsafe { libc::read(group, buf.as_mut_ptr().cast(), buf.len()) };
         if len <= 0 {
             return;
         }
-        let mut at = 0;
-        while at + size <= len as usize {
-            // SAFETY: at least `size` bytes remain; the kernel writes whole records.
-            let meta: libc::fanotify_event_metadata =
-                unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
-            if meta.event_len < size as u32 {
-                return;
-            }
-            at += meta.event_len as usize;
-            if meta.fd >= 0 {
-                held.push((meta.fd, due_ns));
-            }
-        }
+        let fds = event_records(&buf[..len as usize]).map(|meta| meta.fd);
+        held.extend(fds.filter(|fd| *fd >= 0).map(|fd| (fd, due_ns)));
     }
 }
 
@@ -208,9 +224,7 @@ pub fn run(tracer: u32, limit: Duration) {
             if due_ns > now_ns {
                 return true;
             }
-            write_allow(group.as_raw_fd(), fd);
-            // SAFETY: the event's descriptor is the guard's, closed once, here.
-            unsafe { libc::close(fd) };
+            allow(group.as_raw_fd(), fd);
             false
         });
         let stopped = std::fs::read_to_string(&stat_path)
