@@ -524,20 +524,31 @@ pub const SOCKADDR_LEN: usize = 28;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct GaiSocketRecord {
-    /// Common header; `ts_ns` is the syscall exit time.
+    /// Common header; `ts_ns` is the syscall exit time (the hook's time for a cgroup hook).
     pub header: EventHeader,
     /// `gai_socket_call::*`.
     pub call: u32,
-    /// Syscall return value (0, or -errno).
+    /// Syscall return value (0, or -errno); 0 when `flags` has `gai_socket_flags::BEFORE_CALL`.
     pub ret: i32,
-    /// File descriptor.
+    /// File descriptor (syscall tracepoints); -1 from a cgroup hook, which has the socket's
+    /// cookie instead.
     pub fd: i32,
     /// Bytes of `sockaddr` that were read (0 when unreadable).
     pub sockaddr_len: u32,
     /// The socket address as the process passed it (connect) or got it (getsockname).
     pub sockaddr: [u8; SOCKADDR_LEN],
-    /// Padding, always 0.
-    pub _pad: u32,
+    /// `gai_socket_flags::*`.
+    pub flags: u32,
+    /// The socket's cookie (`bpf_get_socket_cookie`) from a cgroup hook; 0 from a tracepoint.
+    pub socket_cookie: u64,
+}
+
+/// Flags of a [`GaiSocketRecord`].
+pub mod gai_socket_flags {
+    /// Seen by a cgroup hook, before the kernel carried the call out: `ret` is unknown. For a
+    /// connect, what follows says how it went (glibc and musl ask `getsockname` only after a
+    /// connect that worked).
+    pub const BEFORE_CALL: u32 = 1;
 }
 
 /// State kept between a `connect`/`getsockname` entry and exit inside getaddrinfo.
@@ -626,7 +637,7 @@ const _: () = assert!(core::mem::size_of::<ExtackRecord>() == 48 + EXTACK_LEN);
 const _: () = assert!(core::mem::size_of::<ExecRecord>() == 48 + 8 + 16 + EXEC_FILENAME_LEN);
 const _: () = assert!(core::mem::size_of::<GetaddrinfoInflight>() == 40);
 const _: () = assert!(core::mem::size_of::<NetlinkInflight>() == 40);
-const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4);
+const _: () = assert!(core::mem::size_of::<GaiSocketRecord>() == 48 + 16 + SOCKADDR_LEN + 4 + 8);
 const _: () = assert!(core::mem::size_of::<GaiSocketInflight>() == 16);
 const _: () = assert!(core::mem::size_of::<NetlinkSocketCall>() == 24);
 const _: () = assert!(

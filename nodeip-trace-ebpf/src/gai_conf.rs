@@ -1,27 +1,31 @@
 //! glibc's `/etc/gai.conf` as a getaddrinfo call reads it: the sort tables the call used,
 //! captured before a short-lived process (getent, a process in its own mount namespace) is gone
 //! and its file with it. glibc reads the file at its first call (and again when it changes),
-//! line by line with `getline` on a `FILE`; an `openat` error means no file: the default tables.
+//! line by line with `getline` on a `FILE`; a failed `fopen` means no file: the default tables.
 //!
-//! The `openat` syscall tracepoints mark the thread and the descriptor (only while a
-//! getaddrinfo call is in flight on the thread, and only for that file: every other `openat`
-//! costs one hash lookup). The contents are then taken from the `FILE`'s own buffer at each
-//! `getline` entry (a uprobe in glibc, where getaddrinfo is probed): each buffer-full the stream
-//! read from the file, once, as it was read. The end of the file is sent when the getaddrinfo
-//! call returns. Elsewhere `getline` costs one array read (`GAI_CONF_READERS`) after the
-//! uprobe's own trap.
+//! A uprobe at glibc's `fopen` marks the thread (only while a getaddrinfo call is in flight on
+//! it, and only for that file: every other `fopen` costs one hash lookup after the uprobe's
+//! trap). The first `getline` after it takes that stream: glibc's `gaiconf_init` reads the file
+//! right after opening it, and nothing else in the sort reads a stream. The contents are then
+//! taken from the `FILE`'s own buffer at each `getline` entry (a uprobe in glibc, where
+//! getaddrinfo is probed): each buffer-full the stream read from the file, once, as it was read.
+//! The end of the file is sent when the getaddrinfo call returns; a call that opened the file
+//! and never read it had no file (`fopen` failed: glibc's default tables). Elsewhere `getline`
+//! costs one array read (`GAI_CONF_READERS`) after the uprobe's own trap.
 //!
 //! Taking the reads at `sys_enter_read`/`sys_exit_read`, as before, made every `read` of the
 //! node fill two tracepoint records: a one-byte read/write loop ran 2.0× slower under the tracer
 //! (BENCHMARKS.md, 2026-11-29 04:14); at the raw `sys_exit` tracepoint every system call paid
-//! instead (1.8×).
+//! instead (1.8×). Taking the open at `sys_enter_openat`/`sys_exit_openat` kept every system call
+//! of the node on the kernel's traced slow path while attached (1.29× on that loop; a syscall
+//! tracepoint marks every task): `fopen` costs only the programs that call it.
 //!
-//! Minimum kernel: 4.7 (syscall tracepoints for BPF), 5.8 for ring buffers.
+//! Minimum kernel: 5.8 (ring buffers).
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_str_bytes},
-    macros::{map, tracepoint, uprobe},
+    macros::{map, uprobe},
     maps::Array,
-    programs::{ProbeContext, TracePointContext},
+    programs::ProbeContext,
 };
 use nodeip_trace_common::{counter, GaiConfRecord, GAI_CONF_PATH, KIND_GAI_CONF};
 
@@ -48,7 +52,7 @@ mod file {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct GaiConfState {
-    /// The file's descriptor; -1 while `openat` is in flight.
+    /// The file's descriptor; [`OPENED`] until the first `getline` after the `fopen`.
     fd: i64,
     /// `_IO_read_ptr` at the last `getline` entry (0: none yet): a buffer whose read pointer
     /// went back holds the file's next bytes.
@@ -74,44 +78,32 @@ fn emit(pid_tgid: u64, ret: i64, buf: u64) {
     entry.submit(crate::submit_flags());
 }
 
-/// `syscalls:sys_enter_openat`: is a getaddrinfo call opening `/etc/gai.conf`?
-#[tracepoint]
-pub fn gai_conf_open_enter(ctx: TracePointContext) -> u32 {
+/// [`GaiConfState::fd`] between the `fopen` of gai.conf and the first `getline` (which gives
+/// the stream's descriptor).
+const OPENED: i64 = -2;
+
+/// `ENOENT`, reported for a gai.conf that was opened and never read: `fopen` failed.
+const ENOENT: i64 = 2;
+
+/// uprobe `fopen(const char *path, const char *mode)` in glibc: is a getaddrinfo call opening
+/// `/etc/gai.conf`?
+#[uprobe]
+pub fn gai_conf_fopen(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if unsafe { GAI_INFLIGHT.get(pid_tgid) }.is_none() {
         return 0;
     }
-    let filename: u64 = unsafe { ctx.read_at(24) }.unwrap_or(0);
+    let filename: u64 = ctx.arg(0).unwrap_or(0);
     let mut name = [0u8; 16];
     if unsafe { bpf_probe_read_user_str_bytes(filename as *const u8, &mut name) }.is_err() {
         return 0;
     }
     if name[..GAI_CONF_PATH.len()] == GAI_CONF_PATH {
         let state = GaiConfState {
-            fd: -1,
+            fd: OPENED,
             seen_ptr: 0,
         };
         let _ = counted::insert(&GAI_CONF_STATE, &GAI_CONF_READERS, pid_tgid, &state);
-    }
-    0
-}
-
-/// `syscalls:sys_exit_openat`: remember the descriptor, or report that there is no file.
-#[tracepoint]
-pub fn gai_conf_open_exit(ctx: TracePointContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(state) = GAI_CONF_STATE.get_ptr_mut(pid_tgid) else {
-        return 0;
-    };
-    if unsafe { (*state).fd } != -1 {
-        return 0;
-    }
-    let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(-1);
-    if ret < 0 {
-        forget(pid_tgid);
-        emit(pid_tgid, ret, 0);
-    } else {
-        unsafe { (*state).fd = ret };
     }
     0
 }
@@ -135,9 +127,15 @@ pub fn gai_conf_getline(ctx: ProbeContext) -> u32 {
     let Some(state) = GAI_CONF_STATE.get_ptr_mut(pid_tgid) else {
         return 0;
     };
-    let open_fd = unsafe { (*state).fd };
     let stream: u64 = ctx.arg(2).unwrap_or(0);
-    if open_fd < 0 || stream == 0 || user_at::<i32>(stream, file::FILENO) != Some(open_fd as i32) {
+    let Some(fileno) = user_at::<i32>(stream, file::FILENO).filter(|_| stream != 0) else {
+        return 0;
+    };
+    if unsafe { (*state).fd } == OPENED {
+        // The first read after the open: glibc's gaiconf_init reading the file it opened.
+        unsafe { (*state).fd = i64::from(fileno) };
+    }
+    if unsafe { (*state).fd } != i64::from(fileno) {
         return 0;
     }
     let (Some(ptr), Some(end), Some(base)) = (
@@ -164,8 +162,9 @@ pub fn call_returned(pid_tgid: u64) {
     let Some(state) = GAI_CONF_STATE.get_ptr_mut(pid_tgid) else {
         return;
     };
-    if unsafe { (*state).fd } >= 0 {
-        emit(pid_tgid, 0, 0);
+    match unsafe { (*state).fd } {
+        OPENED => emit(pid_tgid, -ENOENT, 0),
+        _ => emit(pid_tgid, 0, 0),
     }
     forget(pid_tgid);
 }

@@ -411,6 +411,27 @@ fn header(kind: u32, pid_tgid: u64) -> EventHeader {
     }
 }
 
+/// Writes the common header of a record made now by a cgroup socket-address program, which may
+/// call only the helpers such programs have (no task pointer): the network namespace is left 0
+/// (userspace takes it from the getaddrinfo call the record belongs to).
+///
+/// # Safety
+/// As for [`write_header`].
+#[inline(always)]
+unsafe fn write_sock_addr_header(dst: *mut EventHeader, kind: u32, pid_tgid: u64) {
+    unsafe {
+        (*dst).kind = kind;
+        (*dst).netns = 0;
+        (*dst).ts_ns = bpf_ktime_get_ns();
+        (*dst).pid_tgid = pid_tgid;
+        (*dst).cgroup_id = bpf_get_current_cgroup_id();
+        aya_ebpf::helpers::generated::bpf_get_current_comm(
+            (*dst).comm.as_mut_ptr().cast(),
+            (*dst).comm.len() as u32,
+        );
+    }
+}
+
 /// Writes the common header of a record made now into `dst`, in place (comm straight from the
 /// helper: building the header on the stack and copying it cost zeroing and byte copies, since
 /// the eBPF target's `memset`/`memcpy` are byte loops); returns its timestamp.

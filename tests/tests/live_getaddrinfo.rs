@@ -126,3 +126,45 @@ fn summary_and_header_frame_the_json_stream() {
     assert!(calls >= 1, "{:?}", run.events);
     assert_eq!(summary["events"]["getaddrinfo"], calls, "{summary}");
 }
+
+/// No `syscalls:` tracepoint while tracing where the cgroup hooks serve (a cgroup v2 hierarchy
+/// is mounted: on this host and in the VM lane's guests): a syscall tracepoint would put every
+/// system call of the node on the kernel's traced slow path. The sort's inputs come from the
+/// cgroup hooks, gai.conf's open from the `fopen` uprobe.
+#[test]
+fn a_trace_attaches_no_syscall_tracepoint_where_cgroup_hooks_serve() {
+    require_root();
+    if let Err(e) = nodeip_trace::host::cgroup_root::cgroup2_root() {
+        nodeip_trace_tests::skip_or_fail(&e.to_string());
+        return;
+    }
+    let run = trace_json(&[], &["getent", "ahosts", "localhost"]);
+    assert!(run.output.status.success(), "{}", run.stderr);
+    let hooks: Vec<&str> = run.events[0]["hooks"]
+        .as_array()
+        .expect("hooks in the header")
+        .iter()
+        .filter_map(|h| h.as_str())
+        .collect();
+    let syscall_tracepoints: Vec<&&str> = hooks
+        .iter()
+        .filter(|h| h.contains("tracepoint syscalls:") && !h.contains("FAILED"))
+        .collect();
+    assert!(
+        syscall_tracepoints.is_empty(),
+        "syscall tracepoints attached: {syscall_tracepoints:?}"
+    );
+    for program in [
+        "sort_connect4",
+        "sort_connect6",
+        "sort_getsockname4",
+        "sort_getsockname6",
+    ] {
+        assert!(
+            hooks
+                .iter()
+                .any(|h| h.starts_with(&format!("{program} cgroup ")) && !h.contains("FAILED")),
+            "{program} not attached: {hooks:?}"
+        );
+    }
+}

@@ -2,7 +2,9 @@
 //! EAI_* return codes, and the result list in the order libc returned it.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nodeip_trace_common::{gai_flags, gai_socket_call, GaiSocketRecord, GetaddrinfoRecord};
+use nodeip_trace_common::{
+    gai_flags, gai_socket_call, gai_socket_flags, GaiSocketRecord, GetaddrinfoRecord,
+};
 
 use crate::decode::record::c_string;
 use crate::model::getaddrinfo::{AddrinfoResult, GetaddrinfoCall};
@@ -160,10 +162,15 @@ pub fn sockaddr_ip(sa: &[u8]) -> Option<IpAddr> {
 /// Decodes a `connect`/`getsockname` record made inside getaddrinfo (pure).
 pub fn decode_gai_socket(rec: &GaiSocketRecord) -> GaiSocketOp {
     let len = (rec.sockaddr_len as usize).min(rec.sockaddr.len());
+    let before_call = rec.flags & gai_socket_flags::BEFORE_CALL != 0;
     GaiSocketOp {
         connect: rec.call == gai_socket_call::CONNECT,
-        ret: rec.ret,
-        fd: rec.fd,
+        ret: (!before_call).then_some(rec.ret),
+        socket: if before_call {
+            rec.socket_cookie
+        } else {
+            u64::from(rec.fd as u32)
+        },
         addr: sockaddr_ip(&rec.sockaddr[..len]),
     }
 }
@@ -198,7 +205,8 @@ mod tests {
             fd: 3,
             sockaddr_len: 0,
             sockaddr: v4,
-            _pad: 0,
+            flags: 0,
+            socket_cookie: 0,
         };
         assert_eq!(
             decode_gai_socket(&rec).addr,
@@ -212,6 +220,25 @@ mod tests {
         let op = decode_gai_socket(&read);
         assert!(!op.connect);
         assert_eq!(op.addr, Some("172.18.45.20".parse().unwrap()));
+        assert_eq!(
+            (op.ret, op.socket),
+            (Some(0), 3),
+            "a syscall hook's call and descriptor"
+        );
+        let hooked = GaiSocketRecord {
+            call: gai_socket_call::CONNECT,
+            fd: -1,
+            flags: gai_socket_flags::BEFORE_CALL,
+            socket_cookie: 0x1234_5678_9abc,
+            ..read
+        };
+        let op = decode_gai_socket(&hooked);
+        assert!(op.connect);
+        assert_eq!(
+            (op.ret, op.socket),
+            (None, 0x1234_5678_9abc),
+            "a cgroup hook's call has no outcome yet and names its socket by cookie"
+        );
     }
     use nodeip_trace_common::{AddrinfoEntry, EventHeader, GAI_MAX_RESULTS, GAI_SOCKADDR_LEN};
 

@@ -63,10 +63,12 @@ pub struct GetaddrinfoWhy {
 pub struct GaiSocketOp {
     /// `connect` (true) or `getsockname` (false).
     pub connect: bool,
-    /// The call's return value: 0, or -errno.
-    pub ret: i32,
-    /// File descriptor.
-    pub fd: i32,
+    /// The call's return value: 0, or -errno; `None` when it was seen before the kernel carried
+    /// it out (a cgroup hook): then what follows on the socket says how it went.
+    pub ret: Option<i32>,
+    /// The socket: its descriptor (syscall hooks) or its cookie (cgroup hooks); the same
+    /// socket has the same value within one call.
+    pub socket: u64,
     /// The destination (connect) or the bound source (getsockname); `None` for `AF_UNSPEC`,
     /// other families or an unreadable address.
     pub addr: Option<IpAddr>,

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::executable_resolvers::{
     running_executable_resolvers, GoResolverTarget, StaticResolverTarget,
 };
-use super::hooks::{KernelHookMode, TRACEPOINT_HOOKS};
+use super::hooks::{KernelHookMode, CGROUP_HOOKS, TRACEPOINT_HOOKS};
 use super::tracefs;
 use crate::host::libc_locator::{find_libcs, LibcTarget};
 
@@ -751,6 +751,23 @@ impl KernelFeatures {
                 } else {
                     "tracepoint not in this kernel".into()
                 },
+            });
+        }
+        let cgroup_root = crate::host::cgroup_root::cgroup2_root();
+        for hook in &CGROUP_HOOKS {
+            hooks.push(HookAvailability {
+                mode: "cgroup".into(),
+                target: match &cgroup_root {
+                    Ok(root) => format!("{}@{}", hook.attach, root.display()),
+                    Err(_) => hook.attach.into(),
+                },
+                purpose: format!("{}: preferred to the syscall tracepoints", hook.purpose),
+                available: cgroup_root.is_ok(),
+                reason: cgroup_root
+                    .as_ref()
+                    .err()
+                    .map(|e| format!("{e}; the syscall tracepoints serve instead"))
+                    .unwrap_or_default(),
             });
         }
         hooks.extend(raw_tracepoint_hooks(&hooks));

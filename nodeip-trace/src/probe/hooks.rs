@@ -71,6 +71,8 @@ pub enum HookMode {
     Kprobe,
     /// kretprobe at a kernel function's return.
     Kretprobe,
+    /// A cgroup socket-address program on the root cgroup v2 (runs inside one socket call).
+    Cgroup,
     /// Left unprobed (the plan found nothing this kernel allows).
     Off,
 }
@@ -88,6 +90,7 @@ impl HookMode {
             HookMode::Fexit => "fexit",
             HookMode::Kprobe => "kprobe",
             HookMode::Kretprobe => "kretprobe",
+            HookMode::Cgroup => "cgroup",
             HookMode::Off => "off",
         }
     }
@@ -229,7 +232,7 @@ const fn tp(
 const FLOOR: &str = "5.8";
 
 /// Every tracepoint hook, in the order doctor lists them.
-pub const TRACEPOINT_HOOKS: [TracepointHook; 23] = {
+pub const TRACEPOINT_HOOKS: [TracepointHook; 21] = {
     use HookGroup::*;
     [
         tp("socket_enter", "syscalls", "sys_enter_socket", NetlinkSyscalls, "learn netlink sockets as they are opened", FLOOR),
@@ -247,14 +250,53 @@ pub const TRACEPOINT_HOOKS: [TracepointHook; 23] = {
         tp("fib_table_lookup", "fib", "fib_table_lookup", RouteLookups, "IPv4 route lookups (source selection, route get)", FLOOR),
         tp("fib6_table_lookup", "fib6", "fib6_table_lookup", RouteLookups, "IPv6 route lookups", FLOOR),
         tp("netlink_extack", "netlink", "netlink_extack", NetlinkErrors, "kernel error strings for netlink requests", FLOOR),
-        tp("gai_connect_enter", "syscalls", "sys_enter_connect", Decisions, "source-address decisions (their route lookups are kept); getaddrinfo's sort candidates", FLOOR),
+        tp("gai_connect_enter", "syscalls", "sys_enter_connect", Decisions, "without the cgroup hooks: source-address decisions (their route lookups are kept); getaddrinfo's sort candidates", FLOOR),
         tp("gai_socket_exit", "syscalls", "sys_exit_connect", Decisions, "getaddrinfo's sort: candidates the kernel cannot reach", FLOOR),
-        tp("gai_getsockname_enter", "syscalls", "sys_enter_getsockname", ResolverSort, "getaddrinfo's sort: the source chosen per candidate", FLOOR),
+        tp("gai_getsockname_enter", "syscalls", "sys_enter_getsockname", ResolverSort, "without the cgroup hooks: getaddrinfo's sort: the source chosen per candidate", FLOOR),
         tp("gai_socket_exit", "syscalls", "sys_exit_getsockname", ResolverSort, "getaddrinfo's sort: the source chosen per candidate", FLOOR),
-        tp("gai_conf_open_enter", "syscalls", "sys_enter_openat", ResolverSort, "getaddrinfo's sort: the /etc/gai.conf it opens", FLOOR),
-        tp("gai_conf_open_exit", "syscalls", "sys_exit_openat", ResolverSort, "getaddrinfo's sort: the /etc/gai.conf it opens", FLOOR),
         tp("process_fork", "sched", "sched_process_fork", Processes, "follow descendants of traced processes", FLOOR),
         tp("process_exec", "sched", "sched_process_exec", Processes, "new programs (libc attach, attribution)", FLOOR),
+    ]
+};
+
+/// One cgroup socket-address hook, attached to the root of the cgroup v2 hierarchy: it runs
+/// only inside its socket call, where a syscall tracepoint would put every system call of the
+/// node on the kernel's traced slow path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupHook {
+    /// The eBPF program.
+    pub program: &'static str,
+    /// The attach point (`connect4`, `getsockname6`, …).
+    pub attach: &'static str,
+    /// The tracepoints it stands in for.
+    pub group: HookGroup,
+    /// What it is for.
+    pub purpose: &'static str,
+}
+
+const fn cg(
+    program: &'static str,
+    attach: &'static str,
+    group: HookGroup,
+    purpose: &'static str,
+) -> CgroupHook {
+    CgroupHook {
+        program,
+        attach,
+        group,
+        purpose,
+    }
+}
+
+/// The cgroup hooks, preferred to the `Decisions` and `ResolverSort` tracepoints (kernel >= 5.8
+/// for `getsockname`; a kernel that refuses them keeps the tracepoints).
+pub const CGROUP_HOOKS: [CgroupHook; 4] = {
+    use HookGroup::*;
+    [
+        cg("sort_connect4", "connect4", Decisions, "connect() of IPv4 sockets: source-address decisions (their route lookups are kept); getaddrinfo's sort candidates"),
+        cg("sort_connect6", "connect6", Decisions, "connect() of IPv6 sockets: as for IPv4"),
+        cg("sort_getsockname4", "getsockname4", ResolverSort, "getsockname() of IPv4 sockets: getaddrinfo's sort, the source chosen per candidate"),
+        cg("sort_getsockname6", "getsockname6", ResolverSort, "getsockname() of IPv6 sockets: as for IPv4"),
     ]
 };
 

@@ -10,13 +10,13 @@ use crate::host::go_binary::{
 };
 use crate::host::libc_locator::LibcKind;
 use crate::probe::hooks::{
-    tracepoints_of, HookError, HookGroup, HookMode, KernelAttachError, KernelHookMode,
-    TracepointHook,
+    tracepoints_of, CgroupHook, HookError, HookGroup, HookMode, KernelAttachError, KernelHookMode,
+    TracepointHook, CGROUP_HOOKS,
 };
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::uprobe::UProbeScope;
-use aya::programs::{Program, RawTracePoint, TracePoint, UProbe};
+use aya::programs::{CgroupAttachMode, CgroupSockAddr, Program, RawTracePoint, TracePoint, UProbe};
 use aya::Btf;
 use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
@@ -384,12 +384,19 @@ impl LiveTracer {
             }
         }
         // connect() marks a source-address decision (its route lookups are kept), and is one of
-        // the resolvers' sort probes inside getaddrinfo.
+        // the resolvers' sort probes inside getaddrinfo: at the cgroup hooks where they attach
+        // (only socket calls pay), else at the syscall tracepoints (every system call pays).
+        let mut groups = Vec::new();
         if config.getaddrinfo || config.route_lookups {
-            tps.extend(tracepoints_of(HookGroup::Decisions));
+            groups.push(HookGroup::Decisions);
         }
         if config.getaddrinfo {
-            tps.extend(tracepoints_of(HookGroup::ResolverSort));
+            groups.push(HookGroup::ResolverSort);
+        }
+        if !groups.is_empty() && !self.attach_cgroup_hooks(&groups) {
+            for group in groups {
+                tps.extend(tracepoints_of(group));
+            }
         }
         for hook in tps {
             let (program, category, name) = (hook.program, hook.category, hook.name);
@@ -474,19 +481,24 @@ impl LiveTracer {
                 break;
             }
         }
-        // glibc reads /etc/gai.conf with `getline` inside getaddrinfo: its contents are taken
+        // glibc opens /etc/gai.conf with `fopen` and reads it with `getline` inside
+        // getaddrinfo: its contents are taken
         // from the stream's buffer there (see the eBPF `gai_conf` module). Without it the
         // file is read through /proc/PID/root at the first call, which a short-lived process
         // may not outlive; its getaddrinfo is probed all the same.
         if result.is_ok() && kind == LibcKind::Glibc && offset.is_none() {
-            let target = format!("getline@{}", shown.display());
-            let _ = self.attach_listed_uprobe(
-                "gai_conf_getline",
-                HookMode::Uprobe,
-                (path, target),
-                "getline",
-                None,
-            );
+            // `fopen` says the call opened gai.conf (or failed to); `getline` reads it.
+            for (program, symbol) in [("gai_conf_fopen", "fopen"), ("gai_conf_getline", "getline")]
+            {
+                let target = format!("{symbol}@{}", shown.display());
+                let _ = self.attach_listed_uprobe(
+                    program,
+                    HookMode::Uprobe,
+                    (path, target),
+                    symbol,
+                    None,
+                );
+            }
         }
         result
     }
@@ -912,6 +924,88 @@ impl LiveTracer {
             prog.load().map_err(&err)?;
         }
         prog.attach(category, name).map_err(err)?;
+        Ok(())
+    }
+
+    /// Attaches the cgroup hooks of `groups` to the root of the cgroup v2 hierarchy, each
+    /// beside any other program there (a BPF link), and lists the attempts among the
+    /// hooks. All or none: when one fails, those attached are taken off again (the caller then
+    /// attaches the syscall tracepoints instead) and false is returned.
+    fn attach_cgroup_hooks(&mut self, groups: &[HookGroup]) -> bool {
+        let wanted: Vec<&CgroupHook> = CGROUP_HOOKS
+            .iter()
+            .filter(|h| groups.contains(&h.group))
+            .collect();
+        let root = crate::host::cgroup_root::cgroup2_root()
+            .map_err(|e| HookError::Unavailable(e.to_string()))
+            .and_then(|root| {
+                std::fs::File::open(&root)
+                    .map(|dir| (root.clone(), dir))
+                    .map_err(|e| HookError::Unavailable(format!("opening {}: {e}", root.display())))
+            });
+        let mut attached = Vec::new();
+        let mut all = true;
+        for hook in wanted {
+            let status = match &root {
+                Ok((path, dir)) => {
+                    let target = format!("{}@{}", hook.attach, path.display());
+                    self.attach_cgroup_hook(hook.program, &target, dir)
+                        .map(|()| target)
+                        .map_err(HookError::from)
+                }
+                Err(e) => Err(e.clone()),
+            };
+            let target = match &status {
+                Ok(target) => target.clone(),
+                Err(_) => hook.attach.to_string(),
+            };
+            all &= status.is_ok();
+            if status.is_ok() {
+                attached.push(hook.program);
+            }
+            self.hooks.push(AttachedHook {
+                program: hook.program.into(),
+                mode: HookMode::Cgroup,
+                target,
+                status: status.map(drop),
+            });
+            if !all {
+                break;
+            }
+        }
+        if !all {
+            for program in attached {
+                if let Some(Program::CgroupSockAddr(p)) = self.ebpf.program_mut(program) {
+                    let _ = p.unload();
+                }
+            }
+            for hook in self.hooks.iter_mut().filter(|h| h.mode == HookMode::Cgroup) {
+                if hook.status.is_ok() {
+                    hook.status = Err(HookError::Unavailable(
+                        "taken off again: another cgroup hook failed, the syscall tracepoints serve instead".into(),
+                    ));
+                }
+            }
+        }
+        all
+    }
+
+    fn attach_cgroup_hook(
+        &mut self,
+        program: &str,
+        target: &str,
+        cgroup: &std::fs::File,
+    ) -> Result<(), ProbeError> {
+        let err = attach_error(program, target);
+        let prog: &mut CgroupSockAddr = Self::program(&mut self.ebpf, program, target)?;
+        if prog.fd().is_err() {
+            prog.load().map_err(&err)?;
+        }
+        // A cgroup BPF link always runs beside the cgroup's other programs (as
+        // `BPF_F_ALLOW_MULTI`), and the kernel refuses any flag on it (EINVAL): "Single" is aya's
+        // name for no flag. The link ends with the tracer's descriptor: a killed tracer leaves
+        // nothing attached.
+        prog.attach(cgroup, CgroupAttachMode::Single).map_err(err)?;
         Ok(())
     }
 

@@ -79,18 +79,22 @@ pub(crate) fn connected_candidates(
         if !op.connect || !returned.contains(&dest) || found.iter().any(|c| c.dest == dest) {
             continue;
         }
-        let source = (op.ret == 0)
+        // A connect seen before the kernel carried it out (a cgroup hook) worked when a
+        // getsockname of the same socket follows: glibc and musl ask only after one that did.
+        let source = (op.ret.is_none() || op.ret == Some(0))
             .then(|| {
                 ops[i + 1..]
                     .iter()
-                    .take_while(|next| !(next.connect && next.fd == op.fd))
-                    .find(|next| !next.connect && next.fd == op.fd && next.ret == 0)
+                    .take_while(|next| !(next.connect && next.socket == op.socket))
+                    .find(|next| {
+                        !next.connect && next.socket == op.socket && next.ret.unwrap_or(0) == 0
+                    })
                     .and_then(|next| next.addr)
             })
             .flatten();
         found.push(ConnectedCandidate {
             dest,
-            connected: op.ret == 0,
+            connected: op.ret.map_or(source.is_some(), |ret| ret == 0),
             source,
         });
     }

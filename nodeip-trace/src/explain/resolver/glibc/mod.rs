@@ -299,21 +299,30 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn connect(fd: i32, dest: &str, ret: i32) -> GaiSocketOp {
+    fn connect(fd: u64, dest: &str, ret: i32) -> GaiSocketOp {
         GaiSocketOp {
             connect: true,
-            ret,
-            fd,
+            ret: Some(ret),
+            socket: fd,
             addr: Some(ip(dest)),
         }
     }
 
-    fn name(fd: i32, src: &str) -> GaiSocketOp {
+    fn name(fd: u64, src: &str) -> GaiSocketOp {
         GaiSocketOp {
             connect: false,
-            ret: 0,
-            fd,
+            ret: Some(0),
+            socket: fd,
             addr: Some(ip(src)),
+        }
+    }
+
+    /// The same calls as a cgroup hook sees them: before the kernel carries them out.
+    fn hooked(op: GaiSocketOp) -> GaiSocketOp {
+        GaiSocketOp {
+            ret: None,
+            socket: op.socket + 0x5000_0000_0000,
+            ..op
         }
     }
 
@@ -392,6 +401,31 @@ mod tests {
         assert!(why.matches);
         assert_eq!(why.pairs[0].rule, 1);
         assert!(why.notes.iter().any(|n| n.contains("no RTM_GETADDR dump")));
+    }
+
+    /// The cgroup hooks see each connect before the kernel answers it: a connect that failed
+    /// is one no getsockname follows, and the explanation is the syscall hooks' own.
+    #[test]
+    fn calls_seen_before_their_outcome_explain_as_the_syscalls_do() {
+        let returned = [ip("10.0.0.1"), ip("10.9.9.9")];
+        let ops = [
+            connect(3, "10.9.9.9", -101),
+            connect(3, "10.0.0.1", 0),
+            name(3, "10.0.0.5"),
+        ];
+        let hooked_ops: Vec<GaiSocketOp> = ops.iter().copied().map(hooked).collect();
+        let conf = GaiConf::default();
+        assert_eq!(
+            explain_call(&returned, &hooked_ops, &[], &conf),
+            explain_call(&returned, &ops, &[], &conf)
+        );
+        let connected = connected_candidates(&hooked_ops, &returned);
+        assert!(
+            !connected[0].connected,
+            "no getsockname after it: it failed"
+        );
+        assert!(connected[1].connected);
+        assert_eq!(connected[1].source, Some(ip("10.0.0.5")));
     }
 
     #[test]
