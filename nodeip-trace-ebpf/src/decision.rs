@@ -1,6 +1,7 @@
 //! Which threads are making a decision we explain (inside getaddrinfo, a `connect()`, or a
 //! netlink call): entries in the in-flight maps, and a count of them so that a route lookup on a
-//! node where no thread is deciding anything costs one array read instead of four hash lookups.
+//! node where no thread is deciding anything costs two array reads (this CPU's last cgroup
+//! connect mark, and the count) instead of four hash lookups.
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     macros::map,

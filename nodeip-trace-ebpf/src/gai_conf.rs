@@ -128,7 +128,10 @@ pub fn gai_conf_getline(ctx: ProbeContext) -> u32 {
         return 0;
     };
     let stream: u64 = ctx.arg(2).unwrap_or(0);
-    let Some(fileno) = user_at::<i32>(stream, file::FILENO).filter(|_| stream != 0) else {
+    if stream == 0 {
+        return 0;
+    }
+    let Some(fileno) = user_at::<i32>(stream, file::FILENO) else {
         return 0;
     };
     if unsafe { (*state).fd } == OPENED {

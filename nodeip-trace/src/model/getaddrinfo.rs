@@ -74,6 +74,14 @@ pub struct GaiSocketOp {
     pub addr: Option<IpAddr>,
 }
 
+impl GaiSocketOp {
+    /// Whether the call is not known to have failed: it returned 0, or it was seen before the
+    /// kernel carried it out.
+    pub fn not_failed(&self) -> bool {
+        self.ret.is_none_or(|ret| ret == 0)
+    }
+}
+
 /// One `struct addrinfo` result entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddrinfoResult {

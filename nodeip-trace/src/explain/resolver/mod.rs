@@ -81,14 +81,13 @@ pub(crate) fn connected_candidates(
         }
         // A connect seen before the kernel carried it out (a cgroup hook) worked when a
         // getsockname of the same socket follows: glibc and musl ask only after one that did.
-        let source = (op.ret.is_none() || op.ret == Some(0))
+        let source = op
+            .not_failed()
             .then(|| {
                 ops[i + 1..]
                     .iter()
                     .take_while(|next| !(next.connect && next.socket == op.socket))
-                    .find(|next| {
-                        !next.connect && next.socket == op.socket && next.ret.unwrap_or(0) == 0
-                    })
+                    .find(|next| !next.connect && next.socket == op.socket && next.not_failed())
                     .and_then(|next| next.addr)
             })
             .flatten();

@@ -386,14 +386,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn failed_connect_is_unusable_and_sorted_last() {
+    /// Two results; the kernel cannot reach the first the resolver lists (ENETUNREACH).
+    fn one_unreachable() -> ([IpAddr; 2], [GaiSocketOp; 3]) {
         let returned = [ip("10.0.0.1"), ip("10.9.9.9")];
         let ops = [
             connect(3, "10.9.9.9", -101),
             connect(3, "10.0.0.1", 0),
             name(3, "10.0.0.5"),
         ];
+        (returned, ops)
+    }
+
+    #[test]
+    fn failed_connect_is_unusable_and_sorted_last() {
+        let (returned, ops) = one_unreachable();
         let why = explain_call(&returned, &ops, &[], &GaiConf::default()).unwrap();
         assert_eq!(why.resolver_order, ["10.9.9.9", "10.0.0.1"]);
         assert_eq!(why.candidates[0].source, None);
@@ -407,12 +413,7 @@ mod tests {
     /// is one no getsockname follows, and the explanation is the syscall hooks' own.
     #[test]
     fn calls_seen_before_their_outcome_explain_as_the_syscalls_do() {
-        let returned = [ip("10.0.0.1"), ip("10.9.9.9")];
-        let ops = [
-            connect(3, "10.9.9.9", -101),
-            connect(3, "10.0.0.1", 0),
-            name(3, "10.0.0.5"),
-        ];
+        let (returned, ops) = one_unreachable();
         let hooked_ops: Vec<GaiSocketOp> = ops.iter().copied().map(hooked).collect();
         let conf = GaiConf::default();
         assert_eq!(
