@@ -86,9 +86,11 @@ const SYSTEM_LIBCS: [&str; 7] = [
 pub fn libcs_in_root_of(pid: u32) -> Vec<(PathBuf, FileIdentity)> {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let mut paths: Vec<String> = SYSTEM_LIBCS.iter().map(|p| p.to_string()).collect();
-    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-        paths.extend(libcs_in_maps(&maps).into_iter().map(|(path, _)| path));
-    }
+    // A process gone already has no root to look in (most of a node's execs are short).
+    let Ok(maps) = crate::host::proc_text::read(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    paths.extend(libcs_in_maps(&maps).into_iter().map(|(path, _)| path));
     let mut out: Vec<(PathBuf, FileIdentity)> = Vec::new();
     for p in paths {
         let p = root.join(p.trim_start_matches('/'));

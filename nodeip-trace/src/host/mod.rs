@@ -4,10 +4,10 @@
 //! files told apart by device, inode and change time ([`file_identity`]); the C libraries of
 //! this machine and of containers ([`libc_locator`]); the kernel's BTF ([`kernel_btf`]) and its
 //! netlink state ([`kernel_dump`]: interfaces, generic netlink families); processes and their
-//! pods ([`process_table`], [`runtime_state`]); netlink sockets ([`netlink_sockets`]); the cgroup
-//! v2 root ([`cgroup_root`]); and the
-//! files the explanations read (`/etc/hosts`, `gai.conf`: [`resolver_config`]). Nothing here
-//! loads a program, attaches a probe or changes the machine.
+//! pods ([`process_table`], [`runtime_state`]), their small `/proc` files read in few calls
+//! ([`proc_text`]); netlink sockets ([`netlink_sockets`]); the cgroup v2 root
+//! ([`cgroup_root`]); and the files the explanations read (`/etc/hosts`, `gai.conf`:
+//! [`resolver_config`]). Nothing here loads a program, attaches a probe or changes the machine.
 pub mod cgroup_root;
 pub mod elf;
 pub mod file_identity;
@@ -17,6 +17,7 @@ pub mod kernel_dump;
 pub mod libc_locator;
 pub mod mapped_file;
 pub mod netlink_sockets;
+pub mod proc_text;
 pub mod process_table;
 pub mod resolver_config;
 pub mod runtime_state;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::decode::cgroup::{
     cgroup_path_from_proc, names_from_runtime_config, parse_cgroup_path, pod_from_log_dir,
 };
+use crate::host::proc_text;
 use crate::host::runtime_state::find_runtime_config;
 use crate::model::id_hash::IdMap;
 use crate::model::ports::ProcessDirectory;
@@ -142,8 +143,9 @@ pub struct ProcProcessDirectory {
     containers: HashMap<String, ContainerNames>,
     pods: HashMap<String, (String, String, Option<String>)>,
     pods_scanned: Option<Instant>,
-    /// Attributions made, by (pid, cgroup id): every event of a process shares one.
-    made: IdMap<(u32, u64), Arc<ProcessAttribution>>,
+    /// Attributions made, by pid, with the cgroup id they were made for: every event of a
+    /// process shares one.
+    made: IdMap<u32, (u64, Arc<ProcessAttribution>)>,
     /// Processes asked about since the last [`ProcessDirectory::forget_exited`].
     asked: IdMap<u32, ()>,
 }
@@ -166,23 +168,45 @@ impl Default for ProcProcessDirectory {
 impl ProcProcessDirectory {
     /// `/proc/PID/comm`, when the process is still there.
     fn comm_of(&self, pid: u32) -> Option<String> {
-        std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm"))
+        proc_text::read(self.proc_root.join(pid.to_string()).join("comm"))
             .ok()
             .map(|c| c.trim_end().to_string())
     }
 
-    fn read_facts(&self, pid: u32, exe_hint: Option<&str>) -> ProcessFacts {
-        let dir = self.proc_root.join(pid.to_string());
-        let exe = std::fs::read_link(dir.join("exe"))
+    /// The cgroup path `/proc/PID/cgroup` names.
+    fn cgroup_from_proc(&self, pid: u32) -> Option<String> {
+        proc_text::read(self.proc_root.join(pid.to_string()).join("cgroup"))
+            .ok()
+            .and_then(|t| cgroup_path_from_proc(&t))
+    }
+
+    /// The executable `/proc/PID/exe` links to, else `hint`.
+    fn exe_of(&self, pid: u32, hint: Option<&str>) -> Option<String> {
+        std::fs::read_link(self.proc_root.join(pid.to_string()).join("exe"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned())
-            .or_else(|| exe_hint.map(str::to_string));
+            .or_else(|| hint.map(str::to_string))
+    }
+
+    /// The facts of `pid` as remembered, else read now and remembered.
+    fn remembered_facts(&mut self, pid: u32) -> &ProcessFacts {
+        if !self.facts.contains_key(&pid) {
+            if self.facts.len() >= MAX_PROCESSES {
+                self.facts.clear();
+            }
+            let facts = self.read_facts(pid, None);
+            self.facts.insert(pid, facts);
+        }
+        &self.facts[&pid]
+    }
+
+    fn read_facts(&self, pid: u32, exe_hint: Option<&str>) -> ProcessFacts {
+        let exe = self.exe_of(pid, exe_hint);
         let mut ancestors = Vec::new();
         let mut current = pid;
         while ancestors.len() < MAX_ANCESTORS {
-            let stat =
-                std::fs::read_to_string(self.proc_root.join(current.to_string()).join("stat"))
-                    .unwrap_or_default();
+            let stat = proc_text::read(self.proc_root.join(current.to_string()).join("stat"))
+                .unwrap_or_default();
             let Some(ppid) = ppid_from_stat(&stat).filter(|p| *p != 0) else {
                 break;
             };
@@ -190,9 +214,7 @@ impl ProcProcessDirectory {
             ancestors.push(Ancestor { pid: ppid, comm });
             current = ppid;
         }
-        let cgroup = std::fs::read_to_string(dir.join("cgroup"))
-            .ok()
-            .and_then(|t| cgroup_path_from_proc(&t));
+        let cgroup = self.cgroup_from_proc(pid);
         ProcessFacts {
             exe,
             ancestors,
@@ -269,17 +291,10 @@ impl ProcessDirectory for ProcProcessDirectory {
             return None;
         }
         self.asked.insert(pid, ());
-        if let Some(made) = self.made.get(&(pid, cgroup_id)) {
+        if let Some((_, made)) = self.made.get(&pid).filter(|(id, _)| *id == cgroup_id) {
             return Some(made.clone());
         }
-        if !self.facts.contains_key(&pid) {
-            if self.facts.len() >= MAX_PROCESSES {
-                self.facts.clear();
-            }
-            let facts = self.read_facts(pid, None);
-            self.facts.insert(pid, facts);
-        }
-        let facts = self.facts.get(&pid).cloned().unwrap_or_default();
+        let facts = self.remembered_facts(pid).clone();
         let cgroup = self.cgroups.path_of(cgroup_id).or(facts.cgroup);
         let mut identity = cgroup.as_deref().map(parse_cgroup_path).unwrap_or_default();
         if let Some(c) = identity.container.as_mut() {
@@ -302,30 +317,41 @@ impl ProcessDirectory for ProcProcessDirectory {
             if self.made.len() >= MAX_PROCESSES {
                 self.made.clear();
             }
-            self.made.insert((pid, cgroup_id), made.clone());
+            self.made.insert(pid, (cgroup_id, made.clone()));
         }
         Some(made)
     }
 
-    fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str) {
+    fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str, cgroup_id: u64) {
         self.asked.insert(pid, ());
-        self.made.retain(|(p, _), _| *p != pid);
-        let mut facts = self.read_facts(pid, Some(filename));
-        if facts.ancestors.is_empty() && ppid != 0 {
-            // Gone already: the kernel said who the parent is, and the parent (a shell, a
-            // daemon) usually lives on to tell the rest.
-            let parent = self.read_facts(ppid, None);
-            let comm = self
-                .comm_of(ppid)
-                .unwrap_or_else(|| parent_comm.to_string());
-            facts.ancestors.push(Ancestor { pid: ppid, comm });
-            facts
-                .ancestors
-                .extend(parent.ancestors.into_iter().take(MAX_ANCESTORS - 1));
-            if facts.cgroup.is_none() {
-                facts.cgroup = parent.cgroup;
+        self.made.remove(&pid);
+        // Every exec of the node comes here, so what the kernel said is not read again: the
+        // parent's pid and name are in the record, and the parent's own ancestors are
+        // remembered from its first exec or event (a shell's many children read them once).
+        let facts = if ppid == 0 {
+            self.read_facts(pid, Some(filename))
+        } else {
+            let comm = Some(parent_comm)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .or_else(|| self.comm_of(ppid))
+                .unwrap_or_default();
+            let parent = self.remembered_facts(ppid).clone();
+            let mut ancestors = vec![Ancestor { pid: ppid, comm }];
+            ancestors.extend(parent.ancestors.into_iter().take(MAX_ANCESTORS - 1));
+            // A cgroup the kernel's id names needs no read; else `/proc` while it lives, else
+            // the parent's (a process gone already was most likely where its parent is).
+            let cgroup = if self.cgroups.path_of(cgroup_id).is_some() {
+                None
+            } else {
+                self.cgroup_from_proc(pid).or(parent.cgroup)
+            };
+            ProcessFacts {
+                exe: self.exe_of(pid, Some(filename)),
+                ancestors,
+                cgroup,
             }
-        }
+        };
         if self.facts.len() >= MAX_PROCESSES {
             self.facts.clear();
         }
@@ -353,7 +379,7 @@ impl ProcessDirectory for ProcProcessDirectory {
             }
             keep
         });
-        self.made.retain(|(pid, _), _| kept(*pid));
+        self.made.retain(|pid, _| kept(*pid));
         forgotten
     }
 }
@@ -413,8 +439,8 @@ mod tests {
             proc_root: root.clone(),
             ..Default::default()
         };
-        table.exec(100, 0, "", "/usr/bin/alive");
-        table.exec(200, 0, "", "/usr/bin/gone");
+        table.exec(100, 0, "", "/usr/bin/alive", 0);
+        table.exec(200, 0, "", "/usr/bin/gone", 0);
         // Asked about in this period: kept even though 200 has exited (its late records).
         table.forget_exited();
         assert!(table.facts.contains_key(&100) && table.facts.contains_key(&200));

@@ -41,9 +41,9 @@ pub trait ResolverConfig {
 pub trait ProcessDirectory {
     /// The attribution of `pid`, whose kernel records carry cgroup id `cgroup_id` (0: unknown).
     fn attribute(&mut self, pid: u32, cgroup_id: u64) -> Option<Arc<ProcessAttribution>>;
-    /// `pid` (child of `ppid` named `parent_comm`; 0 and empty when unknown) exec'd `filename`:
-    /// what was known about it is read again.
-    fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str);
+    /// `pid` (child of `ppid` named `parent_comm`; 0 and empty when unknown; in cgroup
+    /// `cgroup_id`, 0 when unknown) exec'd `filename`: what was known about it is read again.
+    fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str, cgroup_id: u64);
     /// Forgets the processes that have exited and were not asked about since the last call
     /// (called every few seconds: their late records are decoded by then), so that a node's
     /// short-lived processes do not pile up until a bound; returns their pids (so the other

@@ -456,6 +456,7 @@ impl Pipeline {
                         r.ppid,
                         &c_string(&r.parent_comm),
                         &c_string(&r.filename),
+                        r.header.cgroup_id,
                     );
                 }
                 self.namespaces.netns_by_pid.remove(&pid);

@@ -35,6 +35,9 @@ const MAX_AGAIN: usize = 4096;
 /// its libc by then).
 const AGAIN_AFTER: Duration = Duration::from_millis(200);
 
+/// How long a look at the node's own root for libcs serves the execs in its mount namespace.
+const HOST_ROOT_PERIOD: Duration = Duration::from_secs(1);
+
 /// Failed attaches to one libc file before the watcher says so and stops trying.
 const LIBC_TRIES: u32 = 3;
 
@@ -181,6 +184,19 @@ pub struct ExecWatcher {
     libc_failures: HashMap<FileIdentity, u32>,
     /// Processes whose maps to look at again, and when.
     again: Vec<(u32, Instant)>,
+    /// The node's mount namespace (pid 1's, else the tracer's), when it can be read.
+    host_mount_ns: Option<u64>,
+    /// When a process in it was last looked at for libcs at its exec.
+    host_root_looked: Option<Instant>,
+}
+
+/// When a process's libcs are looked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Looked {
+    /// At its exec (held or seen at its record).
+    AtExec,
+    /// [`AGAIN_AFTER`] its exec, in its maps.
+    Again,
 }
 
 /// What [`ExecWatcher::classify_file`] found of a file's loader.
@@ -202,26 +218,32 @@ impl ExecWatcher {
                 .iter()
                 .any(|h| h.target == target && h.mode == HookMode::Uprobe && h.status.is_ok())
         };
-        let mut watcher = Self::default();
+        let mut watcher = Self {
+            // Pid 1's where it can be read (a DaemonSet's tracer sits in its pod's own), else
+            // ours (pid 1 of a micro-VM may refuse it).
+            host_mount_ns: mount_ns_of(1).or_else(|| mount_ns_of(std::process::id())),
+            ..Self::default()
+        };
         for l in libcs.iter().filter(|l| attached(l)) {
             watcher.libcs.insert(l.id, true);
         }
         watcher
     }
 
-    /// Classifies the open executable `file` (shown as `shown`) and probes what it carries,
-    /// once per file: `None` when it was classified before.
+    /// Classifies the open executable `file` (shown as `shown` names it: asked only for a
+    /// file not met before) and probes what it carries, once per file: `None` when it was
+    /// classified before.
     pub fn classify_file(
         &mut self,
         tracer: &mut LiveTracer,
         file: &std::fs::File,
-        shown: &Path,
+        shown: impl FnOnce() -> PathBuf,
     ) -> Option<Classified> {
         let id = FileIdentity::of_file(file)?;
         if self.files.contains(&id) {
             return None;
         }
-        let classified = Self::classify_new(tracer, file, shown);
+        let classified = Self::classify_new(tracer, file, &shown());
         let pinned = classified.outcomes.iter().any(ProbeOutcome::probed);
         self.files.insert(id, pinned);
         Some(classified)
@@ -303,8 +325,7 @@ impl ExecWatcher {
             let Ok(file) = std::fs::File::open(&exe) else {
                 continue;
             };
-            let shown = std::fs::read_link(&exe).unwrap_or(exe);
-            if let Some(c) = self.classify_file(tracer, &file, &shown) {
+            if let Some(c) = self.classify_file(tracer, &file, || link_or_itself(exe)) {
                 known(&file);
                 if let Some(interp) = c.interpreter.as_deref().and_then(|i| open_in_root(pid, i)) {
                     known(&interp);
@@ -326,8 +347,8 @@ impl ExecWatcher {
         let Ok(file) = std::fs::File::open(path) else {
             return Vec::new();
         };
-        let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let Some(c) = self.classify_file(tracer, &file, &shown) else {
+        let shown = || std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let Some(c) = self.classify_file(tracer, &file, shown) else {
             known(&file);
             return Vec::new();
         };
@@ -360,13 +381,15 @@ impl ExecWatcher {
         pid: u32,
         file: &std::fs::File,
     ) -> Vec<ProbeOutcome> {
-        let shown = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-            .unwrap_or_else(|_| PathBuf::from(format!("(exec by pid {pid})")));
+        let shown = || {
+            std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+                .unwrap_or_else(|_| PathBuf::from(format!("(exec by pid {pid})")))
+        };
         let mut outcomes = self
-            .classify_file(tracer, file, &shown)
+            .classify_file(tracer, file, shown)
             .map(|c| c.outcomes)
             .unwrap_or_default();
-        outcomes.extend(self.libcs_of(tracer, pid));
+        outcomes.extend(self.libcs_of(tracer, pid, Looked::AtExec));
         self.look_again(pid);
         outcomes
     }
@@ -380,17 +403,17 @@ impl ExecWatcher {
         pid: u32,
         executed: &Path,
     ) -> Vec<ProbeOutcome> {
-        let mut outcomes = self.libcs_of(tracer, pid);
+        let mut outcomes = self.libcs_of(tracer, pid, Looked::AtExec);
         let exe = PathBuf::from(format!("/proc/{pid}/exe"));
         // Held open: the process may be gone before the probes are attached.
         let opened = match std::fs::File::open(&exe) {
-            Ok(file) => Some((file, std::fs::read_link(&exe).unwrap_or(exe))),
+            Ok(file) => Some((file, exe)),
             Err(_) => Some(executed)
                 .filter(|p| p.is_absolute())
                 .and_then(|p| std::fs::File::open(p).ok().map(|f| (f, p.to_path_buf()))),
         };
         if let Some((file, shown)) = opened {
-            if let Some(c) = self.classify_file(tracer, &file, &shown) {
+            if let Some(c) = self.classify_file(tracer, &file, || link_or_itself(shown)) {
                 outcomes.extend(c.outcomes);
             }
         }
@@ -412,7 +435,7 @@ impl ExecWatcher {
             .collect();
         self.again.retain(|(_, at)| *at > now);
         due.into_iter()
-            .flat_map(|pid| self.libcs_of(tracer, pid))
+            .flat_map(|pid| self.libcs_of(tracer, pid, Looked::Again))
             .collect()
     }
 
@@ -422,8 +445,24 @@ impl ExecWatcher {
         }
     }
 
-    /// Attaches to the libcs in `pid`'s root not attached to yet.
-    fn libcs_of(&mut self, tracer: &mut LiveTracer, pid: u32) -> Vec<ProbeOutcome> {
+    /// Attaches to the libcs in `pid`'s root not attached to yet. At its exec, a process in
+    /// the node's own mount namespace is not looked at when the node's root was looked at
+    /// within [`HOST_ROOT_PERIOD`]: the node's libcs are the same for all its processes, and
+    /// every exec of the node comes here (a libc installed since is found [`AGAIN_AFTER`] the
+    /// exec in the process's maps, or at the next exec past the period).
+    fn libcs_of(&mut self, tracer: &mut LiveTracer, pid: u32, looked: Looked) -> Vec<ProbeOutcome> {
+        if looked == Looked::AtExec && self.host_mount_ns.is_some() {
+            let in_host = mount_ns_of(pid) == self.host_mount_ns;
+            if in_host {
+                if self
+                    .host_root_looked
+                    .is_some_and(|at| at.elapsed() < HOST_ROOT_PERIOD)
+                {
+                    return Vec::new();
+                }
+                self.host_root_looked = Some(Instant::now());
+            }
+        }
         let mut outcomes = Vec::new();
         for (path, id) in libcs_in_root_of(pid) {
             if self.libcs.contains(&id) {
@@ -468,6 +507,21 @@ impl ExecWatcher {
         }
         outcomes
     }
+}
+
+/// The target of the link `path` (`/proc/PID/exe`), else `path` itself.
+fn link_or_itself(path: PathBuf) -> PathBuf {
+    std::fs::read_link(&path).unwrap_or(path)
+}
+
+/// The inode of process `pid`'s mount namespace (`/proc/PID/ns/mnt` links to `mnt:[INODE]`).
+fn mount_ns_of(pid: u32) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok()?;
+    link.to_str()?
+        .strip_prefix("mnt:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
 }
 
 /// Opens `path` as process `pid` sees it (through its root).
