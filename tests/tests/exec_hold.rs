@@ -465,6 +465,15 @@ fn a_stopped_tracer_holds_a_program_no_longer_than_its_limit() {
     );
     assert!(ended.success(), "{ended:?}");
     assert!(guards().is_empty(), "the guard ends with the tracer");
+    // The guard's let-go is counted, never silent.
+    let events =
+        nodeip_trace_tests::json_lines(&std::fs::read(dir.path.join("rec.jsonl")).unwrap());
+    let summary = events.iter().find(|e| e["kind"] == "summary").unwrap();
+    let released = summary["exec_holds"]["released_unprobed"].as_u64();
+    assert!(
+        released.is_some_and(|n| n >= 1),
+        "the program the guard let go is counted as released unprobed: {summary}"
+    );
 }
 
 /// `trace -- CMD` with a CMD the tracer has never seen starts it at once (its file and its

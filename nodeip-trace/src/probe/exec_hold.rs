@@ -109,6 +109,9 @@ struct Shared {
     stop: bool,
     /// The pipe to the guard process: every held event's descriptor, and its answer.
     guard: Option<std::fs::File>,
+    /// The pipe from the guard: one byte for each exec it let go itself (read from the group
+    /// while the tracer was stopped, so never seen here).
+    from_guard: Option<std::fs::File>,
 }
 
 impl Shared {
@@ -125,6 +128,19 @@ impl Shared {
     fn answer(&mut self, group: RawFd, fd: RawFd) {
         self.tell_guard(GuardRecord::Answered { fd });
         allow(group, fd);
+    }
+
+    /// Counts the execs the guard let go itself since the last call, as held and released at
+    /// the limit.
+    fn count_guard_let_go(&mut self) {
+        let Some(pipe) = &mut self.from_guard else {
+            return;
+        };
+        let mut bytes = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(pipe, &mut bytes) {
+            self.counts.held += n as u64;
+            self.counts.released_at_limit += n as u64;
+        }
     }
 }
 
@@ -234,7 +250,7 @@ impl ExecHold {
         // SAFETY: fanotify_init returned a new descriptor that nothing else owns.
         let group = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         // Started before the first mark, so its own exec is not held.
-        let (guard, pipe) = start_guard(&group, limit).map_err(ExecHoldError::Guard)?;
+        let (guard, pipe, from_guard) = start_guard(&group, limit).map_err(ExecHoldError::Guard)?;
         if mark_filesystem(group.as_raw_fd(), c"/").is_err() {
             return Err(io_error(
                 "fanotify_mark(FAN_OPEN_EXEC_PERM) on /",
@@ -243,6 +259,7 @@ impl ExecHold {
         }
         let shared = Shared {
             guard: Some(pipe),
+            from_guard: Some(from_guard),
             ..Shared::default()
         };
         let mut hold = Self {
@@ -338,9 +355,11 @@ impl ExecHold {
         }
     }
 
-    /// The counts so far.
+    /// The counts so far, with the execs the guard let go while the tracer was stopped.
     pub fn counts(&self) -> HoldCounts {
-        self.shared.lock().expect("exec hold lock").counts
+        let mut shared = self.shared.lock().expect("exec hold lock");
+        shared.count_guard_let_go();
+        shared.counts
     }
 }
 
@@ -366,21 +385,24 @@ impl Drop for ExecHold {
 }
 
 /// Starts the guard process (`nodeip-trace __exec-hold-guard`, this same executable) with a
-/// duplicate of `group` at [`GROUP_FD`] and a pipe on its stdin; returns it and the pipe's
-/// write end (non-blocking: a stuck guard never blocks the holder's thread).
+/// duplicate of `group` at [`GROUP_FD`], a pipe on its stdin and one on its stdout; returns it,
+/// the write end of the first and the read end of the second (both non-blocking: a stuck guard
+/// never blocks the holder's thread, and the guard never waits for the tracer).
 fn start_guard(
     group: &OwnedFd,
     limit: Duration,
-) -> std::io::Result<(std::process::Child, std::fs::File)> {
+) -> std::io::Result<(std::process::Child, std::fs::File, std::fs::File)> {
     use std::os::unix::process::CommandExt;
-    let mut ends = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two descriptors into our array.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    let (read_end, write_end) = pipe()?;
+    let (back_read, back_write) = pipe()?;
+    // The guard's stdin blocks (it polls it); the other three ends never wait.
+    for end in [&write_end, &back_read, &back_write] {
+        // SAFETY: fcntl on our own descriptors; each pipe end is an open file of its own.
+        unsafe {
+            let flags = libc::fcntl(end.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(end.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
     }
-    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
     let group_fd = group.as_raw_fd();
     let mut command = std::process::Command::new("/proc/self/exe");
     command
@@ -389,7 +411,7 @@ fn start_guard(
         .arg(format!("--tracer={}", std::process::id()))
         .arg(format!("--limit-ms={}", limit.as_millis()))
         .stdin(std::process::Stdio::from(read_end))
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(back_write))
         .process_group(0);
     // SAFETY: between fork and exec the child only calls dup2 and fcntl, which are
     // async-signal-safe. dup2 clears the close-on-exec flag of the new descriptor, but does
@@ -408,16 +430,22 @@ fn start_guard(
         });
     }
     let child = command.spawn()?;
-    // SAFETY: fcntl on our own descriptor.
-    unsafe {
-        let flags = libc::fcntl(write_end.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(
-            write_end.as_raw_fd(),
-            libc::F_SETFL,
-            flags | libc::O_NONBLOCK,
-        );
+    Ok((
+        child,
+        std::fs::File::from(write_end),
+        std::fs::File::from(back_read),
+    ))
+}
+
+/// A pipe whose ends are closed on exec: (read end, write end).
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut ends = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into our array.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    Ok((child, std::fs::File::from(write_end)))
+    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
 }
 
 /// Waits a little for the guard to see its pipe close and end; kills it past that.
@@ -551,6 +579,7 @@ fn read_events(
             }
         }
         let mut s = shared.lock().expect("exec hold lock");
+        s.count_guard_let_go();
         let late: Vec<u64> = s
             .pending
             .iter()

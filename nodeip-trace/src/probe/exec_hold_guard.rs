@@ -8,11 +8,13 @@
 //! ([`GuardRecord`]). It answers `FAN_ALLOW` for any event still held a little after the limit
 //! (the kernel matches a permission answer by the event's descriptor number alone, whoever
 //! writes it), and while the tracer is stopped it reads the group's new events itself and lets
-//! each go when it has waited the limit. So no program waits much longer than the limit,
-//! whether the tracer runs, is starved or is stopped. It runs in a process group of its own (a
-//! terminal's job-control signals do not reach it), with no capabilities, and ends when the
-//! pipe's other end closes: the tracer ended or was killed, and the group's last descriptor
-//! goes with the guard's (the kernel then lets go everything pending).
+//! each go when it has waited the limit, telling the tracer on a pipe back (one byte each: the
+//! tracer counts them as released at the limit when it runs again). So no program waits much
+//! longer than the limit, whether the tracer runs, is starved or is stopped. It runs in a
+//! process group of its own (a terminal's job-control signals do not reach it), with no
+//! capabilities, and ends when the pipe's other end closes: the tracer ended or was killed,
+//! and the group's last descriptor goes with the guard's (the kernel then lets go everything
+//! pending).
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -178,8 +180,16 @@ fn take_queued(group: RawFd, buf: &mut [u8], after: Duration, held: &mut Vec<(Ra
     }
 }
 
+/// Tells the tracer, on stdout, of one exec the guard let go itself: one byte, written without
+/// waiting (a full pipe loses the count, never the answer).
+fn tell_let_go() {
+    // SAFETY: writes one byte from the stack to our stdout.
+    unsafe { libc::write(libc::STDOUT_FILENO, [1u8].as_ptr().cast(), 1) };
+}
+
 /// The guard's life: `tracer` is the tracer's pid, `limit` its hold limit; the group is at
-/// [`GROUP_FD`] and the tracer's records come on stdin. Returns when stdin closes.
+/// [`GROUP_FD`], the tracer's records come on stdin, and each exec the guard lets go itself is
+/// told on stdout. Returns when stdin closes.
 pub fn run(tracer: u32, limit: Duration) {
     let _ = super::privileges::drop_all();
     // SAFETY: the tracer put the group here for us; nothing else owns it.
@@ -225,6 +235,7 @@ pub fn run(tracer: u32, limit: Duration) {
                 return true;
             }
             allow(group.as_raw_fd(), fd);
+            tell_let_go();
             false
         });
         let stopped = std::fs::read_to_string(&stat_path)
