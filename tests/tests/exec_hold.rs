@@ -350,10 +350,13 @@ fn start_fresh_true(dir: &ScratchDir) -> libc::pid_t {
 }
 
 /// The exit status of our child `pid`, waiting for it when `hang`, else `None` while it runs.
+/// Stops and continues are asked for too (a service manager or a shell would see them): a hold
+/// that stopped the program would show here as a status that is not an exit.
 fn exit_status(pid: libc::pid_t, hang: bool) -> Option<i32> {
     let mut status = 0;
+    let flags = libc::WUNTRACED | libc::WCONTINUED | if hang { 0 } else { libc::WNOHANG };
     // SAFETY: waits for our own child.
-    let r = unsafe { libc::waitpid(pid, &mut status, if hang { 0 } else { libc::WNOHANG }) };
+    let r = unsafe { libc::waitpid(pid, &mut status, flags) };
     (r == pid).then_some(status)
 }
 
@@ -702,6 +705,58 @@ fn lookups_of_one_address_none_or_an_error_are_events() {
             );
         }
     }
+}
+
+/// A filesystem mounted during the trace (a memory-backed emptyDir, a runtime's new root) is
+/// marked when it appears: a fresh Go program copied onto it and exec'd at once is held and its
+/// first lookup traced.
+#[test]
+fn a_program_on_a_filesystem_mounted_during_the_trace_is_held() {
+    require_root();
+    let _one = one_trace_at_a_time();
+    let ns = namespace("hold-mount", 1);
+    let dir = ScratchDir::new("hold-mount");
+    let built = newest_go_client(false);
+    let point = dir.path.join("mnt");
+    std::fs::create_dir(&point).unwrap();
+    struct Mounted(PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let trace = BackgroundTrace::start("hold-mount", &[]).expect("starting the trace");
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "nit-hold-mount"])
+        .arg(&point)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs at {}", point.display());
+    let _mounted = Mounted(point.clone());
+    let program = point.join("lookup");
+    std::fs::copy(&built, &program).unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(&program)
+        .arg("r0")
+        .output()
+        .unwrap();
+    let (events, stderr) = trace.stop().expect("stopping the trace");
+    assert!(out.status.success(), "{out:?}");
+    let exe = program.display().to_string();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "exec_hold" && e["file"] == exe.as_str() && e["in_time"] == true),
+        "{exe} on the new tmpfs was not held\n{stderr}"
+    );
+    let event = events
+        .iter()
+        .find(|e| {
+            e["kind"] == "getaddrinfo" && e["node"] == "r0" && e["process"]["exe"] == exe.as_str()
+        })
+        .unwrap_or_else(|| panic!("no lookup from {exe}\n{stderr}"));
+    assert_eq!(event["resolver"], "go", "{event}");
 }
 
 /// A glibc program in its own mount namespace with its own libc copy (a container's case):
