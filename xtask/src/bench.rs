@@ -1,7 +1,8 @@
 //! `cargo xtask bench [--quick]`: what tracing costs and drops, measured side by side in one run
 //! (ratios, not absolute times: this machine is shared and noisy), in network namespaces the
-//! harness makes. Results are appended to BENCHMARKS.md with the date, machine, kernel, hook mode
-//! and the exact commands.
+//! harness makes. Each run is appended to the history (docs/benchmarks/history.jsonl: date,
+//! machine, kernel, hooks, every measurement under a stable key, the exact commands), and
+//! BENCHMARKS.md and the plots are written again from it ([`history`]).
 //!
 //! Release builds of the tool and of `load_gen` (tests/src/bin) are measured. Each overhead
 //! comparison runs rounds of untraced, traced, traced, untraced (ABBA: a drift of the machine
@@ -17,6 +18,7 @@ use anyhow::{bail, Context as _};
 use crate::{cargo, run, workspace_root};
 
 mod exec_hold;
+pub(crate) mod history;
 
 /// Sizes of one run.
 struct Sizes {
@@ -268,7 +270,9 @@ impl Tracer {
 }
 
 /// The Go (Debian's Go 1.19, `CGO_ENABLED=0`, stripped) and musl storm programs, built into `dir`.
-fn resolver_storm_programs(dir: &Path) -> anyhow::Result<Vec<(&'static str, PathBuf)>> {
+fn resolver_storm_programs(
+    dir: &Path,
+) -> anyhow::Result<Vec<(&'static str, &'static str, PathBuf)>> {
     let clients = crate::workspace_root().join("tests/clients");
     let go = dir.join("storm-go");
     crate::run(
@@ -294,10 +298,15 @@ fn resolver_storm_programs(dir: &Path) -> anyhow::Result<Vec<(&'static str, Path
     .context("building the musl storm (musl-tools: `cargo xtask setup` installs it)")?;
     Ok(vec![
         (
+            "go_storm",
             "Go lookup storm: net.LookupIP(localhost), Go's own resolver",
             go,
         ),
-        ("musl getaddrinfo storm: localhost from /etc/hosts", musl),
+        (
+            "musl_storm",
+            "musl getaddrinfo storm: localhost from /etc/hosts",
+            musl,
+        ),
     ])
 }
 
@@ -480,11 +489,12 @@ fn consumer_stopped(
     )
 }
 
-/// Rows of the time inside the tracer's programs through `storm` (`count` `unit`s, untraced
-/// in `untraced`): with records made, and with every record filtered in the kernel, in
-/// nanoseconds per unit, the busiest programs named; the ratio is untraced plus that time.
+/// Rows of the time inside the tracer's programs through `storm` (`count` `unit`s, untraced in
+/// `untraced`; keys under `key`, words after `label`): with records made, and with every record
+/// filtered in the kernel, in nanoseconds per unit, the busiest programs named; the ratio is
+/// untraced plus that time.
 fn inside_programs_rows(
-    label: &str,
+    (key, label): (&str, &str),
     unit: &str,
     count: usize,
     untraced: Duration,
@@ -494,11 +504,12 @@ fn inside_programs_rows(
 ) -> anyhow::Result<Vec<Row>> {
     let per_unit = untraced.as_nanos() as f64 / count as f64;
     let mut rows = Vec::new();
-    for (extra, how) in [
-        (&[][..], "records made"),
+    for (extra, how, part) in [
+        (&[][..], "records made", "inside"),
         (
             &["--comm", "no-such-comm"][..],
             "every record filtered in the kernel (--comm no-such-comm)",
+            "inside_filtered",
         ),
     ] {
         let inside = time_inside_programs(tool, dir, extra, &mut storm)?;
@@ -510,6 +521,7 @@ fn inside_programs_rows(
             .map(|(name, t)| format!("{name} {:.0}", ns(t.ns)))
             .collect();
         rows.push(Row::decomposition(
+            format!("{key}.{part}"),
             format!(
                 "{label}, time inside the tracer's eBPF programs (kernel.bpf_stats_enabled), {how}: ns per {unit}, beside the untraced {per_unit:.0} ns"
             ),
@@ -690,19 +702,14 @@ fn lost_calls(stderr: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// One result row.
-struct Row {
-    what: String,
-    measured: String,
-    ratio: Option<f64>,
-    target: String,
-    met: Option<bool>,
-}
+/// One result row: a measurement of the history, under its stable key.
+pub(crate) type Row = history::Measurement;
 
 impl Row {
     /// A row that decomposes another's ratio (no target of its own).
-    fn decomposition(what: String, measured: String, ratio: f64) -> Self {
+    fn decomposition(key: String, what: String, measured: String, ratio: f64) -> Self {
         Row {
+            key,
             what,
             measured,
             ratio: Some(ratio),
@@ -754,9 +761,15 @@ pub(crate) fn build_release() -> anyhow::Result<(PathBuf, PathBuf)> {
     ))
 }
 
-/// Runs the benchmarks and appends the results to BENCHMARKS.md.
+/// Runs the benchmarks and records them in the history (BENCHMARKS.md is written from it).
 pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     let started = Instant::now();
+    // What re-measures this run, as the history and the page name it.
+    let command = format!(
+        "cargo xtask bench{}{}",
+        if quick { " --quick" } else { "" },
+        if exec_hold_only { " --exec-hold" } else { "" }
+    );
     crate::setup::setup()?;
     let sizes = if quick { QUICK } else { FULL };
     let (tool, gen) = build_release()?;
@@ -769,14 +782,13 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         rows.extend(exec_hold::hold_time_rows(
             &tool,
             &dir,
-            &storms[0].1,
+            &storms[0].2,
             &mut commands,
         )?);
-        let report = render(&rows, &commands, quick, &tool, started.elapsed())?;
-        print!("{report}");
-        let path = append_report(&report)?;
+        let run = host_run(&command, &tool, started.elapsed(), rows, commands)?;
+        let path = record_run(&run)?;
         let _ = std::fs::remove_dir_all(&dir);
-        println!("bench: appended to {}", path.display());
+        println!("bench: recorded; {} written again", path.display());
         return Ok(());
     }
     let ns = BenchNetns::new()?;
@@ -824,6 +836,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     }
     let (s, ratio) = (median(straced), storm.ratio);
     rows.push(Row {
+        key: "netlink_storm".into(),
         what: format!("netlink storm: ip -batch, {} route gets", sizes.route_gets),
         measured: format!(
             "{}, strace -f {:.3} s ({:.1}×); lost {storm_lost}{}",
@@ -854,6 +867,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // without the records and the consumer (the gap's decomposition).
     let filtered = hooks_alone(sizes.rounds, &run_batch, &tool, &dir)?;
     rows.push(Row::decomposition(
+        "netlink_storm.filtered".into(),
         format!(
             "netlink storm, every record filtered in the kernel (--comm no-such-comm): probes without records or consumer, {} route gets",
             sizes.route_gets
@@ -866,6 +880,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // the records, apart from the consumer reading beside `ip`.
     let without_consumer = consumer_stopped(sizes.rounds, &run_batch, &tool, &dir)?;
     rows.push(Row::decomposition(
+        "netlink_storm.stopped".into(),
         format!(
             "netlink storm, records made but the tracer stopped (SIGSTOP) through each traced run, 64 MiB ring: probes and records without the consumer, {} route gets",
             sizes.route_gets
@@ -878,6 +893,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // `ip` costs it here, whatever keeps it busy (the consumer is busy through the storm).
     let neighbour = busy_neighbour(sizes.rounds, &run_batch)?;
     rows.push(Row::decomposition(
+        "netlink_storm.busy_neighbour".into(),
         format!(
             "netlink storm beside a thread spinning on the other CPU, no tracer: what a busy neighbour costs the storm, {} route gets",
             sizes.route_gets
@@ -894,7 +910,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // hooks' and the records' share of the gap in nanoseconds per route get, apart from the
     // wall clock's noise.
     rows.extend(inside_programs_rows(
-        "netlink storm",
+        ("netlink_storm", "netlink storm"),
         "route get",
         sizes.route_gets,
         storm.untraced,
@@ -943,6 +959,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         )?;
         let ratio = measured.ratio;
         rows.push(Row {
+            key: format!("{mode}_storm"),
             what: format!("{label}, {count} calls"),
             measured: measured.per_call(count),
             ratio: Some(ratio),
@@ -957,25 +974,28 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
                 continue;
             }
             let run = || load(&gen, &ns.name, mode, count);
-            let (overhead, what) = if stopped {
+            let (overhead, what, part) = if stopped {
                 (
                     consumer_stopped(sizes.rounds, run, &tool, &dir)?,
                     "records made but the tracer stopped (SIGSTOP) through each traced run, 64 MiB ring: the hooks and records without the consumer",
+                    "stopped",
                 )
             } else {
                 (
                     hooks_alone(sizes.rounds, run, &tool, &dir)?,
                     "every record filtered in the kernel (--comm no-such-comm): the hooks alone",
+                    "hooks_alone",
                 )
             };
             rows.push(Row::decomposition(
+                format!("{mode}_storm.{part}"),
                 format!("{label}, {what}, {count} calls"),
                 overhead.per_call(count),
                 overhead.ratio,
             ));
         }
         rows.extend(inside_programs_rows(
-            label,
+            (&format!("{mode}_storm"), label),
             "call",
             count,
             measured.untraced,
@@ -993,7 +1013,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // entry and RETs) and musl's getaddrinfo. Each traced run first runs the program once, so its
     // file is probed (at exec) before the measured run.
     let storms = resolver_storm_programs(&dir)?;
-    for (label, program) in &storms {
+    for (key, label, program) in &storms {
         let count = sizes.gai_calls.to_string();
         let run = |n: &str| {
             let mut c = Command::new("ip");
@@ -1015,6 +1035,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
             |t| t.stop().map(|_| ()),
         )?;
         rows.push(Row {
+            key: (*key).into(),
             what: format!("{label}, {} calls", sizes.gai_calls),
             measured: format!("{} (process run time)", measured.per_call(sizes.gai_calls)),
             ratio: Some(measured.ratio),
@@ -1059,6 +1080,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         let sent = 2 * sizes.burst_requests as u64;
         let rate = sent as f64 / took.as_secs_f64();
         rows.push(Row {
+            key: format!("burst.ring_{mib}mib"),
             what: format!(
                 "burst: {sent} netlink messages ({} request/reply pairs), ring buffer {mib} MiB",
                 sizes.burst_requests
@@ -1091,15 +1113,20 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // only frames, one per buffer). Each output runs BURST_ROUNDS times, the outputs in turn
     // within a round: the tracer's CPU on this shared machine moves ±20% from run to run, so
     // the row gives the median run, and every run's figure beside it.
-    let outputs: [(&str, &[&str], Option<f64>); 3] = [
-        ("--format json --output F", &json_output[..], Some(1.5)),
-        ("--pcap F", &pcap_output[..], Some(1.0)),
-        ("--format text", &["--format", "text"][..], None),
+    let outputs: [(&str, &str, &[&str], Option<f64>); 3] = [
+        (
+            "json",
+            "--format json --output F",
+            &json_output[..],
+            Some(1.5),
+        ),
+        ("pcap", "--pcap F", &pcap_output[..], Some(1.0)),
+        ("text", "--format text", &["--format", "text"][..], None),
     ];
     let mut runs: Vec<Vec<BurstRun>> = outputs.iter().map(|_| Vec::new()).collect();
     for _ in 0..BURST_ROUNDS {
         let mut burst_events = 0;
-        for ((_, output, _), runs) in outputs.iter().zip(&mut runs) {
+        for ((_, _, output, _), runs) in outputs.iter().zip(&mut runs) {
             let run = burst_run(&tool, &dir, &ns.name, &burst_batch, &out_file, output)?;
             tracer_rss = tracer_rss.max(run.rss_kib);
             tracer_pss = tracer_pss.max(run.pss_kib);
@@ -1112,7 +1139,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
             });
         }
     }
-    for ((label, _, target_us), mut runs) in outputs.into_iter().zip(runs) {
+    for ((output_key, label, _, target_us), mut runs) in outputs.into_iter().zip(runs) {
         let each = runs
             .iter()
             .map(|r| format!("{:.2}", r.per_event_us()))
@@ -1137,6 +1164,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
             None => "0 lost".into(),
         };
         rows.push(Row {
+            key: format!("burst.{output_key}"),
             what: format!(
                 "burst: ip -batch of {} route gets, default {DEFAULT_RING_MIB} MiB ring, {label}",
                 sizes.burst_requests
@@ -1197,6 +1225,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         }
     }
     rows.push(Row {
+        key: "big_dump".into(),
         what: format!("big dump: ip route show table all, {} routes", sizes.routes),
         measured: format!(
             "kernel returned {moved} bytes, captured {captured} ({:.1}%); dump {:.2} s; tracer CPU {:.2} s for the whole run, peak RSS {} MiB (the dump's conversation holds its routes until it ends); lost {dump_lost}",
@@ -1257,6 +1286,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
             String::new()
         };
         rows.push(Row {
+            key: format!("analyze.{format}"),
             what: format!("offline: analyze --format {format} of a {mb:.0} MB nlmon pcap vs {peer}"),
             measured: format!(
                 "analyze {:.1} MB/s (median of {ANALYZE_RUNS} runs); {peer} {:.1} MB/s ({ratio:.1}× slower){cross}; peak RSS {} MiB (1 MB file: {} MiB)",
@@ -1279,7 +1309,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         &dir,
         &mut commands,
     )?);
-    let go_small = &storms[0].1;
+    let go_small = &storms[0].2;
     rows.extend(exec_hold::hold_time_rows(
         &tool,
         &dir,
@@ -1290,6 +1320,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
     // 7. Start-up and footprint.
     let startup = median(startups.clone());
     rows.push(Row {
+        key: "startup".into(),
         what: "start-up: trace start → probes attached (release)".into(),
         measured: format!(
             "median {:.0} ms over {} starts",
@@ -1301,6 +1332,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         met: Some(startup <= Duration::from_secs(1)),
     });
     rows.push(Row {
+        key: "footprint".into(),
         what: format!("footprint: tracer peak under the storms and the {DEFAULT_RING_MIB} MiB burst (default ring buffer)"),
         measured: format!(
             "RSS {} MiB, PSS {} MiB (the {DEFAULT_RING_MIB} MiB ring buffer included)",
@@ -1312,12 +1344,11 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         met: Some(tracer_rss <= 64 << 10),
     });
 
-    let report = render(&rows, &commands, quick, &tool, started.elapsed())?;
-    print!("{report}");
-    let path = append_report(&report)?;
+    let run = host_run(&command, &tool, started.elapsed(), rows, commands)?;
+    let path = record_run(&run)?;
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "bench: appended to {} ({:.0} s)",
+        "bench: recorded; {} written again ({:.0} s)",
         path.display(),
         started.elapsed().as_secs_f64()
     );
@@ -1334,39 +1365,113 @@ fn utc_minute() -> anyhow::Result<String> {
 }
 
 /// `cargo xtask bench --vm`: the netlink storm in a VM lane guest booting `kernel`, untraced,
-/// under nlmon0 + tcpdump and under nodeip-trace (`tests/src/bin/storm_bench.rs`), appended to
-/// BENCHMARKS.md.
+/// under nlmon0 + tcpdump and under nodeip-trace (`tests/src/bin/storm_bench.rs`), recorded in
+/// the history; the guest's whole report is printed.
 pub fn bench_vm(kernel: crate::kernels::Kernel, rounds: u32) -> anyhow::Result<()> {
     let bench = crate::vm::vm_bench(kernel, rounds, crate::vm::BENCH_TIMEOUT_SECS)?;
-    let mut report = String::new();
-    let _ = writeln!(
-        report,
-        "\n## {} — `cargo xtask bench --vm --kernel {}`\n",
-        utc_minute()?,
-        kernel.name
-    );
-    let _ = writeln!(
-        report,
-        "Guest: `{}` under QEMU (TCG, 2 vCPUs, 2 GiB) on this machine; its netlink capture: {}; \
-         the guest ran {:.0} s. The tracer is the static release binary (`cargo xtask dist`).\n",
-        bench.package, bench.capture, bench.guest_secs
-    );
-    report.push_str(&bench.table);
-    let _ = writeln!(
-        report,
-        "\nCommand: `cargo xtask bench --vm --kernel {} --rounds {rounds}` (the guest runs \
-         `storm_bench --rounds {rounds} --out …`, tests/src/bin/storm_bench.rs)",
-        kernel.name
-    );
-    print!("{report}");
-    let path = append_report(&report)?;
-    println!("bench: appended to {}", path.display());
+    println!("{}", bench.table);
+    let run = history::RunRecord {
+        date: utc_minute()?,
+        command: format!(
+            "cargo xtask bench --vm --kernel {} --rounds {rounds}",
+            kernel.name
+        ),
+        machine: "QEMU guest (TCG, 2 vCPUs, 2 GiB) on this machine".into(),
+        kernel: bench.package.clone(),
+        hooks: format!("netlink: {}", bench.capture),
+        took_secs: bench.guest_secs,
+        measurements: guest_measurements(kernel.name, &bench.table),
+        commands: vec![format!(
+            "the guest runs `storm_bench --rounds {rounds} --out …` (tests/src/bin/storm_bench.rs): \
+             `ip -n NS -batch` of route gets untraced, under nlmon0 + `tcpdump -w`, under \
+             nodeip-trace --pcap, --format json, every record filtered, and stopped; rotated order"
+        )],
+    };
+    let path = record_run(&run)?;
+    println!("bench: recorded; {} written again", path.display());
     Ok(())
 }
 
-/// A BENCHMARKS.md section's heading (`## DATE — `cargo xtask TASK``) and its machine line:
-/// CPUs, RAM, kernel, how netlink is captured here, how long the run took.
-pub(crate) fn section_heading(task: &str, tool: &Path, took: Duration) -> anyhow::Result<String> {
+/// The measurements of a guest's storm table (`storm_bench`'s Markdown) under keys
+/// `vmKERNEL.storm.*`: each capturer's median ratio, and the paired `--pcap` ÷ nlmon median.
+fn guest_measurements(kernel: &str, table: &str) -> Vec<Row> {
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('|')
+            .split(" | ")
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let ratio_of = |cell: &str| cell.trim_end_matches('×').parse::<f64>().ok();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut nlmon = None;
+    for line in table.lines().filter(|l| l.starts_with("| ")) {
+        let c = cells(line);
+        let (Some(label), Some(ratio)) = (c.first(), c.get(3).and_then(|r| ratio_of(r))) else {
+            continue;
+        };
+        let part = if label.contains("nlmon0") {
+            "nlmon_tcpdump"
+        } else if label.contains("no-such-comm") {
+            "filtered"
+        } else if label.contains("SIGSTOP") {
+            "stopped"
+        } else if label.contains("--format json") {
+            "json"
+        } else if label.contains("--pcap F") {
+            "pcap"
+        } else {
+            continue;
+        };
+        if part == "nlmon_tcpdump" {
+            nlmon = Some(ratio);
+        }
+        let (target, met) = match part {
+            "json" => ("≤ 1.15×".to_string(), Some(ratio <= 1.15)),
+            _ => ("(beside nlmon0 + tcpdump)".to_string(), None),
+        };
+        rows.push(Row {
+            key: format!("vm{kernel}.storm.{part}"),
+            what: format!("guest {kernel}: netlink storm, {label}"),
+            measured: format!(
+                "median {}; capture CPU {}; {}",
+                c.get(2).map_or("?", String::as_str),
+                c.get(4).map_or("?", String::as_str),
+                c.get(5).map_or("?", String::as_str)
+            ),
+            ratio: Some(ratio),
+            target,
+            met,
+        });
+    }
+    if let (Some(nlmon), Some(pcap)) = (
+        nlmon,
+        rows.iter_mut().find(|r| r.key.ends_with(".storm.pcap")),
+    ) {
+        let ratio = pcap.ratio.unwrap_or(f64::MAX);
+        pcap.target = format!("below nlmon0 + tcpdump's {nlmon:.2}×");
+        pcap.met = Some(ratio < nlmon);
+    }
+    let paired = table
+        .lines()
+        .find(|l| l.starts_with("Paired"))
+        .and_then(|l| l.split("(median ").nth(1))
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|m| m.parse::<f64>().ok());
+    if let Some(median) = paired {
+        rows.push(Row::decomposition(
+            format!("vm{kernel}.storm.pcap_vs_nlmon"),
+            format!("guest {kernel}: netlink storm, `--pcap F` ÷ nlmon0 + `tcpdump -w`, paired round by round"),
+            format!("median of the rounds' ratios {median:.2}"),
+            median,
+        ));
+    }
+    rows
+}
+
+/// This machine's facts for the history: its CPUs, model and memory; its kernel; how its
+/// netlink is captured (`doctor`'s capture plan).
+fn host_facts(tool: &Path) -> anyhow::Result<(String, String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -1391,46 +1496,99 @@ pub(crate) fn section_heading(task: &str, tool: &Path, took: Duration) -> anyhow
         .args(["doctor", "--format", "json"])
         .output()?;
     let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap_or_default();
-    let date = utc_minute()?;
-    let mut s = String::new();
-    let _ = writeln!(s, "\n## {date} — `cargo xtask {task}`\n");
-    let _ = writeln!(
-        s,
-        "Machine: {cpus} × {model}, {} MiB RAM; kernel {}; netlink capture: {}; getaddrinfo: uprobes; run took {:.0} s.\n",
-        mem >> 10,
-        kernel.trim(),
-        doctor["capture_plan"]["reason"].as_str().unwrap_or("?"),
-        took.as_secs_f64()
-    );
-    Ok(s)
+    Ok((
+        format!("{cpus} × {model}, {} MiB RAM", mem >> 10),
+        kernel.trim().to_string(),
+        format!(
+            "netlink: {}; getaddrinfo: uprobes",
+            doctor["capture_plan"]["reason"].as_str().unwrap_or("?")
+        ),
+    ))
 }
 
-/// Appends `report` to BENCHMARKS.md (made with its preamble if missing); its path.
-pub(crate) fn append_report(report: &str) -> anyhow::Result<PathBuf> {
-    let path = workspace_root().join("BENCHMARKS.md");
-    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        "# Benchmarks\n\nAppended by `cargo xtask bench` (each section is one run; ratios are \
-         traced ÷ untraced measured side by side in that run, so the machine's noise mostly \
-         cancels).\n"
-            .into()
-    });
-    text.push_str(report);
-    std::fs::write(&path, text)?;
-    Ok(path)
-}
-
-/// The report section: machine, kernel, hook mode, the table, the commands.
-fn render(
-    rows: &[Row],
-    commands: &[String],
-    quick: bool,
+/// A run on this machine, made by `command` with `tool`, ended now.
+pub(crate) fn host_run(
+    command: &str,
     tool: &Path,
     took: Duration,
-) -> anyhow::Result<String> {
-    let mut s = section_heading(if quick { "bench --quick" } else { "bench" }, tool, took)?;
+    measurements: Vec<Row>,
+    commands: Vec<String>,
+) -> anyhow::Result<history::RunRecord> {
+    let (machine, kernel, hooks) = host_facts(tool)?;
+    Ok(history::RunRecord {
+        date: utc_minute()?,
+        command: command.into(),
+        machine,
+        kernel,
+        hooks,
+        took_secs: took.as_secs_f64(),
+        measurements,
+        commands,
+    })
+}
+
+/// Records `run`: prints its table, appends it to the history and writes BENCHMARKS.md and the
+/// plots again; the page's path.
+pub(crate) fn record_run(run: &history::RunRecord) -> anyhow::Result<PathBuf> {
+    print!("{}", render(run));
+    let root = workspace_root();
+    history::append(&history::history_file(&root), run)?;
+    publish(&root)
+}
+
+/// Longest plot title: a measurement's words, cut.
+const PLOT_TITLE_CHARS: usize = 90;
+
+/// Writes BENCHMARKS.md and one plot per ratio (docs/benchmarks/KEY.svg) from the history of
+/// the workspace at `root`; the page's path.
+pub(crate) fn publish(root: &Path) -> anyhow::Result<PathBuf> {
+    let history = history::load(&history::history_file(root))?;
+    let plots = root.join("docs/benchmarks");
+    std::fs::create_dir_all(&plots)?;
+    let mut plotted = std::collections::HashSet::new();
+    for (_, m) in history::latest(&history) {
+        if m.ratio.is_none() {
+            continue;
+        }
+        let mut title: String = m.what.chars().take(PLOT_TITLE_CHARS).collect();
+        if title.len() < m.what.len() {
+            title.push('…');
+        }
+        let svg = history::plot(
+            &title,
+            &history::ratios_of(&history, &m.key),
+            history::goal_of(&m.target),
+        );
+        let file = plots.join(history::plot_file_name(&m.key));
+        std::fs::write(&file, svg).with_context(|| format!("writing {}", file.display()))?;
+        plotted.insert(m.key.clone());
+    }
+    // A key no command measures any more loses its plot (git keeps it).
+    let kept: std::collections::HashSet<String> =
+        plotted.iter().map(|k| history::plot_file_name(k)).collect();
+    for entry in std::fs::read_dir(&plots)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".svg") && !kept.contains(&name) {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    let page = root.join("BENCHMARKS.md");
+    std::fs::write(&page, history::page(&history, &|k| plotted.contains(k)))
+        .with_context(|| format!("writing {}", page.display()))?;
+    Ok(page)
+}
+
+/// A run as the terminal shows it: its heading, its table and its commands.
+fn render(run: &history::RunRecord) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n## {} — `{}`\n\nMachine: {}; kernel {}; {}; run took {:.0} s.\n",
+        run.date, run.command, run.machine, run.kernel, run.hooks, run.took_secs
+    );
     let _ = writeln!(s, "| measurement | result | ratio | target | met |");
     let _ = writeln!(s, "|---|---|---|---|---|");
-    for r in rows {
+    for r in &run.measurements {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} |",
@@ -1451,15 +1609,50 @@ fn render(
         s,
         "\nCommands (NS: the harness's namespace, a veth pair with no link to the host):\n"
     );
-    for c in commands {
+    for c in &run.commands {
         let _ = writeln!(s, "- `{c}`");
     }
-    Ok(s)
+    s
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{loss_detail, summary_of};
+    use super::{guest_measurements, loss_detail, summary_of};
+
+    #[test]
+    fn a_guest_table_gives_one_measurement_per_capturer() {
+        let table = "\
+| run | storm (each round) | median | ratio | capture CPU (each round) | captured, lost |
+|---|---|---|---|---|---|
+| untraced | 1.8 s | 1.935 s | 1.00× | — | — |
+| nlmon0 + `tcpdump -w` in the namespace | 2.4 s | 2.657 s | 1.37× | 0.390 s | 38683 frames |
+| `nodeip-trace trace --comm ip --pcap F` | 2.3 s | 2.573 s | 1.33× | 0.210 s | 40002 buffers |
+| `nodeip-trace trace --comm ip --format json -o F` | 3.6 s | 3.258 s | 1.68× | 2.480 s | 100004 events |
+| `nodeip-trace trace --comm xyz --pcap F`: not in this kernel | | | | | |
+
+Paired, round by round: `--pcap F` ÷ nlmon0 + `tcpdump -w` = 0.95, 0.96 (median 0.96); ours.
+";
+        let rows = guest_measurements("6.1", table);
+        let keys: Vec<(&str, Option<f64>, Option<bool>)> = rows
+            .iter()
+            .map(|r| (r.key.as_str(), r.ratio, r.met))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("vm6.1.storm.nlmon_tcpdump", Some(1.37), None),
+                ("vm6.1.storm.pcap", Some(1.33), Some(true)),
+                ("vm6.1.storm.json", Some(1.68), Some(false)),
+                ("vm6.1.storm.pcap_vs_nlmon", Some(0.96), None),
+            ]
+        );
+        assert_eq!(rows[1].target, "below nlmon0 + tcpdump's 1.37×");
+        assert!(
+            rows[1].measured.contains("capture CPU 0.210 s"),
+            "{}",
+            rows[1].measured
+        );
+    }
 
     #[test]
     fn the_summary_line_gives_what_was_made_and_lost() {

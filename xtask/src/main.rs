@@ -1,8 +1,8 @@
 //! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
 //! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on stock Debian
 //! kernels under QEMU), `kernel-table` (README's kernel-support table from `vm-test`'s runs),
-//! `bench` (overhead and loss, appended to BENCHMARKS.md), `soak` (hours-long behaviour in
-//! minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets in `fuzz/`,
+//! `bench` (overhead and loss, recorded in the history BENCHMARKS.md is written from), `soak`
+//! (hours-long behaviour in minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets in `fuzz/`,
 //! briefly), `dist` (the static release binary and its tarball), `image` (the DaemonSet's
 //! container image). Run as `cargo xtask <task>`.
 mod bench;
@@ -59,8 +59,12 @@ enum Task {
         no_setup: bool,
     },
     /// Measure what tracing costs and drops (side by side with untraced runs, strace and
-    /// tshark) and append the results to BENCHMARKS.md. Not part of `test`.
+    /// tshark), append the run to docs/benchmarks/history.jsonl and write BENCHMARKS.md and
+    /// the plots (docs/benchmarks/KEY.svg) again from the history. Not part of `test`.
     Bench {
+        /// Measure nothing: write BENCHMARKS.md and the plots again from the history.
+        #[arg(long, conflicts_with_all = ["quick", "exec_hold", "vm"])]
+        publish: bool,
         /// Smaller sizes, one round each (under 2 minutes).
         #[arg(long)]
         quick: bool,
@@ -89,7 +93,8 @@ enum Task {
     },
     /// Trace the whole node under continuous mixed load (getaddrinfo, netlink loops, ip -batch,
     /// dumps, getent) for a while; check RSS stays flat, no fd leaks, every call is an event or
-    /// counted lost, outputs complete; append the figures to BENCHMARKS.md. Not part of `test`.
+    /// counted lost, outputs complete; record the figures in the benchmark history (and
+    /// BENCHMARKS.md). Not part of `test`.
     Soak {
         /// How long the load runs.
         #[arg(long, default_value_t = 10.0)]
@@ -295,6 +300,14 @@ fn main() -> anyhow::Result<()> {
         Task::KernelTable => kernels::write_table(),
         Task::Dist => dist::dist().map(drop),
         Task::Image { oci_archive } => image::image(oci_archive.as_deref()),
+        Task::Bench { publish: true, .. } => {
+            let page = bench::publish(&workspace_root())?;
+            println!(
+                "bench: {} and its plots written from the history",
+                page.display()
+            );
+            Ok(())
+        }
         Task::Bench {
             vm: true,
             kernel,

@@ -2,10 +2,10 @@
 //! (default 10 minutes) — a round a second of getaddrinfo and netlink loops (`load_gen`), `ip
 //! -batch` route gets, address and route dumps and `getent`, each a new process, in a namespace
 //! the harness makes —
-//! while it traces the whole node with JSON to a pipe and a pcap to a file. Checks, and appends to
-//! BENCHMARKS.md: RSS flat after warm-up, no fd leak, 0 lost (or lost counted exactly: every
-//! `load_gen` call is either an event or in `lost`), the pcap readable to its end.
-use std::fmt::Write as _;
+//! while it traces the whole node with JSON to a pipe and a pcap to a file. Checks, and records
+//! in the benchmark history (BENCHMARKS.md): RSS flat after warm-up, no fd leak, 0 lost (or lost
+//! counted exactly: every `load_gen` call is either an event or in `lost`), the pcap readable to
+//! its end.
 use std::io::BufRead as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -130,7 +130,8 @@ fn count_stream(stdout: std::process::ChildStdout) -> Seen {
     seen
 }
 
-/// Runs the soak for `minutes` and appends the figures to BENCHMARKS.md; fails when a check does.
+/// Runs the soak for `minutes` and records the figures in the benchmark history; fails when a
+/// check does.
 pub fn soak(minutes: f64) -> anyhow::Result<()> {
     let started = Instant::now();
     crate::setup::setup()?;
@@ -257,69 +258,92 @@ pub fn soak(minutes: f64) -> anyhow::Result<()> {
     let counts_ok = lost == 0 && seen.gai == made_gai && seen.netlink_messages == made_nl;
     let outputs_ok = status == 0 && analyzed.status.success() && seen.last.contains("\"summary\"");
 
-    let mut report = bench::section_heading(
-        &format!("soak --minutes {minutes}"),
+    let check =
+        |key: &str, what: &str, measured: String, target: &str, met: Option<bool>| bench::Row {
+            key: format!("soak.{key}"),
+            what: format!("soak: {what}"),
+            measured,
+            ratio: None,
+            target: target.into(),
+            met,
+        };
+    let w = warmup.as_secs_f64();
+    let rows = vec![
+        check(
+            "load",
+            "load",
+            format!(
+                "{:.0} s, {} rounds (one a second at most): {made_gai} getaddrinfo calls and {made_nl} netlink messages by load_gen, plus per round 500 `ip -batch` route gets, an address and a route dump, `getent`",
+                samples.last().map(|s| s.at.as_secs_f64()).unwrap_or(0.0),
+                made.cycles.load(Ordering::Relaxed)
+            ),
+            "—",
+            None,
+        ),
+        check(
+            "events",
+            "events vs calls",
+            format!(
+                "load_gen getaddrinfo events {} of {made_gai}, netlink events {} of {made_nl}; tracer: {events} events, {lost} lost",
+                seen.gai, seen.netlink_messages
+            ),
+            "every call an event, 0 lost",
+            Some(counts_ok),
+        ),
+        check(
+            "rss",
+            "tracer RSS",
+            format!(
+                "start {} MiB; median of the {w:.0} s after the {w:.0} s warm-up {} MiB, of the load's last {w:.0} s {} MiB; after the load {} MiB, peak {} MiB",
+                samples[0].rss_kib >> 10,
+                warm_rss >> 10,
+                end_rss >> 10,
+                end.rss_kib >> 10,
+                peak >> 10
+            ),
+            "last window ≤ first + max(4 MiB, 10%)",
+            Some(rss_ok),
+        ),
+        check(
+            "fds",
+            "tracer fds",
+            format!("start {}, after warm-up {}, end {}", samples[0].fds, warm.fds, end.fds),
+            "end ≤ warm-up + 2",
+            Some(fds_ok),
+        ),
+        check(
+            "outputs",
+            "outputs",
+            format!(
+                "tracer exit {status}, JSON stream ends with the summary ({} lines), pcap {pcap_mb:.0} MB analyzed {}",
+                seen.lines,
+                if analyzed.status.success() { "without error" } else { "WITH ERRORS" }
+            ),
+            "complete",
+            Some(outputs_ok),
+        ),
+        check(
+            "cpu",
+            "tracer CPU",
+            format!(
+                "{:.1} s for {:.0} s of load",
+                usage.cpu.as_secs_f64(),
+                end.at.as_secs_f64()
+            ),
+            "—",
+            None,
+        ),
+    ];
+    let run = bench::host_run(
+        &format!("cargo xtask soak --minutes {minutes}"),
         &tool,
         started.elapsed(),
+        rows,
+        vec!["nodeip-trace trace --format json --pcap FILE | (counted), all processes; load in a namespace pair with no link to the host".into()],
     )?;
-    let _ = writeln!(
-        report,
-        "| check | measured | target | met |\n|---|---|---|---|"
-    );
-    let yes = |b: bool| if b { "yes" } else { "**no**" };
-    let _ = writeln!(
-        report,
-        "| load | {:.0} s, {} rounds (one a second at most): {made_gai} getaddrinfo calls and {made_nl} netlink messages by load_gen, plus per round 500 `ip -batch` route gets, an address and a route dump, `getent` | — | — |",
-        samples.last().map(|s| s.at.as_secs_f64()).unwrap_or(0.0),
-        made.cycles.load(Ordering::Relaxed)
-    );
-    let _ = writeln!(
-        report,
-        "| events vs calls | load_gen getaddrinfo events {} of {made_gai}, netlink events {} of {made_nl}; tracer: {events} events, {lost} lost | every call an event, 0 lost | {} |",
-        seen.gai,
-        seen.netlink_messages,
-        yes(counts_ok)
-    );
-    let _ = writeln!(
-        report,
-        "| tracer RSS | start {} MiB; median of the {w:.0} s after the {w:.0} s warm-up {} MiB, of the load's last {w:.0} s {} MiB; after the load {} MiB, peak {} MiB | last window ≤ first + max(4 MiB, 10%) | {} |",
-        samples[0].rss_kib >> 10,
-        warm_rss >> 10,
-        end_rss >> 10,
-        end.rss_kib >> 10,
-        peak >> 10,
-        yes(rss_ok),
-        w = warmup.as_secs_f64()
-    );
-    let _ = writeln!(
-        report,
-        "| tracer fds | start {}, after warm-up {}, end {} | end ≤ warm-up + 2 | {} |",
-        samples[0].fds,
-        warm.fds,
-        end.fds,
-        yes(fds_ok)
-    );
-    let _ = writeln!(
-        report,
-        "| outputs | tracer exit {status}, JSON stream ends with the summary ({} lines), pcap {pcap_mb:.0} MB analyzed {} | complete | {} |",
-        seen.lines,
-        if analyzed.status.success() { "without error" } else { "WITH ERRORS" },
-        yes(outputs_ok)
-    );
-    let _ = writeln!(
-        report,
-        "| tracer CPU | {:.1} s for {:.0} s of load | — | — |",
-        usage.cpu.as_secs_f64(),
-        end.at.as_secs_f64()
-    );
-    let _ = writeln!(
-        report,
-        "\nCommand: `cargo xtask soak --minutes {minutes}` (`nodeip-trace trace --format json --pcap FILE | (counted)`, all processes; load in a namespace pair with no link to the host).\n"
-    );
-    print!("{report}");
-    let path = bench::append_report(&report)?;
+    let path = bench::record_run(&run)?;
     let _ = std::fs::remove_dir_all(&dir);
-    println!("soak: appended to {}", path.display());
+    println!("soak: recorded; {} written again", path.display());
     if !(rss_ok && fds_ok && counts_ok && outputs_ok) {
         bail!(
             "soak failed a check (see the table above); tracer stderr:\n{}",

@@ -44,7 +44,7 @@ const SEGMENT_BYTES: usize = 1 << 20;
 /// burst's memory goes back to the system after it, beyond these). The drain thread then never faults memory in: making
 /// fresh segments itself, page faults and mimalloc's page set-up were most of its time in a
 /// burst, 5 ms of CPU in some passes and 11–16 ms in others, while the ring filled
-/// (BENCHMARKS.md, 2026-11-26 18:40).
+/// (diary: `git show 3c0bc23:BENCHMARKS.md`, 2026-11-26 18:40).
 const SPARE_SEGMENTS: usize = 4;
 
 /// Record ends a segment has room for before its index grows (≈ 100-byte records; touched
@@ -360,7 +360,8 @@ const CONSUMER_LATENCY: std::time::Duration = std::time::Duration::from_millis(1
 /// a steady stream's records are seen. Each pass is a wake-up (under QEMU TCG some 200 µs of
 /// the guest's time): paced at 1–8 ms by a measured rate, so that the fastest surge could not
 /// fill half the ring within one pause, a steady stream woke the thread four times as often
-/// (664 against 148 wake-ups in 5 s of 2,000 route gets a second; BENCHMARKS.md, 2026-11-29).
+/// (664 against 148 wake-ups in 5 s of 2,000 route gets a second; diary:
+/// `git show 3c0bc23:BENCHMARKS.md`, 2026-11-29).
 const DRAIN_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The ring bytes at which the kernel side wakes the drain thread from its wait between passes:
@@ -582,7 +583,7 @@ struct Shared {
     /// program cleared the flag to wake the thread, and the thread then slept through its
     /// whole idle wait (100 ms) while a storm's records, none of them waking anyone, filled
     /// the 4 MiB ring in about 50: the storm rows' rare losses with the drain thread neither
-    /// late nor blocked (BENCHMARKS.md, 2026-11-28 13:15).
+    /// late nor blocked (diary: `git show 3c0bc23:BENCHMARKS.md`, 2026-11-28 13:15).
     drain_thread_idle: std::sync::atomic::AtomicBool,
 }
 
@@ -716,7 +717,7 @@ impl LiveSource {
     /// The lock the drain thread needs is held only to copy the batch's raw bytes out: held
     /// through the decoding too, a consumer preempted mid-batch kept the drain thread waiting
     /// for up to 12 ms while a burst filled the ring, in each of the runs that lost records
-    /// (BENCHMARKS.md, 2026-11-26 18:40).
+    /// (diary: `git show 3c0bc23:BENCHMARKS.md`, 2026-11-26 18:40).
     pub fn drain(
         &mut self,
         out: &mut Vec<KernelRecord>,

@@ -41,6 +41,7 @@ pub fn exec_storm_rows(
     ));
     Ok(vec![
         Row {
+            key: "exec_storm".into(),
             what: format!("exec storm: {EXECS} fork+exec of /bin/true (known: never held)"),
             measured: format!("{}; --exec-hold off {:.2}x", held.in_seconds(), off.ratio),
             ratio: Some(held.ratio),
@@ -48,6 +49,7 @@ pub fn exec_storm_rows(
             met: Some(held.ratio <= 1.05),
         },
         Row::decomposition(
+            "exec_storm.hold_off".into(),
             "exec storm with --exec-hold off (the other hooks alone)".into(),
             off.in_seconds(),
             off.ratio,
@@ -64,16 +66,20 @@ pub fn hold_time_rows(
 ) -> anyhow::Result<Vec<Row>> {
     let go_large = large_go_program(dir)?;
     let mut rows = Vec::new();
-    for (what, program) in [
-        ("small static Go program", go_small.to_path_buf()),
-        ("large static Go program", go_large),
+    for (key, what, program) in [
+        (
+            "exec_hold.small_go",
+            "small static Go program",
+            go_small.to_path_buf(),
+        ),
+        ("exec_hold.large_go", "large static Go program", go_large),
     ] {
         let size = std::fs::metadata(&program)?.len() >> 20;
         let held = holds(tool, dir, |copy| {
             std::fs::copy(&program, copy)?;
             crate::run(Command::new(copy).arg("1"))
         })?;
-        rows.push(hold_row(format!("{what} ({size} MiB)"), &held));
+        rows.push(hold_row(key, format!("{what} ({size} MiB)"), &held));
     }
     // A glibc program in its own mount namespace with its own libc copy, as in a container:
     // the copy is attached while the program waits.
@@ -94,6 +100,7 @@ pub fn hold_time_rows(
         )
     })?;
     rows.push(hold_row(
+        "exec_hold.container_libc",
         "glibc program with its own libc copy (unshare -m, bind mount)".into(),
         &held,
     ));
@@ -103,11 +110,12 @@ pub fn hold_time_rows(
     Ok(rows)
 }
 
-fn hold_row(what: String, held: &[Duration]) -> Row {
+fn hold_row(key: &str, what: String, held: &[Duration]) -> Row {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let median = held[held.len() / 2];
     let p99 = held[(held.len() * 99 / 100).min(held.len() - 1)];
     Row {
+        key: key.into(),
         what: format!("exec hold of a new {what}"),
         measured: format!(
             "median {:.1} ms, p99 {:.1} ms over {} holds",

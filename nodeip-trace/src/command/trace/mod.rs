@@ -271,7 +271,7 @@ const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 /// a small batch keeps them in the CPU's caches when they are written and freed: with 1,024, a
 /// JSON burst's consumer spent 9% of its time in one load, mimalloc reading a freed block's
 /// next pointer out of cold memory. 64 cut its CPU per event by 7–8% (median of 8–10 paired
-/// runs, 32 and 128 alike; BENCHMARKS.md, 2026-11-28 13:00).
+/// runs, 32 and 128 alike; `git show 3c0bc23:BENCHMARKS.md`, 2026-11-28 13:00).
 const RECORDS_PER_BATCH: usize = 64;
 
 /// Runs a trace.
