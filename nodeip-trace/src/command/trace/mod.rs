@@ -214,9 +214,9 @@ pub enum TraceError {
         /// The error.
         source: std::io::Error,
     },
-    /// Outputs failed during the trace (the others were completed).
-    #[error("{0}; the other outputs are complete, and a JSON recording that failed was cut back to its last complete line")]
-    OutputsFailed(String),
+    /// Outputs failed during the trace (the others were completed); each error's kind kept.
+    #[error("{}; the other outputs are complete, and a JSON recording that failed was cut back to its last complete line", failures_text(.0))]
+    OutputsFailed(Vec<SinkError>),
     /// `--ready-file` could not be written (whoever waits for it would wait for ever).
     #[error("cannot write the ready file {path}: {source}; give --ready-file a path in a writable directory")]
     ReadyFile {
@@ -233,6 +233,12 @@ pub enum TraceError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// Output errors as one line.
+fn failures_text(failures: &[SinkError]) -> String {
+    let said: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    said.join("; ")
 }
 
 /// How the run ended.
@@ -749,7 +755,7 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
     let summary_event = meta_event(&clock, EventBody::Summary(summary.clone()));
     let _ = sinks.write_meta(&summary_event);
     let _ = sinks.finish();
-    let failures = sinks.failures();
+    let failures = sinks.take_failures();
     let total: u64 = summary.events.values().sum();
     // Without an output that reads events, none were made: what was captured is the frames.
     let made = if sinks.reads_events() {
@@ -774,13 +780,13 @@ pub async fn run(opts: TraceOptions) -> Result<TraceEnd, TraceError> {
         if failures.is_empty() {
             String::new()
         } else {
-            format!("; outputs that failed: {}", failures.join("; "))
+            format!("; outputs that failed: {}", failures_text(&failures))
         }
     );
     tracer.detach_uprobes();
     drop(tracer);
     if !failures.is_empty() {
-        return Err(TraceError::OutputsFailed(failures.join("; ")));
+        return Err(TraceError::OutputsFailed(failures));
     }
     Ok(end)
 }

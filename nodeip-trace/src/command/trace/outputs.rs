@@ -22,8 +22,10 @@ pub(super) struct SinkSlot {
     pub(super) sink: Box<dyn EventSink>,
     /// A JSON-lines file: cut back to its last complete line if a write fails (disk full).
     pub(super) recording: Option<PathBuf>,
-    /// The write error that closed this output.
-    pub(super) failed: Option<String>,
+    /// Closed by a write error.
+    pub(super) closed: bool,
+    /// That error, its kind kept (taken when it stops the trace).
+    pub(super) failed: Option<SinkError>,
 }
 
 /// The outputs of a trace. One that fails (disk full, closed pipe) is closed and said on stderr;
@@ -112,6 +114,7 @@ impl Sinks {
         self.slots.push(SinkSlot {
             sink,
             recording,
+            closed: false,
             failed: None,
         });
     }
@@ -121,23 +124,27 @@ impl Sinks {
         &mut self,
         mut op: impl FnMut(&mut dyn EventSink) -> Result<(), SinkError>,
     ) -> Result<(), SinkError> {
-        let mut last_error = None;
-        for slot in self.slots.iter_mut().filter(|s| s.failed.is_none()) {
+        let mut last_failed = None;
+        for (i, slot) in self.slots.iter_mut().enumerate().filter(|(_, s)| !s.closed) {
             if let Err(e) = op(slot.sink.as_mut()) {
                 if !e.is_broken_pipe() {
                     crate::message::note(format_args!(
                         "nodeip-trace: {e}; that output is closed, the trace goes on"
                     ));
                 }
-                slot.failed = Some(e.to_string());
                 if let Some(path) = &slot.recording {
                     let _ = crate::sink::cut_to_last_line(path);
                 }
-                last_error = Some(e);
+                slot.closed = true;
+                slot.failed = Some(e);
+                last_failed = Some(i);
             }
         }
-        match last_error {
-            Some(e) if self.slots.iter().all(|s| s.failed.is_some()) => Err(e),
+        // None left: the trace stops with the error that closed the last one.
+        match last_failed {
+            Some(i) if self.slots.iter().all(|s| s.closed) => {
+                Err(self.slots[i].failed.take().expect("just failed"))
+            }
             _ => Ok(()),
         }
     }
@@ -188,9 +195,12 @@ impl Sinks {
         self.slots.iter().any(|slot| slot.sink.reads_events())
     }
 
-    /// The outputs that failed, with why.
-    pub(super) fn failures(&self) -> Vec<String> {
-        self.slots.iter().filter_map(|s| s.failed.clone()).collect()
+    /// The errors that closed outputs, taken.
+    pub(super) fn take_failures(&mut self) -> Vec<SinkError> {
+        self.slots
+            .iter_mut()
+            .filter_map(|s| s.failed.take())
+            .collect()
     }
 }
 
