@@ -1594,15 +1594,9 @@ fn render(run: &history::RunRecord) -> String {
             "| {} | {} | {} | {} | {} |",
             r.what,
             r.measured,
-            r.ratio
-                .map(|x| format!("{x:.2}×"))
-                .unwrap_or_else(|| "—".into()),
+            history::ratio_cell(r.ratio),
             r.target,
-            match r.met {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "—",
-            }
+            history::met_cell(r.met)
         );
     }
     let _ = writeln!(

@@ -165,6 +165,19 @@ impl Default for ProcProcessDirectory {
     }
 }
 
+/// Inserts into one of the directory's maps, emptied first when it holds [`MAX_PROCESSES`]
+/// entries: a bound on memory, not a cache policy (what is dropped is read again when asked).
+fn insert_bounded<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    map: &mut HashMap<K, V, S>,
+    key: K,
+    value: V,
+) {
+    if map.len() >= MAX_PROCESSES {
+        map.clear();
+    }
+    map.insert(key, value);
+}
+
 impl ProcProcessDirectory {
     /// `/proc/PID/comm`, when the process is still there.
     fn comm_of(&self, pid: u32) -> Option<String> {
@@ -191,11 +204,8 @@ impl ProcProcessDirectory {
     /// The facts of `pid` as remembered, else read now and remembered.
     fn remembered_facts(&mut self, pid: u32) -> &ProcessFacts {
         if !self.facts.contains_key(&pid) {
-            if self.facts.len() >= MAX_PROCESSES {
-                self.facts.clear();
-            }
             let facts = self.read_facts(pid, None);
-            self.facts.insert(pid, facts);
+            insert_bounded(&mut self.facts, pid, facts);
         }
         &self.facts[&pid]
     }
@@ -245,10 +255,7 @@ impl ProcProcessDirectory {
                 names.name = names.name.or(container);
             }
         }
-        if self.containers.len() >= MAX_PROCESSES {
-            self.containers.clear();
-        }
-        self.containers.insert(id.to_string(), names.clone());
+        insert_bounded(&mut self.containers, id.to_string(), names.clone());
         names
     }
 
@@ -314,10 +321,7 @@ impl ProcessDirectory for ProcProcessDirectory {
         });
         // A cgroup path not resolved yet (new cgroup, rescan not due) is tried again later.
         if made.cgroup.is_some() || cgroup_id == 0 {
-            if self.made.len() >= MAX_PROCESSES {
-                self.made.clear();
-            }
-            self.made.insert(pid, (cgroup_id, made.clone()));
+            insert_bounded(&mut self.made, pid, (cgroup_id, made.clone()));
         }
         Some(made)
     }
@@ -352,10 +356,7 @@ impl ProcessDirectory for ProcProcessDirectory {
                 cgroup,
             }
         };
-        if self.facts.len() >= MAX_PROCESSES {
-            self.facts.clear();
-        }
-        self.facts.insert(pid, facts);
+        insert_bounded(&mut self.facts, pid, facts);
     }
 
     /// Without this, a node's short-lived processes stayed until the 16,384-process bound:

@@ -304,18 +304,23 @@ pub fn plot(title: &str, points: &[(&str, f64)], goal: Option<f64>) -> String {
 /// Where the dated diary that BENCHMARKS.md used to be can still be read.
 const DIARY: &str = "git show 3c0bc23:BENCHMARKS.md";
 
-/// A run's machine and kernel, short: `host 6.18.44` or the guest's.
+/// A run's machine and its kernel, as the table of runs shows them.
 fn run_place(run: &RunRecord) -> String {
     format!("{}; kernel {}", run.machine, run.kernel)
 }
 
-/// The `met` cell.
-fn met_cell(met: Option<bool>) -> &'static str {
+/// A `met` cell: yes, **no**, or — for a row without a target.
+pub fn met_cell(met: Option<bool>) -> &'static str {
     match met {
         Some(true) => "yes",
         Some(false) => "**no**",
         None => "—",
     }
+}
+
+/// A ratio cell: `1.24×`, or — for a row without a ratio.
+pub fn ratio_cell(ratio: Option<f64>) -> String {
+    ratio.map_or("—".into(), |r| format!("{r:.2}×"))
 }
 
 /// BENCHMARKS.md, written from the history: the latest figure of each key beside its target
@@ -349,7 +354,6 @@ pub fn page(history: &[RunRecord], plotted: &dyn Fn(&str) -> bool) -> String {
     let (targets, parts): (Vec<_>, Vec<_>) = latest.iter().partition(|(_, m)| m.met.is_some());
     s.push_str("| measure | latest | ratio | target | met | run | plot |\n");
     s.push_str("|---|---|---|---|---|---|---|\n");
-    let ratio_cell = |r: Option<f64>| r.map_or("—".into(), |r| format!("{r:.2}×"));
     let plot_cell = |m: &Measurement| {
         if m.ratio.is_some() && plotted(&m.key) {
             format!("[plot](docs/benchmarks/{})", plot_file_name(&m.key))

@@ -8,10 +8,10 @@
 //! (`link_walker`, `route_walker`, children of this module) that build the same record through
 //! the same helpers here, or give up and leave the body to the crate; a test compares the two
 //! on every fixture and on mangled copies. They exist for speed, measured (benchmark diary,
-//! `git show 3c0bc23:BENCHMARKS.md`): the crate's parse builds every attribute (a link dump's statistics, per-family configuration)
-//! into a list for a record that shows a few; the route walker took `analyze`'s instructions
-//! on a route capture down 11.5%, the link walker was part of a 1.15 → 0.75 s `analyze` of
-//! 200 MB.
+//! `git show 3c0bc23:BENCHMARKS.md`): the crate's parse builds every attribute (a link dump's
+//! statistics, per-family configuration) into a list for a record that shows a few; the route
+//! walker took `analyze`'s instructions on a route capture down 11.5%, the link walker was part
+//! of a 1.15 → 0.75 s `analyze` of 200 MB.
 pub(in crate::decode::netlink) mod link_walker;
 pub(in crate::decode::netlink) mod route_walker;
 
