@@ -1,0 +1,279 @@
+//! The live loop: wait for records (or the held execs, the command's end, the duration, a
+//! signal), serve the exec hold, and move every record through the pipeline to the outputs, in
+//! batches, until something stops the trace.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use crate::decode::record::{KernelRecord, RecordError};
+use crate::host::netlink_sockets::{sockets_of, NetnsCache};
+use crate::model::emitted::Emitted;
+
+use super::child::command_outcome;
+use super::held_execs::{say_outcomes, serve_held_execs};
+use super::start::LiveTrace;
+use super::{write_out, TraceEnd, TraceError, TraceOptions};
+
+/// How often the consumer looks at the queue and its timers unasked. Records wake it themselves:
+/// the drain thread hands them over (after at most 10 ms while more come, at once when the
+/// ring is empty again), and exec records wake it from the kernel. Each wake-up costs the
+/// guest of the VM lane some 200 µs under QEMU TCG, so an idle tracer should make few.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How often what is known of exited processes is forgotten.
+const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
+
+/// How long a process's netlink sockets are not looked for again after a record of an unknown
+/// socket made the loop look.
+const SOCKET_RESCAN_PAUSE: Duration = Duration::from_secs(1);
+
+/// Records decoded, correlated and written out per batch; between batches the ring is emptied
+/// into the queue. The records and events of a batch are all held until it is written out, so
+/// a small batch keeps them in the CPU's caches when they are written and freed: with 1,024, a
+/// JSON burst's consumer spent 9% of its time in one load, mimalloc reading a freed block's
+/// next pointer out of cold memory. 64 cut its CPU per event by 7–8% (median of 8–10 paired
+/// runs, 32 and 128 alike; `git show 3c0bc23:BENCHMARKS.md`, 2026-11-28 13:00).
+const RECORDS_PER_BATCH: usize = 64;
+
+/// The signals that end a trace, and Ctrl-Z, caught while programs are held at exec.
+pub(super) struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+    /// A closed terminal or `ssh` session ends the trace cleanly too, outputs complete.
+    hangup: Signal,
+    /// A stopped tracer would make every new program of the node wait the hold's limit (its
+    /// guard lets them go then): while programs are held at exec, Ctrl-Z (SIGTSTP) is caught
+    /// and said, not obeyed.
+    terminal_stop: Option<Signal>,
+}
+
+impl StopSignals {
+    /// Installs the handlers (SIGTSTP's only when `holding`).
+    pub(super) fn install(holding: bool) -> Result<Self, TraceError> {
+        let install = |kind: SignalKind, what: &'static str| {
+            signal(kind).map_err(|source| TraceError::Io { what, source })
+        };
+        Ok(StopSignals {
+            interrupt: install(SignalKind::interrupt(), "installing SIGINT handler")?,
+            terminate: install(SignalKind::terminate(), "installing SIGTERM handler")?,
+            hangup: install(SignalKind::hangup(), "installing SIGHUP handler")?,
+            terminal_stop: if holding {
+                Some(install(
+                    SignalKind::from_raw(libc::SIGTSTP),
+                    "installing SIGTSTP handler",
+                )?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// Waits for `future` when there is one, for ever otherwise.
+async fn or_never<T>(future: Option<impl std::future::Future<Output = T>>) -> T {
+    match future {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How the loop ended.
+pub(super) struct Pumped {
+    /// Ok, or the error that ended it.
+    pub(super) result: Result<(), TraceError>,
+    /// The command's exit code, or stopped.
+    pub(super) end: TraceEnd,
+    /// What stopped it, for the summary: `duration`, `SIGINT`, `command exited (0)`, …
+    pub(super) stopped_by: String,
+    /// Records that could not be decoded (the first was said on stderr).
+    pub(super) record_errors: u64,
+    /// What the pipeline made and the outputs have not taken yet.
+    pub(super) out: Vec<Emitted>,
+}
+
+/// The loop's own state between batches.
+struct Pump {
+    records: Vec<KernelRecord>,
+    record_errors: Vec<RecordError>,
+    record_error_count: u64,
+    out: Vec<Emitted>,
+    /// When each process's netlink sockets were last looked for.
+    rescanned: HashMap<u32, Instant>,
+    netns_cache: NetnsCache,
+    forgotten: Instant,
+}
+
+/// Runs the loop until the command exits, the duration passes or a signal comes.
+pub(super) async fn pump(
+    trace: &mut LiveTrace,
+    signals: &mut StopSignals,
+    opts: &TraceOptions,
+) -> Pumped {
+    let mut pump = Pump {
+        records: Vec::new(),
+        record_errors: Vec::new(),
+        record_error_count: 0,
+        out: Vec::new(),
+        rescanned: HashMap::new(),
+        netns_cache: NetnsCache::default(),
+        forgotten: Instant::now(),
+    };
+    let mut end = TraceEnd::Stopped;
+    let mut stopped_by = String::from("running");
+    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+    let held_wake = trace.exec_hold.as_ref().ok().map(|h| h.wake());
+    let mut poll = tokio::time::interval(POLL_INTERVAL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if let Some(running) = opts.on_running {
+        running();
+    }
+    let result = async {
+        loop {
+            let mut stop = false;
+            tokio::select! {
+                _ = or_never(held_wake.as_ref().map(|w| w.notified())) => {}
+                _ = or_never(signals.terminal_stop.as_mut().map(Signal::recv)) => {
+                    crate::message::note(format_args!(
+                        "nodeip-trace: not stopping on Ctrl-Z: a stopped tracer would hold every new program at its exec; Ctrl-C ends the trace"
+                    ));
+                }
+                r = trace.source.readable() => {
+                    r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
+                }
+                _ = poll.tick() => {}
+                status = or_never(trace.child.as_mut().map(|c| c.wait())) => {
+                    let (code, how) = command_outcome(status.ok());
+                    end = TraceEnd::CommandExited(code);
+                    stopped_by = how;
+                    stop = true;
+                }
+                _ = or_never(deadline.map(tokio::time::sleep_until)) => {
+                    stop = true;
+                    stopped_by = "duration".into();
+                }
+                _ = signals.interrupt.recv() => { stop = true; stopped_by = "SIGINT".into(); }
+                _ = signals.terminate.recv() => { stop = true; stopped_by = "SIGTERM".into(); }
+                _ = signals.hangup.recv() => { stop = true; stopped_by = "SIGHUP".into(); }
+            }
+            serve_hold(trace, &mut pump.out);
+            say_outcomes(trace.exec_watcher.tick(&mut trace.tracer));
+            if stop {
+                // Give in-flight records a moment to land, then drain everything.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            pump.drain(trace, opts)?;
+            trace.sinks.flush()?;
+            pump.housekeeping(trace);
+            if stop {
+                return Ok(());
+            }
+        }
+    }
+    .await;
+    Pumped {
+        result,
+        end,
+        stopped_by,
+        record_errors: pump.record_error_count,
+        out: pump.out,
+    }
+}
+
+/// Serves the programs held at exec, if holding.
+fn serve_hold(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
+    if let Ok(hold) = &trace.exec_hold {
+        serve_held_execs(
+            hold,
+            &mut trace.exec_watcher,
+            &mut trace.tracer,
+            &trace.config,
+            &mut trace.pipeline,
+            out,
+        );
+    }
+}
+
+impl Pump {
+    /// Moves every record waiting through the pipeline to the outputs, a batch at a time.
+    fn drain(&mut self, trace: &mut LiveTrace, opts: &TraceOptions) -> Result<(), TraceError> {
+        loop {
+            self.records.clear();
+            trace.source.drain(
+                &mut self.records,
+                &mut self.record_errors,
+                RECORDS_PER_BATCH,
+            );
+            let batch = self.records.len();
+            let mut records = std::mem::take(&mut self.records);
+            for record in records.drain(..) {
+                self.before_pipeline(trace, &record);
+                trace.pipeline.on_kernel_record(record, &mut self.out);
+            }
+            self.records = records;
+            // A program held at exec waits for this loop: served between batches too.
+            serve_hold(trace, &mut self.out);
+            write_out(
+                &mut trace.sinks,
+                &mut trace.pipeline,
+                &opts.process_filter,
+                &mut self.out,
+            )?;
+            if batch < RECORDS_PER_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    /// What the tracer itself does with a record before the pipeline decodes it: learns a
+    /// process's netlink sockets when it used one not known yet, probes a new program.
+    fn before_pipeline(&mut self, trace: &mut LiveTrace, record: &KernelRecord) {
+        match record {
+            KernelRecord::UnknownNetlinkSocket(h) => {
+                let tgid = (h.pid_tgid >> 32) as u32;
+                let due = self
+                    .rescanned
+                    .get(&tgid)
+                    .is_none_or(|t| t.elapsed() > SOCKET_RESCAN_PAUSE);
+                if due {
+                    self.rescanned.insert(tgid, Instant::now());
+                    let proc = std::path::Path::new("/proc");
+                    for s in sockets_of(proc, tgid, &mut self.netns_cache) {
+                        let _ = trace.tracer.add_netlink_socket(&s);
+                    }
+                }
+            }
+            // Without the hold, new programs are probed here, after they start. With it, this
+            // still finds a known program's libc in a new root (the same inode bind-mounted
+            // into a container, which no hold sees).
+            KernelRecord::Exec(r) if trace.config.getaddrinfo => {
+                let executed = crate::decode::record::c_string(&r.filename);
+                say_outcomes(trace.exec_watcher.on_exec_record(
+                    &mut trace.tracer,
+                    (r.header.pid_tgid >> 32) as u32,
+                    std::path::Path::new(&executed),
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    /// Forgets exited processes now and then, and says the first record that could not be
+    /// decoded (the others are counted).
+    fn housekeeping(&mut self, trace: &mut LiveTrace) {
+        if self.forgotten.elapsed() >= FORGET_EXITED_PERIOD {
+            trace.pipeline.forget_exited_processes();
+            // A rescan older than its pause decides nothing any more.
+            self.rescanned
+                .retain(|_, at| at.elapsed() <= SOCKET_RESCAN_PAUSE);
+            self.forgotten = Instant::now();
+        }
+        for e in self.record_errors.drain(..) {
+            self.record_error_count += 1;
+            if self.record_error_count == 1 {
+                crate::message::note(format_args!("nodeip-trace: {e}"));
+            }
+        }
+    }
+}
