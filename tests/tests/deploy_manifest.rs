@@ -101,7 +101,7 @@ fn the_daemonset_has_what_the_tracer_needs() {
 }
 
 /// Issue 21: no registry the project does not own. The image is the placeholder
-/// `nodeip-trace:<version>` that `cargo xtask image` tags locally (the README says how to push it
+/// `nodeip-trace:<version>` that `cargo xtask image` tags locally (docs/kubernetes.md says how to push it
 /// and override it), and `command` is the binary's absolute path in that image (FROM scratch: no
 /// shell, no PATH lookup).
 #[test]

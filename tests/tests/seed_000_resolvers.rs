@@ -4,7 +4,7 @@
 //! to .20 by rule 9 (`gai-reordered`, naming who reordered); musl, Go's own resolver and Go's
 //! `LookupHost` keep .6 first, each event saying so; and `resolvers-disagree` says the node's
 //! resolvers split. Judged by each client's own output. The text timeline is kept in
-//! `target/seed-000-resolvers.txt` (the README quotes it).
+//! `target/seed-000-resolvers.txt` (docs/resolvers.md quotes it).
 use std::process::Command;
 
 use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
