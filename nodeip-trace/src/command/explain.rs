@@ -230,12 +230,15 @@ pub fn audit_report(opts: &ExplainOptions) -> Result<node_audit::AuditReport, Ex
     if snapshot.addresses.is_empty() {
         return Err(ExplainError::Empty(what));
     }
-    let mut report = node_audit::audit(snapshot, &opts.settings, &conf);
     // A live audit also says which resolver a cgo-capable Go program would take here (a
-    // capture from elsewhere says nothing of this node's name-service files).
-    if opts.from.is_none() {
-        report.go_cgo_choice = Some(go_cgo_choice(opts, &node_name));
-    }
+    // capture from elsewhere says nothing of this node's name-service files), and kubelet's
+    // pick follows it.
+    let context = node_audit::AuditContext {
+        go_cgo_choice: opts.from.is_none().then(|| go_cgo_choice(opts, &node_name)),
+        ..node_audit::AuditContext::default()
+    };
+    let mut report = node_audit::audit_in(snapshot, &opts.settings, &context, &conf);
+    report.go_cgo_choice = context.go_cgo_choice;
     Ok(report)
 }
 

@@ -2,52 +2,111 @@
 //! says about a node (links, addresses, routes, the hosts file), what each Kubernetes component
 //! would pick as "the node IP" or "the local addresses", why, and where they disagree.
 //!
-//! Each picker models the component's documented logic (the versions named in the seeds):
-//! - kubelet InternalIP: `--node-ip`, else the node name looked up through glibc `getaddrinfo`
-//!   (the hosts-file order re-sorted by [`rfc6724::sort`], first IPv4 non-loopback), else the first
-//!   global address of the default route's interface;
-//! - calico IP autodetection: `first-found`, `interface=`, `skip-interface=`, `can-reach=`, `cidr=`,
-//!   `kubernetes-internal-ip` (v3.22.1–v3.22.3 took the prefix's network address: seed 001);
+//! Each picker replays the component's own code (file and function named in each module):
+//! - kubelet's InternalIP ([`kubelet`]): `--node-ip` (dual-stack pairs; `::`/`0.0.0.0` only
+//!   choose a family), a hostname override that is an IP, the node name looked up through the
+//!   resolver the kubelet binary takes (Go's own, glibc or musl through cgo; each case when it
+//!   is not known), `validateNodeIP` on every answer, then `ChooseHostInterface`'s default-route
+//!   fallback; with an external cloud provider, only the annotation and a provisional address;
+//! - calico's IPv4 autodetection ([`calico`]): `first-found`, `interface=`, `skip-interface=`,
+//!   `cidr=`, `can-reach=`, `kubernetes-internal-ip` (the network address of v3.22.0–v3.22.3 and
+//!   v3.23.0–v3.23.1: seed 001), interfaces walked in reverse, the exclusion list of the
+//!   calico version in use;
 //! - kube-proxy IPVS NodePort addresses: the old local-table path (each local route's `src`,
 //!   which is the primary for a secondary address: seeds 002/004) and the address-dump path, both
 //!   filtered by `nodePortAddresses` (CIDRs or `primary`);
 //! - OpenELB `interface: can_reach:IP`: the route lookup's device, refused when it is `lo`
 //!   (seed 003).
 //!
-//! Route lookups are modelled from the snapshot (local table first, then longest prefix; no
-//! policy rules): what the kernel would answer `ip route get`.
-use std::net::IpAddr;
+//! Route lookups are modelled from the snapshot (the local table, then main, then default, as
+//! the default policy rules order them; no other rules): the longest prefix wins, and among
+//! routes of one prefix the first in the table's order (lowest metric, then the earliest added),
+//! what the kernel would answer `ip route get`.
+pub mod calico;
+pub mod kubelet;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
+use self::calico::CalicoSettings;
+use self::kubelet::{KubeletSettings, LookupResolver};
 use super::resolver::glibc::gai_conf::GaiConf;
 use super::resolver::glibc::rfc6724::{self, Candidate, SourceInterface};
 use super::resolver::go_choice::GoResolverChoice;
 use super::resolver::{go, musl};
 use crate::model::event::{Diagnosis, DiagnosisId, Severity};
-use crate::model::facts::{AddressFact, LinkFact, RouteFact};
+use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
 use crate::model::getaddrinfo::PairWhy;
-use crate::model::netlink::{MessageBody, NetlinkMessage};
+use crate::model::netlink::{LinkBody, MessageBody, NetlinkMessage};
 
 /// Everything the audit looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeSnapshot {
     /// The node name (kubelet's default: the host name).
     pub hostname: String,
-    /// Interfaces.
-    pub links: Vec<LinkFact>,
+    /// Interfaces, in the kernel's dump order (what Go's `net.Interfaces()` lists).
+    pub links: Vec<NodeLink>,
     /// Addresses in the kernel's dump order (primary before its secondaries).
     pub addresses: Vec<AddressFact>,
-    /// Routes of every table.
+    /// Routes of every table, in the kernel's dump order.
     pub routes: Vec<RouteFact>,
     /// Hosts-file addresses of the node name, in file order (what glibc's resolver lists).
     pub hosts: Vec<IpAddr>,
 }
 
+/// One interface of a snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLink {
+    /// Interface index.
+    pub index: u32,
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
+    /// `IFLA_INFO_KIND` (`veth`, `dummy`, `ipip`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// `IFF_UP` (administratively up, what Go's `net.FlagUp` reads); `None` when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<bool>,
+    /// `IFF_LOOPBACK` (Go's `net.FlagLoopback`); `None` when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loopback: Option<bool>,
+}
+
+/// `IFF_UP` and `IFF_LOOPBACK` in `ifi_flags`.
+const IFF_UP: u32 = 0x1;
+const IFF_LOOPBACK: u32 = 0x8;
+
+impl NodeLink {
+    /// The link an `RTM_NEWLINK` describes.
+    pub fn from_body(l: &LinkBody) -> Self {
+        NodeLink {
+            index: l.index,
+            ifname: l.ifname.clone(),
+            kind: l.info_kind.clone(),
+            up: Some(l.flags_raw & IFF_UP != 0),
+            loopback: Some(l.flags_raw & IFF_LOOPBACK != 0),
+        }
+    }
+
+    /// Up, as far as the snapshot says (a link whose flags it lacks counts as up).
+    pub fn is_up(&self) -> bool {
+        self.up != Some(false)
+    }
+
+    /// A loopback link (`IFF_LOOPBACK`; by the name `lo` when the flags are not known).
+    pub fn is_loopback(&self) -> bool {
+        self.loopback
+            .unwrap_or_else(|| self.ifname.as_deref() == Some("lo"))
+    }
+}
+
 /// What each component's settings are (defaults mirror the components' defaults).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ComponentSettings {
-    /// kubelet `--node-ip`.
+    /// kubelet `--node-ip` (one address; [`KubeletSettings::node_ips`] takes a dual-stack pair
+    /// and wins when set).
     pub node_ip: Option<IpAddr>,
     /// calico `IP_AUTODETECTION_METHOD` (default `first-found`).
     pub calico_method: Option<String>,
@@ -55,6 +114,19 @@ pub struct ComponentSettings {
     pub node_port_addresses: Vec<String>,
     /// OpenELB `interface: can_reach:IP`.
     pub openelb_can_reach: Option<IpAddr>,
+}
+
+/// What the audit knows beyond the snapshot and [`ComponentSettings`]: kubelet's and calico's
+/// further settings, and which resolver a cgo build of a Go program takes on this node (the
+/// node's name-service files as Go's `net/conf.go` reads them). All default to "not known".
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditContext {
+    /// kubelet's settings and binary.
+    pub kubelet: KubeletSettings,
+    /// calico-node's version.
+    pub calico: CalicoSettings,
+    /// Go's choice for the node name in a cgo build, when the node's files were read.
+    pub go_cgo_choice: Option<GoResolverChoice>,
 }
 
 /// The kernel's answer to `ip route get` in the model.
@@ -69,6 +141,11 @@ pub struct RouteAnswer {
     pub dev: String,
     /// The source the kernel would choose.
     pub src: Option<IpAddr>,
+    /// The devices of the table's other routes with the same prefix (interfaces sharing a
+    /// subnet): the kernel took the first in the table's order, lowest metric and then the
+    /// earliest added, which is the dump order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tied_devs: Vec<String>,
 }
 
 /// One component's pick.
@@ -142,6 +219,24 @@ fn parse_prefix(text: &str) -> Option<(IpAddr, u8)> {
     Some((addr, len.parse().unwrap_or(max)))
 }
 
+/// A route's destination prefix; `default` is IPv4's unless its gateway or source is IPv6 (a
+/// snapshot made from messages writes an IPv6 default as `::/0`).
+fn route_prefix(r: &RouteFact) -> Option<(IpAddr, u8)> {
+    if r.dst != "default" {
+        return parse_prefix(&r.dst);
+    }
+    let v6 = [&r.gateway, &r.src]
+        .into_iter()
+        .flatten()
+        .any(|a| a.contains(':'));
+    let any: IpAddr = if v6 {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    Some((any, 0))
+}
+
 /// Whether `addr` is inside `net/len`.
 pub fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     match (addr, net) {
@@ -161,8 +256,26 @@ pub fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     }
 }
 
+/// `addr/len` with the host bits cleared (Go's `net.ParseCIDR` network), for either family.
+pub fn network_of(addr: IpAddr, len: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(len.min(32)))
+                .unwrap_or(0);
+            IpAddr::V4((u32::from(a) & mask).into())
+        }
+        IpAddr::V6(a) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(len.min(128)))
+                .unwrap_or(0);
+            IpAddr::V6((u128::from(a) & mask).into())
+        }
+    }
+}
+
 /// What to do about seed 001's pattern (a network/broadcast or unassigned address in use).
-pub const REMEDY_NETWORK_ADDRESS: &str = "calico v3.22.1–v3.22.3 with IP_AUTODETECTION_METHOD=kubernetes-internal-ip takes the prefix's network address: upgrade to v3.22.4+ or use another method (e.g. interface= or cidr=); otherwise fix whatever configured this address";
+pub const REMEDY_NETWORK_ADDRESS: &str = "calico v3.22.0–v3.22.3 and v3.23.0–v3.23.1 with IP_AUTODETECTION_METHOD=kubernetes-internal-ip take the prefix's network address: upgrade to v3.22.4+ or v3.23.2+, or use another method (e.g. interface= or cidr=); otherwise fix whatever configured this address";
 
 /// What to do about seeds 002/004 (a secondary address without NodePort services).
 pub const REMEDY_SECONDARY_SKIPPED: &str = "set kube-proxy nodePortAddresses (a newer kube-proxy reads the address dump), or configure the VIP as a /32 so it is a primary";
@@ -179,9 +292,25 @@ pub fn network_and_broadcast(addr: IpAddr, len: u8) -> Option<(IpAddr, IpAddr)> 
     Some((IpAddr::V4(net.into()), IpAddr::V4((net | !mask).into())))
 }
 
+/// Replaces the entry `same` finds (in place, so the dump order stays), or appends `item`; with
+/// `delete`, removes it instead.
+fn upsert<T>(items: &mut Vec<T>, item: T, delete: bool, same: impl Fn(&T, &T) -> bool) {
+    match (items.iter().position(|x| same(x, &item)), delete) {
+        (Some(i), true) => {
+            items.remove(i);
+        }
+        (Some(i), false) => items[i] = item,
+        (None, false) => items.push(item),
+        (None, true) => {}
+    }
+}
+
 impl NodeSnapshot {
     /// Builds a snapshot from the kernel's `RTM_NEWLINK`/`RTM_NEWADDR`/`RTM_NEWROUTE` messages
-    /// (a live dump, or the replies in a capture; later messages about the same thing win).
+    /// (a live dump, or the replies and notifications in a capture): a later message about the
+    /// same link (index), address (interface and address) or route replaces it where it stands,
+    /// an `RTM_DEL*` removes it. A route lookup's answer (`RTM_F_CLONED`) is not a table's route
+    /// and is left out; an IPv6 default route is written `::/0`.
     pub fn from_messages(hostname: &str, hosts: Vec<IpAddr>, messages: &[NetlinkMessage]) -> Self {
         let mut s = NodeSnapshot {
             hostname: hostname.to_string(),
@@ -189,25 +318,31 @@ impl NodeSnapshot {
             ..Default::default()
         };
         for m in messages {
-            let mut facts = crate::model::facts::ConversationFacts::default();
+            if m.header.type_name.starts_with("RTM_GET") {
+                continue;
+            }
+            let delete = m.header.type_name.starts_with("RTM_DEL");
+            let mut facts = ConversationFacts::default();
             facts.add(m);
             match &m.body {
-                MessageBody::Link(_) => {
-                    for l in facts.links {
-                        s.links.retain(|x| x.index != l.index);
-                        s.links.push(l);
-                    }
+                MessageBody::Link(l) => {
+                    upsert(&mut s.links, NodeLink::from_body(l), delete, |a, b| {
+                        a.index == b.index
+                    });
                 }
                 MessageBody::Address(_) => {
                     for a in facts.addresses {
-                        s.addresses.retain(|x| x.address != a.address);
-                        s.addresses.push(a);
+                        upsert(&mut s.addresses, a, delete, |x, y| {
+                            x.address == y.address && x.ifname == y.ifname
+                        });
                     }
                 }
-                MessageBody::Route(_) => {
-                    for r in facts.routes {
-                        s.routes.retain(|x| x != &r);
-                        s.routes.push(r);
+                MessageBody::Route(r) if !r.flags.iter().any(|f| f == "CLONED") => {
+                    for mut route in facts.routes {
+                        if r.family == "inet6" && route.dst == "default" {
+                            route.dst = "::/0".into();
+                        }
+                        upsert(&mut s.routes, route, delete, |x, y| x == y);
                     }
                 }
                 _ => {}
@@ -220,6 +355,43 @@ impl NodeSnapshot {
         self.addresses
             .iter()
             .filter_map(|a| Some((a.address.parse().ok()?, a)))
+    }
+
+    /// The addresses of interface `ifname`, in the dump's order (Go's `Interface.Addrs()`).
+    fn addresses_of<'a>(
+        &'a self,
+        ifname: &'a str,
+    ) -> impl Iterator<Item = (IpAddr, &'a AddressFact)> {
+        self.address_rows().filter(move |(_, f)| f.ifname == ifname)
+    }
+
+    /// The link named `ifname`: `Ok(None)` when the snapshot has no links at all (a capture that
+    /// saw no link dump: nothing can be said), `Err(())` when it has links but not this one.
+    fn link_named(&self, ifname: &str) -> Result<Option<&NodeLink>, ()> {
+        if self.links.is_empty() {
+            return Ok(None);
+        }
+        self.links
+            .iter()
+            .find(|l| l.ifname.as_deref() == Some(ifname))
+            .map(Some)
+            .ok_or(())
+    }
+
+    /// The interface names in the order Go's `net.Interfaces()` lists them (the link dump's),
+    /// then any name that only the address dump mentions, in its order.
+    fn interface_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .links
+            .iter()
+            .filter_map(|l| l.ifname.as_deref())
+            .collect();
+        for a in &self.addresses {
+            if !names.contains(&a.ifname.as_str()) {
+                names.push(&a.ifname);
+            }
+        }
+        names
     }
 
     /// The first primary address of `dev` of `dst`'s family, preferring one whose prefix holds
@@ -236,33 +408,41 @@ impl NodeSnapshot {
             .map(|(a, _)| *a)
     }
 
-    /// What `ip route get DST` would answer (no policy rules).
+    /// What `ip route get DST` would answer: the local table, then main, then default (the
+    /// default policy rules; no others), the longest prefix of `dst`'s family, and among routes
+    /// of that prefix the first in the table's order.
     pub fn route_get(&self, dst: IpAddr) -> Option<RouteAnswer> {
-        let best = |table_is_local: bool| {
-            self.routes
+        let lookup = |table: &str, route_type: &str| {
+            let found: Vec<(u8, &RouteFact)> = self
+                .routes
                 .iter()
-                .filter(|r| (r.table == "local") == table_is_local)
-                .filter(|r| !table_is_local || r.route_type == "local")
-                .filter(|r| table_is_local || r.route_type == "unicast")
+                .filter(|r| r.table == table && r.route_type == route_type)
                 .filter_map(|r| {
-                    let (net, len) = parse_prefix(&r.dst).unwrap_or(match dst {
-                        IpAddr::V4(_) => ("0.0.0.0".parse().ok()?, 0),
-                        IpAddr::V6(_) => ("::".parse().ok()?, 0),
-                    });
+                    let (net, len) = route_prefix(r)?;
                     in_prefix(dst, net, len).then_some((len, r))
                 })
-                .max_by_key(|(len, _)| *len)
-                .map(|(_, r)| r)
+                .collect();
+            let longest = found.iter().map(|(len, _)| *len).max()?;
+            let mut same = found
+                .into_iter()
+                .filter(|(len, _)| *len == longest)
+                .map(|(_, r)| r);
+            let first = same.next()?;
+            let tied: Vec<String> = same
+                .filter_map(|r| r.dev.as_deref().map(str::to_string))
+                .collect();
+            Some((first, tied))
         };
-        if let Some(r) = best(true) {
+        if let Some((r, _)) = lookup("local", "local") {
             return Some(RouteAnswer {
                 table: r.table.to_string(),
                 route_type: r.route_type.to_string(),
                 dev: "lo".into(),
                 src: r.src.as_deref().and_then(|s| s.parse().ok()).or(Some(dst)),
+                tied_devs: Vec::new(),
             });
         }
-        let r = best(false)?;
+        let (r, tied_devs) = lookup("main", "unicast").or_else(|| lookup("default", "unicast"))?;
         let dev = r.dev.as_deref().unwrap_or_default().to_string();
         let src = r
             .src
@@ -274,6 +454,7 @@ impl NodeSnapshot {
             route_type: r.route_type.to_string(),
             dev,
             src,
+            tied_devs,
         })
     }
 
@@ -341,39 +522,8 @@ impl NodeSnapshot {
     }
 }
 
-/// Calico's default `skip-interface` list (interfaces never autodetected).
-const CALICO_SKIPPED: &[&str] = &[
-    "docker",
-    "cbr",
-    "dummy",
-    "virbr",
-    "lxcbr",
-    "veth",
-    "lo",
-    "cali",
-    "tunl",
-    "flannel",
-    "kube-ipvs",
-    "cni",
-    "vxlan.calico",
-    "vxlan-v6.calico",
-    "wireguard.cali",
-    "wg-v6.cali",
-    "nodelocaldns",
-];
-
 /// The device kube-proxy creates for its IPVS virtual addresses (skipped by both paths).
 const KUBE_IPVS_DEVICE: &str = "kube-ipvs0";
-
-/// Whether `name` matches a calico interface pattern: a regex in calico; here `prefix*`-style
-/// prefixes and exact names, with `^`/`.*`/`$` stripped.
-fn interface_matches(name: &str, pattern: &str) -> bool {
-    let p = pattern.trim_start_matches('^').trim_end_matches('$');
-    match p.strip_suffix(".*") {
-        Some(prefix) => name.starts_with(prefix),
-        None => name == p,
-    }
-}
 
 fn ipv4_global(a: IpAddr) -> bool {
     a.is_ipv4() && !a.is_loopback() && !a.is_unspecified()
@@ -399,102 +549,6 @@ fn list(addrs: &[IpAddr]) -> String {
         .map(|a| a.to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// kubelet's InternalIP.
-fn kubelet(
-    s: &NodeSnapshot,
-    settings: &ComponentSettings,
-    conf: &GaiConf,
-    findings: &mut Vec<Diagnosis>,
-) -> ComponentPick {
-    if let Some(ip) = settings.node_ip {
-        return pick(
-            "kubelet",
-            "--node-ip",
-            vec![ip],
-            vec![format!("--node-ip {ip} is used as given")],
-        );
-    }
-    let mut lookup_notes = Vec::new();
-    if !s.hosts.is_empty() {
-        let candidates: Vec<Candidate> = s
-            .hosts
-            .iter()
-            .enumerate()
-            .map(|(i, a)| s.glibc_candidate(*a, i))
-            .collect();
-        let outcome = rfc6724::sort(&candidates, conf);
-        let sorted: Vec<IpAddr> = outcome.order.iter().map(|i| candidates[*i].dest).collect();
-        let mut reasoning = vec![
-            format!(
-                "node name {:?} resolves (hosts file order) to [{}]",
-                s.hostname,
-                list(&s.hosts)
-            ),
-            format!(
-                "glibc getaddrinfo sorts them (RFC 6724 as glibc 2.36 applies it) to [{}]",
-                list(&sorted)
-            ),
-        ];
-        for d in &outcome.decisions {
-            reasoning.push(format!(
-                "  {} before {}: rule {} ({}): {}",
-                d.first, d.second, d.rule, d.rule_name, d.detail
-            ));
-        }
-        let chosen = sorted.iter().copied().find(|a| ipv4_global(*a));
-        if let Some(first) = chosen {
-            reasoning.push(format!(
-                "kubelet takes the first IPv4 non-loopback address: {first}"
-            ));
-            if s.hosts.first() != Some(&first) && s.hosts.len() > 1 {
-                let decisive = outcome.decisions.first();
-                findings.push(Diagnosis {
-                    id: DiagnosisId::GaiReordered,
-                    severity: Severity::Warning,
-                    summary: format!(
-                        "kubelet's node IP would be {first}, not {} listed first for {:?}: glibc re-sorted the lookup{}",
-                        s.hosts[0],
-                        s.hostname,
-                        decisive.map(|d| format!(" (rule {}: {})", d.rule, d.rule_name)).unwrap_or_default()
-                    ),
-                    evidence: reasoning.clone(),
-                    remedy: "set kubelet --node-ip, or list only the wanted address for the node name, or add a gai.conf precedence line for it".into(),
-                });
-            }
-            return pick("kubelet", "node name lookup", vec![first], reasoning);
-        }
-        lookup_notes = reasoning;
-    }
-    let default_v4 = "0.0.0.0".parse().expect("literal");
-    match s.route_get(default_v4).filter(|r| r.table != "local") {
-        Some(r) => {
-            let addr = s
-                .address_rows()
-                .find(|(a, f)| f.ifname == r.dev && ipv4_global(*a))
-                .map(|(a, _)| a);
-            pick(
-                "kubelet",
-                "default-route interface",
-                addr.into_iter().collect(),
-                lookup_notes
-                    .into_iter()
-                    .chain([format!(
-                        "no --node-ip and no non-loopback IPv4 address for the node name: first \
-                         address of the default route's interface {}",
-                        r.dev
-                    )])
-                    .collect(),
-            )
-        }
-        None => pick(
-            "kubelet",
-            "none",
-            vec![],
-            vec!["no --node-ip, no hosts entry, no default route: kubelet cannot choose".into()],
-        ),
-    }
 }
 
 /// The network/broadcast check of seed 001 on one address a component uses.
@@ -525,110 +579,6 @@ fn check_network_address(
             }
         }
     }
-}
-
-/// calico's IP autodetection.
-fn calico(
-    s: &NodeSnapshot,
-    settings: &ComponentSettings,
-    kubelet_ip: Option<IpAddr>,
-    findings: &mut Vec<Diagnosis>,
-) -> ComponentPick {
-    let method = settings
-        .calico_method
-        .clone()
-        .unwrap_or_else(|| "first-found".into());
-    let (kind, arg) = method.split_once('=').unwrap_or((method.as_str(), ""));
-    let usable = |f: &AddressFact, a: IpAddr| {
-        ipv4_global(a) && !CALICO_SKIPPED.iter().any(|p| f.ifname.starts_with(p))
-    };
-    let first_where = |keep: &dyn Fn(&AddressFact, IpAddr) -> bool| {
-        s.address_rows()
-            .find(|(a, f)| keep(f, *a))
-            .map(|(a, f)| (a, f.ifname.clone()))
-    };
-    let (picked, why) = match kind {
-        "first-found" => match first_where(&|f, a| usable(f, a)) {
-            Some((a, dev)) => (
-                Some(a),
-                format!("first address of the first interface not in calico's skip list: {dev}"),
-            ),
-            None => (
-                None,
-                "no interface outside calico's skip list has an IPv4 address".into(),
-            ),
-        },
-        "interface" => match first_where(&|f, a| {
-            ipv4_global(a) && arg.split(',').any(|p| interface_matches(&f.ifname, p))
-        }) {
-            Some((a, dev)) => (
-                Some(a),
-                format!("first address of the first interface matching {arg}: {dev}"),
-            ),
-            None => (None, format!("no interface matches {arg}")),
-        },
-        "skip-interface" => match first_where(&|f, a| {
-            usable(f, a) && !arg.split(',').any(|p| interface_matches(&f.ifname, p))
-        }) {
-            Some((a, dev)) => (
-                Some(a),
-                format!("first address of the first interface not skipped by {arg}: {dev}"),
-            ),
-            None => (None, format!("every interface is skipped by {arg}")),
-        },
-        "can-reach" => match arg.parse().ok().and_then(|d| s.route_get(d)) {
-            Some(r) => (
-                r.src,
-                format!(
-                    "route to {arg}: table {}, type {}, dev {}, src {}",
-                    r.table,
-                    r.route_type,
-                    r.dev,
-                    r.src.map(|a| a.to_string()).unwrap_or("-".into())
-                ),
-            ),
-            None => (None, format!("no route to {arg}")),
-        },
-        "cidr" => {
-            let nets: Vec<_> = arg.split(',').filter_map(parse_prefix).collect();
-            match first_where(&|_, a| nets.iter().any(|(n, l)| in_prefix(a, *n, *l))) {
-                Some((a, dev)) => (Some(a), format!("first address inside {arg}: on {dev}")),
-                None => (None, format!("no address inside {arg}")),
-            }
-        }
-        "kubernetes-internal-ip" => {
-            match kubelet_ip.and_then(|ip| s.address_rows().find(|(a, _)| *a == ip)) {
-                Some((a, f)) => {
-                    let buggy = network_and_broadcast(a, f.prefix_len)
-                        .map(|(n, _)| n)
-                        .unwrap_or(a);
-                    let mut why = format!(
-                        "the node's InternalIP {a} is {a}/{} on {}",
-                        f.prefix_len, f.ifname
-                    );
-                    if buggy != a {
-                        why.push_str(&format!(
-                            "; calico v3.22.1–v3.22.3 used the parsed network instead: {buggy}/{}",
-                            f.prefix_len
-                        ));
-                        check_network_address(
-                            s,
-                            "calico v3.22.1–v3.22.3 (kubernetes-internal-ip)",
-                            buggy,
-                            findings,
-                        );
-                    }
-                    (Some(a), why)
-                }
-                None => (
-                    None,
-                    "the node's InternalIP is not an address of this node".into(),
-                ),
-            }
-        }
-        other => (None, format!("unknown autodetection method {other:?}")),
-    };
-    pick("calico", &method, picked.into_iter().collect(), vec![why])
 }
 
 /// kube-proxy's `nodePortAddresses` filter.
@@ -768,16 +718,25 @@ fn openelb(s: &NodeSnapshot, target: IpAddr, findings: &mut Vec<Diagnosis>) -> C
     )
 }
 
-/// The node name's order under glibc (with the node's gai.conf), musl and Go's own resolver, and
-/// a `resolvers-disagree` finding when their first IPv4 addresses (kubelet's rule) differ.
-fn resolver_orders(
-    s: &NodeSnapshot,
-    conf: &GaiConf,
-    findings: &mut Vec<Diagnosis>,
-) -> Vec<ResolverOrder> {
-    if s.hosts.len() < 2 {
-        return Vec::new();
-    }
+/// One resolver's order of the node name's hosts-file addresses, and the rule that decided its
+/// first reordered pair (for a `gai-reordered` finding).
+struct Lookup {
+    resolver: LookupResolver,
+    order: ResolverOrder,
+    decisive: Option<String>,
+}
+
+/// The first pair a sort decided by a rule other than "leave the order" (rule 10).
+fn decisive_rule<'a>(rules: impl IntoIterator<Item = (u8, &'a str)>) -> Option<String> {
+    rules
+        .into_iter()
+        .find(|(rule, _)| *rule != 10)
+        .map(|(rule, name)| format!("rule {rule}: {name}"))
+}
+
+/// The node name's hosts-file addresses as glibc (with the node's gai.conf), musl and Go's own
+/// resolver return them.
+fn lookups(s: &NodeSnapshot, conf: &GaiConf) -> Vec<Lookup> {
     let sources: Vec<Option<IpAddr>> = s
         .hosts
         .iter()
@@ -816,6 +775,7 @@ fn resolver_orders(
             )
         })
         .collect();
+    let glibc_decisive = decisive_rule(glibc.decisions.iter().map(|d| (d.rule, d.rule_name)));
     let musl_candidates: Vec<musl::MuslCandidate> = s
         .hosts
         .iter()
@@ -826,17 +786,19 @@ fn resolver_orders(
             source: *source,
         })
         .collect();
-    let (musl_order, musl_reasons) = if musl::sorts(false, &s.hosts) {
+    let (musl_order, musl_reasons, musl_decisive) = if musl::sorts(false, &s.hosts) {
         let order: Vec<IpAddr> = musl::sort(&musl_candidates)
             .into_iter()
             .map(|i| musl_candidates[i].dest)
             .collect();
         let why = musl::explain(&musl_candidates, &order);
-        (order, pair_lines(&why.pairs))
+        let decisive = decisive_rule(why.pairs.iter().map(|p| (p.rule, p.rule_name.as_str())));
+        (order, pair_lines(&why.pairs), decisive)
     } else {
         (
             s.hosts.clone(),
             vec!["no IPv6 result: musl does not sort, the hosts-file order is kept".into()],
+            None,
         )
     };
     let go_candidates: Vec<go::GoCandidate> = s
@@ -852,29 +814,56 @@ fn resolver_orders(
         .into_iter()
         .map(|i| go_candidates[i].dest)
         .collect();
-    let go_reasons = pair_lines(&go::explain(&go_candidates, &go_order).pairs);
-    let orders = vec![
-        ResolverOrder {
-            resolver: "glibc".into(),
-            used_by: "cgo Go programs sent to libc (kubelet before 1.38 when nsswitch/resolv.conf require it), C programs such as getent"
-                .into(),
-            order: glibc_order,
-            reasoning: glibc_reasons,
+    let go_why = go::explain(&go_candidates, &go_order);
+    let go_decisive = decisive_rule(go_why.pairs.iter().map(|p| (p.rule, p.rule_name.as_str())));
+    let go_reasons = pair_lines(&go_why.pairs);
+    vec![
+        Lookup {
+            resolver: LookupResolver::Glibc,
+            order: ResolverOrder {
+                resolver: "glibc".into(),
+                used_by: "cgo Go programs sent to libc (kubelet before 1.38 when nsswitch/resolv.conf require it), C programs such as getent"
+                    .into(),
+                order: glibc_order,
+                reasoning: glibc_reasons,
+            },
+            decisive: glibc_decisive,
         },
-        ResolverOrder {
-            resolver: "musl".into(),
-            used_by: "k3s's embedded kubelet (static musl), Alpine-based containers".into(),
-            order: musl_order,
-            reasoning: musl_reasons,
+        Lookup {
+            resolver: LookupResolver::Musl,
+            order: ResolverOrder {
+                resolver: "musl".into(),
+                used_by: "k3s's embedded kubelet (static musl), Alpine-based containers".into(),
+                order: musl_order,
+                reasoning: musl_reasons,
+            },
+            decisive: musl_decisive,
         },
-        ResolverOrder {
-            resolver: "go".into(),
-            used_by: "kubelet from 1.38 (static), kube-proxy, kube-vip, MetalLB and OpenELB speakers, calico-node by default"
-                .into(),
-            order: go_order,
-            reasoning: go_reasons,
+        Lookup {
+            resolver: LookupResolver::Go,
+            order: ResolverOrder {
+                resolver: "go".into(),
+                used_by: "kubelet from 1.38 (static), kube-proxy, kube-vip, MetalLB and OpenELB speakers, calico-node by default"
+                    .into(),
+                order: go_order,
+                reasoning: go_reasons,
+            },
+            decisive: go_decisive,
         },
-    ];
+    ]
+}
+
+/// The orders the report shows (when the node name has two addresses or more), and a
+/// `resolvers-disagree` finding when their first IPv4 addresses differ.
+fn resolver_orders(
+    s: &NodeSnapshot,
+    lookups: &[Lookup],
+    findings: &mut Vec<Diagnosis>,
+) -> Vec<ResolverOrder> {
+    if s.hosts.len() < 2 {
+        return Vec::new();
+    }
+    let orders: Vec<ResolverOrder> = lookups.iter().map(|l| l.order.clone()).collect();
     let firsts: Vec<(&str, Option<IpAddr>)> = orders
         .iter()
         .map(|o| {
@@ -911,20 +900,49 @@ fn resolver_orders(
     orders
 }
 
-/// Runs every picker on a snapshot.
+/// Runs every picker on a snapshot, knowing nothing beyond `settings` ([`audit_in`] with an
+/// empty [`AuditContext`]).
 pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiConf) -> AuditReport {
+    audit_in(snapshot, settings, &AuditContext::default(), conf)
+}
+
+/// Runs every picker on a snapshot.
+pub fn audit_in(
+    snapshot: NodeSnapshot,
+    settings: &ComponentSettings,
+    context: &AuditContext,
+    conf: &GaiConf,
+) -> AuditReport {
     let mut findings = Vec::new();
     let s = &snapshot;
-    let resolvers = resolver_orders(s, conf, &mut findings);
-    let kubelet_pick = kubelet(s, settings, conf, &mut findings);
-    let kubelet_ip = kubelet_pick.picked.first().copied();
-    let calico_pick = calico(s, settings, kubelet_ip, &mut findings);
-    let mut picks = vec![kubelet_pick, calico_pick];
-    picks.extend(kube_proxy(s, settings, &mut findings));
-    if let Some(target) = settings.openelb_can_reach {
-        picks.push(openelb(s, target, &mut findings));
-    }
-    if let (Some(k), Some(c)) = (kubelet_ip, picks[1].picked.first()) {
+    let lookups = lookups(s, conf);
+    let resolvers = resolver_orders(s, &lookups, &mut findings);
+    let kubelet_picks = kubelet::kubelet(
+        s,
+        settings,
+        &context.kubelet,
+        context.go_cgo_choice.as_ref(),
+        &lookups,
+        &mut findings,
+    );
+    // The Node's InternalIPs: kubelet's pick (its first case when the binary is not known).
+    let internal_ips: Vec<IpAddr> = kubelet_picks
+        .first()
+        .map(|p| p.picked.clone())
+        .unwrap_or_default();
+    let calico_pick = calico::calico(
+        s,
+        settings.calico_method.as_deref(),
+        &context.calico,
+        &internal_ips,
+        &mut findings,
+    );
+    let kubelet_ip = internal_ips
+        .iter()
+        .copied()
+        .find(|a| a.is_ipv4())
+        .or(internal_ips.first().copied());
+    if let (Some(k), Some(c)) = (kubelet_ip, calico_pick.picked.first()) {
         if k != *c {
             findings.push(Diagnosis {
                 id: DiagnosisId::ComponentsDisagree,
@@ -935,6 +953,12 @@ pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiCon
             });
         }
     }
+    let mut picks = kubelet_picks;
+    picks.push(calico_pick);
+    picks.extend(kube_proxy(s, settings, &mut findings));
+    if let Some(target) = settings.openelb_can_reach {
+        picks.push(openelb(s, target, &mut findings));
+    }
     for p in &picks {
         for a in &p.picked {
             check_network_address(s, &p.component, *a, &mut findings);
@@ -943,7 +967,7 @@ pub fn audit(snapshot: NodeSnapshot, settings: &ComponentSettings, conf: &GaiCon
     AuditReport {
         local_sources: s.local_sources(),
         resolvers,
-        go_cgo_choice: None,
+        go_cgo_choice: context.go_cgo_choice.clone(),
         snapshot,
         picks,
         findings,
@@ -970,10 +994,17 @@ impl AuditReport {
                 "{LOCAL_TABLE_PATH}: no local-table route (`ip route show table local`) in these events"
             ));
         }
-        let kubelet_blind = self
-            .picks
+        let has_default_route = self
+            .snapshot
+            .routes
             .iter()
-            .any(|p| p.component == "kubelet" && p.picked.is_empty());
+            .any(|r| route_prefix(r).is_some_and(|(_, len)| len == 0));
+        let kubelet_blind = self.snapshot.hosts.is_empty()
+            && !has_default_route
+            && self
+                .picks
+                .iter()
+                .any(|p| p.component == "kubelet" && p.picked.is_empty());
         if kubelet_blind {
             self.picks.retain(|p| p.component != "kubelet");
             self.findings

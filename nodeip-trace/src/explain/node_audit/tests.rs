@@ -3,23 +3,49 @@ use compact_str::{format_compact, ToCompactString};
 
 use super::*;
 
-/// A layout: (interface, address/len) in the order added; the first address of a prefix on an
-/// interface is primary, later ones secondary; local and prefix routes as the kernel makes them,
-/// and a default route via `gateway` on the first interface.
-fn layout(
-    hostname: &str,
-    addresses: &[(&str, &str)],
-    gateway: &str,
-    hosts: &[&str],
-) -> NodeSnapshot {
-    let mut s = NodeSnapshot {
-        hostname: hostname.into(),
-        hosts: hosts.iter().map(|h| h.parse().unwrap()).collect(),
-        ..Default::default()
-    };
-    for (i, (dev, cidr)) in addresses.iter().enumerate() {
+mod calico;
+mod kubelet;
+mod snapshot;
+
+/// A node built the way the kernel builds its tables: links in index order; for each address
+/// added, its local route (`src` the primary of its prefix) and, for a prefix's first address
+/// on an interface (its primary), the prefix route.
+struct Node(NodeSnapshot);
+
+impl Node {
+    fn new(hostname: &str) -> Self {
+        Node(NodeSnapshot {
+            hostname: hostname.into(),
+            ..Default::default()
+        })
+    }
+
+    /// A link, up or down (`lo` is a loopback link).
+    fn link(mut self, name: &str, up: bool) -> Self {
+        let index = self.0.links.len() as u32 + 2;
+        self.0.links.push(NodeLink {
+            index,
+            ifname: Some(name.into()),
+            up: Some(up),
+            loopback: Some(name == "lo"),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// An address on `dev` (a link, up, made for it if there is none yet).
+    fn addr(mut self, dev: &str, cidr: &str) -> Self {
+        if !self
+            .0
+            .links
+            .iter()
+            .any(|l| l.ifname.as_deref() == Some(dev))
+        {
+            self = self.link(dev, true);
+        }
         let (addr, len) = parse_prefix(cidr).unwrap();
-        let primary = s
+        let primary = self
+            .0
             .addresses
             .iter()
             .find(|a| {
@@ -29,50 +55,88 @@ fn layout(
                     && in_prefix(addr, a.address.parse().unwrap(), len)
             })
             .map(|a| a.address.clone());
-        if !s.links.iter().any(|l| l.ifname.as_deref() == Some(dev)) {
-            s.links.push(LinkFact {
-                index: i as u32 + 2,
-                ifname: Some(dev.to_string()),
-                kind: None,
-            });
-        }
-        s.addresses.push(AddressFact {
-            ifname: (*dev).into(),
+        self.0.addresses.push(AddressFact {
+            ifname: dev.into(),
             address: addr.to_compact_string(),
             prefix_len: len,
             secondary: primary.is_some(),
             label: None,
         });
         let src = primary.clone().unwrap_or(addr.to_compact_string());
-        s.routes.push(RouteFact {
+        let host = if addr.is_ipv4() { 32 } else { 128 };
+        self.0.routes.push(RouteFact {
             table: "local".into(),
             route_type: "local".into(),
-            dst: format_compact!("{addr}/32"),
-            dev: Some((*dev).into()),
+            dst: format_compact!("{addr}/{host}"),
+            dev: Some(dev.into()),
             src: Some(src.clone()),
             gateway: None,
         });
         if primary.is_none() {
-            let (net, _) = network_and_broadcast(addr, len).unwrap_or((addr, addr));
-            s.routes.push(RouteFact {
+            self.0.routes.push(RouteFact {
                 table: "main".into(),
                 route_type: "unicast".into(),
-                dst: format_compact!("{net}/{len}"),
-                dev: Some((*dev).into()),
+                dst: format_compact!("{}/{len}", network_of(addr, len)),
+                dev: Some(dev.into()),
                 src: Some(src),
                 gateway: None,
             });
         }
+        self
     }
-    s.routes.push(RouteFact {
-        table: "main".into(),
-        route_type: "unicast".into(),
-        dst: "default".into(),
-        dev: Some(addresses[0].0.into()),
-        src: None,
-        gateway: Some(gateway.into()),
-    });
-    s
+
+    /// A default route via `gateway` on `dev`.
+    fn default_via(mut self, gateway: &str, dev: &str) -> Self {
+        let v6 = gateway.contains(':');
+        self.0.routes.push(RouteFact {
+            table: "main".into(),
+            route_type: "unicast".into(),
+            dst: if v6 { "::/0".into() } else { "default".into() },
+            dev: Some(dev.into()),
+            src: None,
+            gateway: Some(gateway.into()),
+        });
+        self
+    }
+
+    /// A route of `route_type` (`blackhole`, ...) to `dst` with no device.
+    fn route_without_dev(mut self, route_type: &str, dst: &str) -> Self {
+        self.0.routes.push(RouteFact {
+            table: "main".into(),
+            route_type: route_type.to_string().into(),
+            dst: dst.into(),
+            dev: None,
+            src: None,
+            gateway: None,
+        });
+        self
+    }
+
+    /// The node name's hosts-file addresses.
+    fn hosts(mut self, hosts: &[&str]) -> Self {
+        self.0.hosts = hosts.iter().map(|h| h.parse().unwrap()).collect();
+        self
+    }
+
+    fn done(self) -> NodeSnapshot {
+        self.0
+    }
+}
+
+/// A layout: (interface, address/len) in the order added, a default route via `gateway` on the
+/// first interface, the node name's hosts-file addresses.
+fn layout(
+    hostname: &str,
+    addresses: &[(&str, &str)],
+    gateway: &str,
+    hosts: &[&str],
+) -> NodeSnapshot {
+    addresses
+        .iter()
+        .fold(Node::new(hostname), |n, (dev, cidr)| n.addr(dev, cidr))
+        .default_via(gateway, addresses[0].0)
+        .hosts(hosts)
+        .done()
 }
 
 fn ids(r: &AuditReport) -> Vec<&str> {
@@ -95,6 +159,29 @@ fn with(f: impl FnOnce(&mut ComponentSettings)) -> ComponentSettings {
     let mut settings = ComponentSettings::default();
     f(&mut settings);
     settings
+}
+
+fn within(f: impl FnOnce(&mut AuditContext)) -> AuditContext {
+    let mut context = AuditContext::default();
+    f(&mut context);
+    context
+}
+
+/// The audit with `settings` and `context`, glibc's built-in tables.
+fn audit_with(
+    s: &NodeSnapshot,
+    settings: &ComponentSettings,
+    context: &AuditContext,
+) -> AuditReport {
+    audit_in(s.clone(), settings, context, &GaiConf::default())
+}
+
+/// Every pick of `component`, in order.
+fn picks_of<'a>(r: &'a AuditReport, component: &str) -> Vec<&'a ComponentPick> {
+    r.picks
+        .iter()
+        .filter(|p| p.component == component)
+        .collect()
 }
 
 #[test]
@@ -122,7 +209,8 @@ fn route_get_answers_like_the_kernel() {
 #[test]
 fn seed_000_alias_listed_second_comes_first() {
     // The alias is the kernel's primary; the hosts file lists the other address first; glibc's
-    // rule 9 puts the address equal to its own source first.
+    // rule 9 puts the address equal to its own source first, Go's own resolver and musl do not.
+    // The kubelet binary is not known: each resolver's case is a pick, Go's own first.
     let s = layout(
         "node-1",
         &[("eth0", "172.18.45.20/27"), ("eth0", "172.18.45.6/27")],
@@ -130,7 +218,27 @@ fn seed_000_alias_listed_second_comes_first() {
         &["172.18.45.6", "172.18.45.20"],
     );
     let r = audit(s, &ComponentSettings::default(), &GaiConf::default());
-    assert_eq!(picked(&r, "kubelet"), [ip("172.18.45.20")]);
+    let kubelet: Vec<(&str, &[IpAddr])> = picks_of(&r, "kubelet")
+        .iter()
+        .map(|p| (p.setting.as_str(), p.picked.as_slice()))
+        .collect();
+    assert_eq!(
+        kubelet,
+        [
+            (
+                "node name lookup, Go's own resolver",
+                &[ip("172.18.45.6")][..]
+            ),
+            (
+                "node name lookup, glibc's getaddrinfo (cgo)",
+                &[ip("172.18.45.20")][..]
+            ),
+            (
+                "node name lookup, musl's getaddrinfo (cgo)",
+                &[ip("172.18.45.6")][..]
+            ),
+        ]
+    );
     assert!(ids(&r).contains(&"gai-reordered"), "{:?}", r.findings);
     let text = render_text(&r);
     assert!(text.contains("rule 9"), "{text}");
@@ -147,7 +255,17 @@ fn node_ip_flag_wins_and_healthy_layout_has_no_findings() {
     assert!(r.findings.is_empty(), "{:?}", r.findings);
     assert_eq!(picked(&r, "kubelet"), [ip("10.0.0.10")]);
     assert_eq!(picked(&r, "calico"), [ip("10.0.0.10")]);
+    // A --node-ip no interface holds fails validateNodeIP: kubelet sets no address.
     let settings = with(|s| s.node_ip = Some(ip("10.0.0.99")));
+    let r = audit(s.clone(), &settings, &GaiConf::default());
+    assert!(picked(&r, "kubelet").is_empty());
+    let why = &picks_of(&r, "kubelet")[0].reasoning;
+    assert!(
+        why.iter()
+            .any(|w| w.contains("not found in the host's network interfaces")),
+        "{why:?}"
+    );
+    let s = Node(s).addr("eth0", "10.0.0.99/24").done();
     let r = audit(s, &settings, &GaiConf::default());
     assert_eq!(picked(&r, "kubelet"), [ip("10.0.0.99")]);
 }
@@ -243,9 +361,10 @@ fn calico_methods() {
         let settings = with(|s| s.calico_method = Some(m.into()));
         picked(&audit(s.clone(), &settings, &GaiConf::default()), "calico").to_vec()
     };
-    assert_eq!(method("first-found"), [ip("10.0.0.10")]);
+    // calico walks net.Interfaces() in reverse: eth1 before eth0.
+    assert_eq!(method("first-found"), [ip("192.168.5.3")]);
     assert_eq!(method("interface=eth1"), [ip("192.168.5.3")]);
-    assert_eq!(method("skip-interface=eth0"), [ip("192.168.5.3")]);
+    assert_eq!(method("skip-interface=eth1"), [ip("10.0.0.10")]);
     assert_eq!(method("cidr=192.168.0.0/16"), [ip("192.168.5.3")]);
     assert_eq!(method("can-reach=192.168.5.77"), [ip("192.168.5.3")]);
     assert!(method("bogus").is_empty());

@@ -24,6 +24,8 @@ use std::cmp::Ordering;
 use std::net::IpAddr;
 
 use super::ResolverSort;
+// Go's `To4() != nil`: IPv4, or IPv6 in `::ffff:a.b.c.d` form.
+use crate::explain::go_net::is_ipv4 as is_v4;
 use crate::model::getaddrinfo::{CandidateWhy, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
 use crate::model::resolver_span::ResolverSpan;
@@ -54,14 +56,6 @@ fn as_u128(a: IpAddr) -> u128 {
     match a {
         IpAddr::V4(v4) => u128::from_be_bytes(v4.to_ipv6_mapped().octets()),
         IpAddr::V6(v6) => u128::from_be_bytes(v6.octets()),
-    }
-}
-
-/// Go's `To4() != nil`: IPv4, or IPv6 in `::ffff:a.b.c.d` form.
-fn is_v4(a: IpAddr) -> bool {
-    match a {
-        IpAddr::V4(_) => true,
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().is_some(),
     }
 }
 
