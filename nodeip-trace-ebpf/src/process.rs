@@ -103,8 +103,14 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
             (*rec).filename[0] = 0;
         }
     }
-    // Woken at once, not at the reader's next poll: userspace reads the new process's facts
-    // (exe, parents, cgroup) from /proc, and a short-lived one is gone within milliseconds.
-    entry.submit(crate::WAKE_NOW);
+    // Without the exec hold, woken at once, not at the reader's next poll: this record is when
+    // a new program is probed, and userspace reads its facts (exe, libc, cgroup) from /proc,
+    // gone within milliseconds for a short-lived one. With it, nobody waits for the record.
+    let lazy = crate::EXEC_RECORDS_LAZY.get(0).is_some_and(|v| *v != 0);
+    entry.submit(if lazy {
+        crate::NO_WAKEUP
+    } else {
+        crate::WAKE_NOW
+    });
     0
 }

@@ -188,13 +188,16 @@ pub struct ExecWatcher {
     host_mount_ns: Option<u64>,
     /// When a process in it was last looked at for libcs at its exec.
     host_root_looked: Option<Instant>,
+    /// New programs are held at exec until probed.
+    holding: bool,
 }
 
 /// When a process's libcs are looked for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Looked {
-    /// At its exec (held or seen at its record).
-    AtExec,
+    /// At its exec (held or seen at its record); whether it runs in the node's own mount
+    /// namespace.
+    AtExec { in_host: bool },
     /// [`AGAIN_AFTER`] its exec, in its maps.
     Again,
 }
@@ -389,7 +392,8 @@ impl ExecWatcher {
             .classify_file(tracer, file, shown)
             .map(|c| c.outcomes)
             .unwrap_or_default();
-        outcomes.extend(self.libcs_of(tracer, pid, Looked::AtExec));
+        let in_host = self.in_host(mount_ns_of(pid));
+        outcomes.extend(self.libcs_of(tracer, pid, Looked::AtExec { in_host }));
         self.look_again(pid);
         outcomes
     }
@@ -403,7 +407,21 @@ impl ExecWatcher {
         pid: u32,
         executed: &Path,
     ) -> Vec<ProbeOutcome> {
-        let mut outcomes = self.libcs_of(tracer, pid, Looked::AtExec);
+        let mount_ns = mount_ns_of(pid);
+        let in_host = self.in_host(mount_ns);
+        if self.holding && (mount_ns.is_none() || in_host) {
+            // With the hold, a program on the node's own filesystems (all marked) that was not
+            // known was held and probed at its exec: nothing is left to classify. One already
+            // gone left nothing to look at. Only the node's libcs are looked at now and then,
+            // and the maps of one still running (a libc of its own, loaded from elsewhere).
+            if mount_ns.is_none() {
+                return Vec::new();
+            }
+            let outcomes = self.libcs_of(tracer, pid, Looked::AtExec { in_host });
+            self.look_again(pid);
+            return outcomes;
+        }
+        let mut outcomes = self.libcs_of(tracer, pid, Looked::AtExec { in_host });
         let exe = PathBuf::from(format!("/proc/{pid}/exe"));
         // Held open: the process may be gone before the probes are attached.
         let opened = match std::fs::File::open(&exe) {
@@ -439,6 +457,17 @@ impl ExecWatcher {
             .collect()
     }
 
+    /// Whether a process in mount namespace `mount_ns` runs in the node's own.
+    fn in_host(&self, mount_ns: Option<u64>) -> bool {
+        self.host_mount_ns.is_some() && mount_ns == self.host_mount_ns
+    }
+
+    /// Says that new programs are held at exec until probed ([`Self::on_held_exec`]): exec
+    /// records of the node's own mount namespace then classify nothing.
+    pub fn holding(&mut self) {
+        self.holding = true;
+    }
+
     fn look_again(&mut self, pid: u32) {
         if self.again.len() < MAX_AGAIN && !self.again.iter().any(|(p, _)| *p == pid) {
             self.again.push((pid, Instant::now() + AGAIN_AFTER));
@@ -451,17 +480,14 @@ impl ExecWatcher {
     /// every exec of the node comes here (a libc installed since is found [`AGAIN_AFTER`] the
     /// exec in the process's maps, or at the next exec past the period).
     fn libcs_of(&mut self, tracer: &mut LiveTracer, pid: u32, looked: Looked) -> Vec<ProbeOutcome> {
-        if looked == Looked::AtExec && self.host_mount_ns.is_some() {
-            let in_host = mount_ns_of(pid) == self.host_mount_ns;
-            if in_host {
-                if self
-                    .host_root_looked
-                    .is_some_and(|at| at.elapsed() < HOST_ROOT_PERIOD)
-                {
-                    return Vec::new();
-                }
-                self.host_root_looked = Some(Instant::now());
+        if looked == (Looked::AtExec { in_host: true }) {
+            if self
+                .host_root_looked
+                .is_some_and(|at| at.elapsed() < HOST_ROOT_PERIOD)
+            {
+                return Vec::new();
             }
+            self.host_root_looked = Some(Instant::now());
         }
         let mut outcomes = Vec::new();
         for (path, id) in libcs_in_root_of(pid) {

@@ -1146,6 +1146,16 @@ impl LiveTracer {
             .map_err(map_error("TRACED_TGIDS"))
     }
 
+    /// Tells the kernel side that new programs are held at exec: exec records then wake nobody
+    /// (see `EXEC_RECORDS_LAZY` in the eBPF program).
+    pub fn exec_records_lazy(&mut self) -> Result<(), ProbeError> {
+        const NAME: &str = "EXEC_RECORDS_LAZY";
+        aya::maps::Array::<&mut MapData, u32>::try_from(self.map_mut(NAME)?)
+            .map_err(map_error(NAME))?
+            .set(0, 1, 0)
+            .map_err(map_error(NAME))
+    }
+
     /// Detaches every uprobe, many at once ([`DETACH_THREADS`]): what dropping the tracer would
     /// do one by one.
     pub fn detach_uprobes(&mut self) {

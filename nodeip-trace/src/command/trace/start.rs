@@ -273,9 +273,16 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
     );
 
     if let Ok(hold) = &mut exec_hold {
-        if let Err(e) = hold.start_threads() {
-            crate::message::note(format_args!("nodeip-trace: {e}; new programs are not held"));
-            exec_hold = Err(e.to_string());
+        match hold.start_threads() {
+            // Held programs are probed at their hold: their exec records can wait.
+            Ok(()) => {
+                tracer.exec_records_lazy()?;
+                exec_watcher.holding();
+            }
+            Err(e) => {
+                crate::message::note(format_args!("nodeip-trace: {e}; new programs are not held"));
+                exec_hold = Err(e.to_string());
+            }
         }
     }
     // The command: our own fork of it is followed by the kernel side, so it is traced from
