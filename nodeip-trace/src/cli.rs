@@ -24,34 +24,89 @@ const VERSION: &str = concat!(
     ")"
 );
 
-/// Which process picked which node IP address, and why.
+/// `nodeip-trace --help`'s examples (after the options; the man page's EXAMPLES).
+const EXAMPLES: &str = "\
+Examples:
+  nodeip-trace doctor                               # can this kernel be traced, and how
+  nodeip-trace trace --duration 30 -o node.jsonl    # the whole node for 30 s, also recorded
+  nodeip-trace trace -- getent ahosts node-a        # one command and its children
+  nodeip-trace report node.jsonl                    # the postmortem page: node.html
+  nodeip-trace explain                              # which address each component would pick";
+
+const TRACE_EXAMPLES: &str = "\
+Examples:
+  nodeip-trace trace --duration 30                  # whole node for 30 s, text timeline
+  nodeip-trace trace --comm kubelet --output k.jsonl
+  nodeip-trace trace --format json -- getent ahosts node-a
+  nodeip-trace trace --pid 1234 --netlink-family route
+  nodeip-trace trace --pod calico-system/calico-node-bhk2j --format json
+  nodeip-trace trace --hooks kprobe --pcap node.pcap  # force kprobes; pcap for Wireshark
+  nodeip-trace trace --pcap - | wireshark -k -i -     # live into Wireshark";
+
+const ANALYZE_EXAMPLES: &str = "\
+Examples:
+  nodeip-trace analyze node.pcapng
+  nodeip-trace analyze --format json node.pcap > node.jsonl
+  tcpdump -i nlmon0 -U -w - | nodeip-trace analyze -
+  nodeip-trace analyze --genl-family IPVS=0x24 other-node.pcap  # no family ids in the capture";
+
+const REPLAY_EXAMPLES: &str = "\
+Examples:
+  nodeip-trace replay incident.jsonl
+  nodeip-trace replay --format json incident.jsonl";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  nodeip-trace report incident.jsonl                # writes incident.html
+  nodeip-trace report node.pcapng -o postmortem.html
+  nodeip-trace trace --duration 60 -o incident.jsonl --report incident.html
+  tcpdump -i nlmon0 -U -w - | nodeip-trace report - -o live.html";
+
+const EXPLAIN_EXAMPLES: &str = "\
+Examples:
+  nodeip-trace explain
+  nodeip-trace explain --calico-method kubernetes-internal-ip
+  nodeip-trace explain --node-port-addresses primary --openelb-can-reach 172.16.0.4
+  nodeip-trace explain --from incident.pcap --node-name node-a --format json";
+
+const DOCTOR_EXAMPLES: &str = "\
+Examples:
+  nodeip-trace doctor
+  nodeip-trace doctor --format json";
+
+/// Which process picked which node IP, and why: eBPF tracing of getaddrinfo, netlink and route
+/// lookups.
 ///
 /// Traces getaddrinfo calls (with the order glibc returned), every netlink conversation
 /// (route gets, address and route dumps, IPVS commands) and the kernel's route lookups, and
-/// shows them as a timeline per process. Run as root.
+/// shows them as a timeline per process, with a diagnosis when a known failure pattern shows.
+/// `trace` runs as root; `analyze`, `replay` and `report` read captures and recordings offline,
+/// and need no privileges. Each subcommand's --help has examples.
 #[derive(Parser, Debug)]
-#[command(name = "nodeip-trace", version = VERSION, about, long_about = None)]
-struct Cli {
+#[command(name = "nodeip-trace", version = VERSION, about, after_long_help = EXAMPLES)]
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Trace live (as root): the whole node, some processes, or a command you give after `--`.
+    /// Trace live (as root): the whole node, some processes, or one command.
     ///
-    /// Examples:
-    ///   nodeip-trace trace --duration 30                 # whole node for 30 s, text timeline
-    ///   nodeip-trace trace --comm kubelet --output k.jsonl
-    ///   nodeip-trace trace --format json -- getent ahosts node-a
-    ///   nodeip-trace trace --pid 1234 --netlink-family route
-    ///   nodeip-trace trace --pod calico-system/calico-node-bhk2j --format json
-    ///   nodeip-trace trace --hooks kprobe --pcap node.pcap   # force kprobes; pcap for Wireshark
-    #[command(verbatim_doc_comment)]
+    /// Traces the whole node, or only some processes (--pid, --comm, --pod, --container,
+    /// --cgroup), or runs the COMMAND given after `--` and traces it and its descendants (then
+    /// exits with its status). The timeline goes to stdout; --output also records it as JSON
+    /// lines (for `replay` and `report`), --pcap/--pcapng write captures for Wireshark, and
+    /// --report writes the HTML report when the trace ends. It runs until Ctrl-C, --duration or
+    /// COMMAND's exit.
+    #[command(after_long_help = TRACE_EXAMPLES)]
     Trace(TraceArgs),
-    /// Analyze a capture offline (no root needed): our --pcap/--pcapng output, or a
-    /// `tcpdump -i nlmon0 -w FILE` capture. Same timeline and JSON as live. Damaged frames are
-    /// skipped and named on stderr, and reading goes on (exit 4 when anything was skipped).
+    /// Analyze a capture offline: our --pcap/--pcapng output or a tcpdump of nlmon0.
+    ///
+    /// Reads our --pcap/--pcapng output or a `tcpdump -i nlmon0 -w FILE` capture (no root
+    /// needed) and prints the same timeline and JSON as a live trace. Damaged frames are skipped
+    /// and named on stderr, and reading goes on (exit 4 when anything was skipped).
+    #[command(after_long_help = ANALYZE_EXAMPLES)]
     Analyze {
         /// The pcap or pcapng file; `-` reads standard input (`tcpdump -i nlmon0 -U -w - |
         /// nodeip-trace analyze -`). A file is read twice, so devices are named even before its
@@ -64,6 +119,7 @@ enum Command {
         genl: GenlFamilyArgs,
     },
     /// Render a JSON-lines recording (`trace --output FILE`) as the live run showed it.
+    #[command(after_long_help = REPLAY_EXAMPLES)]
     Replay {
         /// The recording.
         file: PathBuf,
@@ -71,19 +127,16 @@ enum Command {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
     },
-    /// Make a postmortem report from a recording or a capture (no root needed): one
-    /// self-contained HTML page that opens offline in any browser — header (node, kernel, time
-    /// window, hooks, losses), diagnosis cards linked to the rows that prove them, a swimlane
-    /// picture of who asked the kernel what (a lane per process, the kernel's lane, resolver
-    /// calls as bars with the rule that decided their order), the node address audit and each
-    /// resolver call's RFC 6724 pair table.
+    /// Make a postmortem report: one HTML page from a recording or a capture.
     ///
-    /// Examples:
-    ///   nodeip-trace report incident.jsonl                 # writes incident.html
-    ///   nodeip-trace report node.pcapng -o postmortem.html
-    ///   nodeip-trace trace --duration 60 -o incident.jsonl --report incident.html
-    ///   tcpdump -i nlmon0 -U -w - | nodeip-trace report - -o live.html
-    #[command(verbatim_doc_comment)]
+    /// Reads a recording (`trace --output`) or a capture (no root needed) and writes one
+    /// self-contained HTML page that opens offline in any browser.
+    ///
+    /// The page has a header (node, kernel, time window, hooks, losses); diagnosis cards linked
+    /// to the rows that prove them; a swimlane picture of who asked the kernel what (a lane per
+    /// process, the kernel's lane, resolver calls as bars with the rule that decided their
+    /// order); the node address audit; and each resolver call's RFC 6724 pair table.
+    #[command(after_long_help = REPORT_EXAMPLES)]
     Report {
         /// The recording (`trace --output`) or capture (pcap/pcapng; ours or tcpdump's nlmon);
         /// `-` reads standard input (then --output is needed).
@@ -97,22 +150,23 @@ enum Command {
         #[command(flatten)]
         genl: GenlFamilyArgs,
     },
-    /// Audit this node's addresses: what kubelet, calico, kube-proxy (IPVS) and OpenELB would
-    /// each pick, why, and the known failure patterns (exit 3 when one is found).
+    /// Audit this node's addresses: which one each Kubernetes component would pick, and why.
+    ///
+    /// Says what kubelet, calico, kube-proxy (IPVS) and OpenELB would each pick, why, and the
+    /// known failure patterns (exit 3 when one is found).
     ///
     /// The snapshot comes from the kernel (this network namespace, or --netns NAME), or from the
     /// kernel's answers in a capture or recording (--from). Component settings default to each
     /// component's defaults.
-    ///
-    /// Examples:
-    ///   nodeip-trace explain
-    ///   nodeip-trace explain --calico-method kubernetes-internal-ip
-    ///   nodeip-trace explain --node-port-addresses primary --openelb-can-reach 172.16.0.4
-    ///   nodeip-trace explain --from incident.pcap --node-name node-a --format json
-    #[command(verbatim_doc_comment)]
+    #[command(after_long_help = EXPLAIN_EXAMPLES)]
     Explain(ExplainArgs),
-    /// Report what this kernel offers and which hook each probe would use; exit 0 when tracing
-    /// is possible here.
+    /// Report what this kernel offers and which hook each probe would use.
+    ///
+    /// Shows the kernel's features (BTF, tracefs, privileges, uprobes, kprobes, fentry, the
+    /// fanotify permission events of the exec hold), the libcs and resolvers a trace would
+    /// probe, and which hook each probe would use, and why. Exit 0 when tracing is possible
+    /// here.
+    #[command(after_long_help = DOCTOR_EXAMPLES)]
     Doctor {
         /// Output format.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]

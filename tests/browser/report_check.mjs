@@ -22,7 +22,7 @@
 // every file passed, 1 when one failed, 2 when the harness itself could not run.
 //
 // Environment: NODEIP_BROWSER_TOOLS (default: target/browser-tools of this workspace, where
-// `cargo xtask setup` installs playwright-core), CHROMIUM (default /usr/bin/chromium).
+// `cargo xtask setup --for-tests` installs playwright-core), CHROMIUM (default /usr/bin/chromium).
 import { createRequire } from 'node:module';
 import { readFileSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -41,7 +41,7 @@ let chromium;
 try {
   ({ chromium } = createRequire(resolve(tools, 'package.json'))('playwright-core'));
 } catch (e) {
-  die(`cannot load playwright-core from ${tools} (run \`cargo xtask setup\`): ${e.message}`);
+  die(`cannot load playwright-core from ${tools} (run \`cargo xtask setup --for-tests\`): ${e.message}`);
 }
 
 const specArg = process.argv[2];

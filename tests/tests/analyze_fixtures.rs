@@ -167,7 +167,7 @@ fn every_fixture_converted_to_pcapng_analyses_to_the_same_messages() {
             .arg(&capture)
             .arg(&converted)
             .status()
-            .expect("editcap missing (it comes with tshark): run `cargo xtask setup`");
+            .expect("editcap missing (it comes with tshark): run `cargo xtask setup --for-tests`");
         assert!(status.success(), "editcap {}", capture.display());
         let original = analyze_cleanly(&capture);
         let again = analyze_cleanly(&converted);

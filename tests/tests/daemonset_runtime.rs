@@ -28,7 +28,7 @@ const PODMAN_GLOBAL: [&str; 4] = ["--cgroup-manager", "cgroupfs", "--events-back
 /// Pod-spec fields that only steer scheduling or cluster DNS: nothing to run on one node.
 const POD_SCHEDULING_ONLY: [&str; 3] = ["dnsPolicy", "priorityClassName", "tolerations"];
 
-/// The kubernetes-validate install `cargo xtask setup` makes.
+/// The kubernetes-validate install `cargo xtask setup --for-tests` makes.
 const VALIDATOR_DIR: &str = "target/toolchains/kubernetes-validate";
 
 /// `deploy/daemonset.yaml`'s documents.
@@ -291,7 +291,7 @@ fn podman(args: &[&str]) -> String {
         .args(PODMAN_GLOBAL)
         .args(args)
         .output()
-        .expect("running podman (installed by `cargo xtask setup`)");
+        .expect("running podman (installed by `cargo xtask setup --for-tests`)");
     assert!(
         out.status.success(),
         "podman {} failed: {}",
@@ -449,7 +449,7 @@ fn the_daemonset_runs_as_written_under_podman() {
         .args(PODMAN_GLOBAL)
         .args(["image", "exists", &run.image])
         .status()
-        .expect("running podman (installed by `cargo xtask setup`)");
+        .expect("running podman (installed by `cargo xtask setup --for-tests`)");
     assert!(
         exists.success(),
         "image {} missing: build it with `cargo xtask image` (`cargo xtask test` does)",
@@ -644,12 +644,12 @@ fn the_daemonset_runs_as_written_under_podman() {
     drop(cleanup);
 }
 
-/// `kubernetes-validate ARGS` from the install `cargo xtask setup` made.
+/// `kubernetes-validate ARGS` from the install `cargo xtask setup --for-tests` made.
 fn kubernetes_validate(files: &[&Path]) -> std::process::Output {
     let dir = workspace_root().join(VALIDATOR_DIR);
     assert!(
         dir.join("kubernetes_validate").is_dir(),
-        "{} missing: run `cargo xtask setup` (installs PyPI kubernetes-validate there)",
+        "{} missing: run `cargo xtask setup --for-tests` (installs PyPI kubernetes-validate there)",
         dir.display()
     );
     Command::new("python3")

@@ -551,7 +551,7 @@ impl Dnsmasq {
             .arg(format!("--addn-hosts={}", file.display()))
             .stderr(std::fs::File::create(dir.path.join("dnsmasq.log")).unwrap())
             .spawn()
-            .expect("starting dnsmasq (Debian dnsmasq-base; `cargo xtask setup` installs it)");
+            .expect("starting dnsmasq (Debian dnsmasq-base; `cargo xtask setup --for-tests` installs it)");
         let mut dns = Dnsmasq(child);
         // Up once it answers.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -826,7 +826,7 @@ fn a_container_started_during_the_trace_is_traced_from_its_first_lookup() {
         let out = Command::new("buildah")
             .args(args)
             .output()
-            .expect("running buildah (installed by `cargo xtask setup`)");
+            .expect("running buildah (installed by `cargo xtask setup --for-tests`)");
         assert!(out.status.success(), "buildah {args:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };

@@ -10,7 +10,7 @@
 //! The harness is checked too: the hand-written contract sample (`tests/browser/sample.html`)
 //! passes, and a report breaking the contract fails for each thing it breaks.
 //!
-//! Chromium, Java, Node.js and the npm packages come from `cargo xtask setup`; when one is
+//! Chromium, Java, Node.js and the npm packages come from `cargo xtask setup --for-tests`; when one is
 //! missing these tests fail (CI installs them), they never skip.
 use std::path::{Path, PathBuf};
 use std::process::Command;

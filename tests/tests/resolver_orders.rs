@@ -4,7 +4,7 @@
 //! - musl's `getaddrinfo` (clients built with `musl-gcc`, dynamic and static) against
 //!   `explain::resolver::musl`;
 //! - Go's own resolver (`net.LookupIP`, `CGO_ENABLED=0`, built with Debian's Go 1.19 and the
-//!   newest toolchain `cargo xtask setup` installs) against `explain::resolver::go`.
+//!   newest toolchain `cargo xtask setup --for-tests` installs) against `explain::resolver::go`.
 //!
 //! The predictors get their inputs the way each resolver does: the hosts-file order, and per
 //! address the source the kernel gives a UDP `connect()` (`ip route get`; Go's sockets have

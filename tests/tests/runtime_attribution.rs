@@ -93,7 +93,7 @@ impl Containerd {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap())
             .spawn()
-            .expect("starting containerd (Debian containerd; `cargo xtask setup` installs it)");
+            .expect("starting containerd (Debian containerd; `cargo xtask setup --for-tests` installs it)");
         let this = Containerd {
             daemon,
             dir: dir.to_path_buf(),

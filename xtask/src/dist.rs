@@ -1,8 +1,10 @@
 //! `cargo xtask dist`: the release artifact. One static `x86_64-unknown-linux-musl` binary (the
 //! eBPF object embedded by build.rs, debug info stripped), and
 //! `target/dist/nodeip-trace-<version>-x86_64-linux-musl.tar.gz` holding it with README.md, a
-//! NOTICE (the project's licence and every statically linked crate's), docs/events.md and the
-//! Wireshark dissector, beside a `.sha256` file in `sha256sum -c` format.
+//! NOTICE (the project's licence and every statically linked crate's), docs/events.md, the
+//! Wireshark dissector, and under `share/` a man page per subcommand (`share/man/man1`) and the
+//! bash, zsh and fish completions (where each shell looks under a prefix), beside a `.sha256`
+//! file in `sha256sum -c` format.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,11 +23,22 @@ pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 const PLATFORM: &str = "x86_64-linux-musl";
 
 /// Files copied into the tarball as they are in the workspace (source path, path in the tarball).
-const SHIPPED_FILES: [(&str, &str); 3] = [
+const SHIPPED_FILES: [(&str, &str); 2] = [
     ("README.md", "README.md"),
-    ("docs/events.md", "docs/events.md"),
     ("contrib/wireshark/ipvs.lua", "contrib/wireshark/ipvs.lua"),
 ];
+
+/// The docs pages the README links (every `docs/*.md`, and the report's picture), shipped
+/// beside it so its links hold in the unpacked tarball.
+fn docs_pages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .context("listing docs/")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "md" || x == "png"))
+        .collect();
+    pages.sort();
+    Ok(pages)
+}
 
 /// Builds the static release binary and checks it is static; returns its path
 /// (`target/x86_64-unknown-linux-musl/release/nodeip-trace`). Release profile, without debug
@@ -136,8 +149,13 @@ pub fn dist() -> anyhow::Result<PathBuf> {
     for (from, to) in SHIPPED_FILES {
         copy_into(&root.join(from), &stage.join(to))?;
     }
+    for page in docs_pages(&root)? {
+        let name = page.file_name().context("a docs page without a name")?;
+        copy_into(&page, &stage.join("docs").join(name))?;
+    }
     std::fs::write(stage.join("NOTICE"), notice(&version_line)?)
         .with_context(|| format!("writing {}", stage.join("NOTICE").display()))?;
+    man_pages_and_completions(&stage)?;
 
     let tarball = tarball_path();
     // Reproducible: entries sorted, owned by root, dated at the commit, gzip without a name or
@@ -174,6 +192,45 @@ pub fn dist() -> anyhow::Result<PathBuf> {
         checksum_path.display()
     );
     Ok(binary)
+}
+
+/// Writes the man pages and shell completions under `prefix` (`share/…`) with the generator
+/// in xtask/examples/manpages.rs (an example: it links the nodeip-trace library, which the
+/// xtask binary does not); returns how many files it wrote.
+fn man_pages_and_completions(prefix: &Path) -> anyhow::Result<usize> {
+    let t0 = std::time::Instant::now();
+    let out = cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "xtask",
+            "--example",
+            "manpages",
+            "--",
+        ])
+        .arg(prefix)
+        .output()
+        .context("starting cargo run --example manpages")?;
+    ensure!(
+        out.status.success(),
+        "generating the man pages and completions failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let pages = files.iter().filter(|f| f.ends_with(".1")).count();
+    ensure!(
+        pages > 1 && files.iter().any(|f| f.ends_with("nodeip-trace-trace.1")),
+        "the man page generator wrote {files:?}"
+    );
+    eprintln!(
+        "dist: {pages} man pages and bash, zsh and fish completions in {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(files.len())
 }
 
 /// `nodeip-trace --version` of `binary`: also proves the static binary starts.

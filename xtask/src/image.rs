@@ -277,7 +277,7 @@ fn buildah(args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("buildah")
         .args(args)
         .output()
-        .context("running buildah (installed by `cargo xtask setup`)")?;
+        .context("running buildah (`cargo xtask setup --for-tests` installs it)")?;
     if !out.status.success() {
         bail!(
             "buildah {} failed: {}",
@@ -293,33 +293,33 @@ fn buildah(args: &[&str]) -> anyhow::Result<String> {
 const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
 
 /// Installs `kubernetes-validate` into `target/toolchains/kubernetes-validate` (a pip `--target`
-/// directory, run with `PYTHONPATH`) when missing; says what it did, if anything.
-pub fn install_manifest_validator() -> anyhow::Result<Option<String>> {
+/// directory, run with `PYTHONPATH`) when missing, as one step.
+pub fn install_manifest_validator(session: &mut crate::steps::Session) -> anyhow::Result<()> {
     let target = workspace_root().join("target/toolchains/kubernetes-validate");
     let installed = target.join(format!(
         "kubernetes_validate-{KUBERNETES_VALIDATE_VERSION}.dist-info"
     ));
     if installed.is_dir() {
-        return Ok(None);
+        return Ok(());
     }
-    eprintln!("setup: installing kubernetes-validate {KUBERNETES_VALIDATE_VERSION} (PyPI)");
-    if target.exists() {
-        std::fs::remove_dir_all(&target)
-            .with_context(|| format!("removing the old {}", target.display()))?;
-    }
-    crate::run(
-        Command::new("python3")
-            .args(["-m", "pip", "install", "-q", "--target"])
-            .arg(&target)
-            .arg(format!("kubernetes-validate=={KUBERNETES_VALIDATE_VERSION}")),
+    session.step(
+        &format!("kubernetes-validate {KUBERNETES_VALIDATE_VERSION} (PyPI)"),
+        |session| {
+            if target.exists() {
+                std::fs::remove_dir_all(&target)
+                    .with_context(|| format!("removing the old {}", target.display()))?;
+            }
+            session
+                .run(&mut crate::steps::pip_install(
+                    &target,
+                    &[format!("kubernetes-validate=={KUBERNETES_VALIDATE_VERSION}")],
+                ))
+                .with_context(|| {
+                    format!(
+                        "installing kubernetes-validate into {} failed: is PyPI reachable and python3-pip installed?",
+                        target.display()
+                    )
+                })
+        },
     )
-    .with_context(|| {
-        format!(
-            "installing kubernetes-validate into {} failed: is PyPI reachable and python3-pip installed?",
-            target.display()
-        )
-    })?;
-    Ok(Some(format!(
-        "installed kubernetes-validate {KUBERNETES_VALIDATE_VERSION}"
-    )))
 }

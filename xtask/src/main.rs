@@ -1,6 +1,7 @@
-//! Developer tasks: `setup` (toolchain bootstrap), `test` (everything CI runs), `demo` (the README's
-//! live trace), `bless` (refresh golden files), `vm-test` (the end-to-end tests on stock Debian
-//! kernels under QEMU), `kernel-table` (README's kernel-support table from `vm-test`'s runs),
+//! Developer tasks: `setup` (toolchain bootstrap: for building, or with `--for-tests` for the
+//! tests too), `test` (everything CI runs), `demo` (the README's live trace), `bless` (refresh
+//! golden files), `vm-test` (the end-to-end tests on stock Debian kernels under QEMU),
+//! `kernel-table` (docs/kernels.md's kernel-support table from `vm-test`'s runs),
 //! `bench` (overhead and loss, recorded in the history BENCHMARKS.md is written from), `soak`
 //! (hours-long behaviour in minutes: memory, fds, loss under continuous load), `fuzz` (the libFuzzer targets in `fuzz/`,
 //! briefly), `dist` (the static release binary and its tarball), `image` (the DaemonSet's
@@ -16,6 +17,7 @@ mod kernels;
 mod program_time;
 mod setup;
 mod soak;
+mod steps;
 mod vm;
 
 use std::path::PathBuf;
@@ -33,15 +35,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install what building and testing need (apt packages, rust-src, bpf-linker); idempotent.
-    Setup,
+    /// Install what building and running the tool needs (LLVM 22, bpf-linker, rust-src, the musl
+    /// target, iproute2); with --for-tests, also everything the tests, the VM lane and the
+    /// benchmarks run. One line per step; the tools' output goes to target/setup.log. Idempotent.
+    Setup {
+        /// Also the test tooling: tshark, strace, Go toolchains, podman, buildah, containerd,
+        /// chromium, Java, Node.js and npm packages, kubernetes-validate, …
+        #[arg(long)]
+        for_tests: bool,
+    },
     /// Bootstrap, build the release artifacts (`dist`, `image`), then run every test (unit,
     /// end-to-end as root against the static release binary, clippy, fmt), the fuzz targets
     /// briefly (`fuzz`: 30 s each over their corpora), then the VM lane (`vm-test`: the
     /// end-to-end tests again on Debian's stock kernels: all of them on 6.1, the smoke set on
     /// 5.10 and 6.12). CI runs this.
     Test {
-        /// Skip `cargo xtask setup`.
+        /// Skip `cargo xtask setup --for-tests`.
         #[arg(long)]
         no_setup: bool,
         /// Skip the fuzz targets (for quick local iterations; CI runs them).
@@ -51,10 +60,11 @@ enum Task {
         #[arg(long)]
         no_vm: bool,
     },
-    /// Bootstrap, build, and trace a reproduction of seed incident 000 in a scratch network
-    /// namespace (kubelet's node IP reordered by glibc's getaddrinfo sort).
+    /// Bootstrap what building needs (no test tooling), build (the debug build:
+    /// target/debug/nodeip-trace), and trace a reproduction of seed incident 000 in a scratch
+    /// network namespace (kubelet's node IP reordered by glibc's getaddrinfo sort).
     Demo {
-        /// Skip `cargo xtask setup`.
+        /// Skip the set-up.
         #[arg(long)]
         no_setup: bool,
     },
@@ -154,7 +164,8 @@ enum Task {
     },
     /// Build the static release binary (x86_64-unknown-linux-musl, eBPF object embedded, no
     /// debug info) and target/dist/nodeip-trace-<version>-x86_64-linux-musl.tar.gz (binary,
-    /// README, NOTICE, docs/events.md, the Wireshark dissector) with its .sha256.
+    /// README, NOTICE, docs/events.md, the Wireshark dissector, a man page per subcommand in
+    /// share/man/man1, bash, zsh and fish completions in share/) with its .sha256.
     Dist,
     /// Build the container image deploy/daemonset.yaml runs (buildah, FROM scratch: the static
     /// binary and OCI labels, nothing pulled), tagged as the manifest's `image`.
@@ -163,7 +174,7 @@ enum Task {
         #[arg(long, value_name = "PATH")]
         oci_archive: Option<PathBuf>,
     },
-    /// Rewrite README's kernel-support table from the VM lane's saved runs
+    /// Rewrite docs/kernels.md's kernel-support table from the VM lane's saved runs
     /// (target/vm-kernels/<kernel>/doctor.json and results.json).
     KernelTable,
 }
@@ -242,16 +253,32 @@ fn fuzz_briefly() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Takes xtask/build.rs's stand-ins for the values nodeip-trace/src/cli.rs reads at compile time
+/// out of the environment: `cargo run` sets them for xtask, and every cargo xtask starts would
+/// pass them on to the tool's build.rs, which takes `NODEIP_TRACE_GIT_COMMIT` for the commit.
+fn drop_build_stand_ins() {
+    for var in ["NODEIP_TRACE_GIT_COMMIT", "NODEIP_TRACE_EBPF_SHA256"] {
+        if std::env::var(var).as_deref() == Ok("xtask-stand-in") {
+            // Before any thread starts.
+            std::env::remove_var(var);
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    drop_build_stand_ins();
     match Cli::parse().task {
-        Task::Setup => setup::setup(),
+        Task::Setup { for_tests: false } => setup::setup(setup::Needs::Release),
+        Task::Setup { for_tests: true } => setup::setup(setup::Needs::Tests),
         Task::Test {
             no_setup,
             no_fuzz,
             no_vm,
         } => {
             if !no_setup {
-                setup::setup()?;
+                // The VM lane's host packages too, in the same apt-get run.
+                let vm_packages: &[&str] = if no_vm { &[] } else { &vm::VM_PACKAGES };
+                setup::setup_with(setup::Needs::Tests, vm_packages)?;
             }
             test()?;
             if no_fuzz {
@@ -275,7 +302,7 @@ fn main() -> anyhow::Result<()> {
         }
         Task::Demo { no_setup } => {
             if !no_setup {
-                setup::setup()?;
+                setup::setup(setup::Needs::Run)?;
             }
             demo::demo()
         }

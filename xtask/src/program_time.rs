@@ -54,7 +54,7 @@ pub(crate) fn program_times(pid: u32) -> anyhow::Result<BTreeMap<String, Program
         }
     }
     let shown = crate::output(Command::new("bpftool").args(["prog", "show", "--json"]))
-        .context("listing eBPF programs (`cargo xtask setup` installs bpftool)")?;
+        .context("listing eBPF programs (`cargo xtask setup --for-tests` installs bpftool)")?;
     let programs: Vec<serde_json::Value> =
         serde_json::from_str(&shown).context("parsing bpftool prog show --json")?;
     let mut times = BTreeMap::<String, ProgramTime>::new();

@@ -134,7 +134,7 @@ fn count_stream(stdout: std::process::ChildStdout) -> Seen {
 /// check does.
 pub fn soak(minutes: f64) -> anyhow::Result<()> {
     let started = Instant::now();
-    crate::setup::setup()?;
+    crate::setup::setup(crate::setup::Needs::Tests)?;
     let (tool, gen) = bench::build_release()?;
     let dir = std::env::temp_dir().join(format!("nitsoak-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;

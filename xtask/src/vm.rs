@@ -9,7 +9,7 @@
 //! need — boots it with QEMU (TCG; KVM with `NODEIP_VM_KVM=1`), runs `doctor` and the selected
 //! end-to-end test binaries inside, and reads each binary's exit status and test lines back from
 //! the serial console. Each kernel's doctor report (text and JSON) and results are kept in
-//! `target/vm-kernels/<kernel>/`, which `cargo xtask kernel-table` turns into README's table.
+//! `target/vm-kernels/<kernel>/`, which `cargo xtask kernel-table` turns into docs/kernels.md's table.
 //! Any failure, missing result or timeout makes the task fail.
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -185,8 +185,9 @@ const BENCH_ARTIFACT: &str = "storm-bench.md";
 /// Modules loaded in the guest, in this order (with their dependencies).
 const GUEST_MODULES: [&str; 6] = ["veth", "dummy", "nlmon", "ip_vs", "ip_vs_rr", "ipip"];
 
-/// Host packages the lane needs beyond `cargo xtask setup`'s.
-const VM_PACKAGES: [&str; 5] = [
+/// Host packages the lane needs beyond `cargo xtask setup --for-tests`' (`cargo xtask test`
+/// installs them with the rest).
+pub const VM_PACKAGES: [&str; 5] = [
     "qemu-system-x86",
     "busybox-static",
     "cpio",
@@ -869,8 +870,7 @@ pub fn vm_test(options: VmOptions) -> anyhow::Result<()> {
 /// What every guest run needs first: the host packages, a workspace the guest can mirror, the
 /// kernel cache directory and the built tool, tests and clients.
 fn prepare() -> anyhow::Result<(PathBuf, Built)> {
-    crate::setup::setup()?;
-    crate::setup::install_packages(&VM_PACKAGES)?;
+    crate::setup::setup_with(crate::setup::Needs::Tests, &VM_PACKAGES)?;
     let root = workspace_root();
     if let Some(m) = GUEST_MOUNTS.iter().find(|m| root.starts_with(m)) {
         bail!(

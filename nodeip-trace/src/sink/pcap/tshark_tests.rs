@@ -19,7 +19,7 @@ fn tshark() -> PathBuf {
         .unwrap_or_else(|| {
             panic!(
                 "tshark is not installed, and these tests check our captures against Wireshark's \
-                 dissectors: run `cargo xtask setup` (CI installs it)"
+                 dissectors: run `cargo xtask setup --for-tests` (CI installs it)"
             )
         })
 }
