@@ -350,6 +350,12 @@ struct TraceArgs {
     /// the timeline says so.
     #[arg(long, value_name = "MS", default_value_t = nodeip_trace::probe::exec_hold::DEFAULT_LIMIT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     exec_hold_limit_ms: u64,
+    /// Say at start what the one start line leaves out: each step of the start-up and how long
+    /// it took, how netlink is captured and why, the kernel handlers' hook modes, what this
+    /// kernel cannot do, and the capabilities the running tracer keeps (the JSON header has
+    /// them too).
+    #[arg(short, long)]
+    verbose: bool,
     /// Write this file once probes are attached (for scripts and tests).
     #[arg(long, hide = true, value_name = "FILE")]
     ready_file: Option<PathBuf>,
@@ -534,6 +540,7 @@ fn trace_options(a: TraceArgs) -> anyhow::Result<trace::TraceOptions> {
         duration,
         command: a.command,
         ready_file: a.ready_file,
+        verbose: a.verbose,
         exec_hold: match a.exec_hold {
             ExecHoldArg::Auto => Some(Duration::from_millis(a.exec_hold_limit_ms)),
             ExecHoldArg::Off => None,

@@ -117,7 +117,7 @@ fn the_running_tracer_keeps_only_what_late_attach_needs() {
     let scratch = ScratchDir::new("dropped-caps");
     let ready = scratch.file("ready");
     let mut tracer = Command::new(tool())
-        .args(["trace", "--duration", "10", "--ready-file", &ready])
+        .args(["trace", "-v", "--duration", "10", "--ready-file", &ready])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

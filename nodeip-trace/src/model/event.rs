@@ -107,6 +107,10 @@ pub struct RecordingHeader {
     /// kernels lack), one line each, as said at start; absent when nothing is missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_limits: Vec<String>,
+    /// The capabilities the running tracer keeps once started (docs/security.md); absent
+    /// offline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities_kept: Vec<String>,
     /// Filters in effect, as given on the command line.
     pub filters: Vec<String>,
     /// Offset `wall - monotonic` in ns, so `ts_ns` values can be converted later.

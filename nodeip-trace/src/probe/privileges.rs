@@ -53,6 +53,16 @@ pub fn kept_mask() -> u64 {
     KEPT.iter().fold(0, |m, c| m | 1u64 << c.bit)
 }
 
+/// The names of the [`KEPT`] capabilities this process has: what [`drop_to_running_set`] will
+/// keep (empty when the sets cannot be read).
+pub fn to_be_kept() -> Vec<&'static str> {
+    let permitted = current_sets().map(|(_, p)| p).unwrap_or(0);
+    KEPT.iter()
+        .filter(|c| permitted & 1u64 << c.bit != 0)
+        .map(|c| c.name)
+        .collect()
+}
+
 /// CAP_SETPCAP's number.
 const CAP_SETPCAP: u32 = 8;
 

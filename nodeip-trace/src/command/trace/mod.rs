@@ -51,6 +51,8 @@ pub struct TraceOptions {
     pub report: Option<PathBuf>,
     /// Written once probes are attached (for tests and scripts).
     pub ready_file: Option<PathBuf>,
+    /// `-v`: the start-up's details on stderr, not only its one line.
+    pub verbose: bool,
     /// Hold new programs at exec until probed, at most this long (`None`: `--exec-hold off`).
     pub exec_hold: Option<Duration>,
     /// The filters as given, for the recording header.

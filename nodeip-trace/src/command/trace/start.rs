@@ -197,8 +197,10 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
     if !blockers.is_empty() {
         return Err(ProbeError::CannotTrace { blockers }.into());
     }
-    for note in features.degradations() {
-        crate::message::note(format_args!("nodeip-trace: {note}"));
+    if opts.verbose {
+        for note in features.degradations() {
+            crate::message::note(format_args!("nodeip-trace: {note}"));
+        }
     }
     let mut config = opts.config.clone();
     if !opts.command.is_empty() {
@@ -259,18 +261,31 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
         exec_hold: exec_hold_state(&exec_hold),
         handler_hooks: tracer.handler_modes.clone(),
         kernel_limits: features.degradations(),
+        capabilities_kept: crate::probe::privileges::to_be_kept()
+            .into_iter()
+            .map(String::from)
+            .collect(),
         filters: opts.filter_description.clone(),
         clock_offset_ns: (clock.wall_ns(0)) as i64,
     };
     sinks.write_meta(&meta_event(&clock, EventBody::Header(Box::new(header))))?;
-    say_started(
-        &tracer,
-        &config,
-        &exec_hold,
-        &startup,
+    let said = StartLine {
+        tracer: &tracer,
+        config: &config,
+        exec_hold: &exec_hold,
+        startup: &startup,
         known_sockets,
         frames_only,
-    );
+        kernel_limits: features.degradations().len(),
+    };
+    crate::message::note(format_args!(
+        "nodeip-trace: {}",
+        if opts.verbose {
+            said.long()
+        } else {
+            said.short()
+        }
+    ));
 
     if let Ok(hold) = &mut exec_hold {
         match hold.start_threads() {
@@ -308,11 +323,12 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
     // Attached, outputs open, the command started with the caller's privileges: keep only what
     // attaching to what starts later needs (docs/security.md).
     match crate::probe::privileges::drop_to_running_set() {
-        Ok(d) => crate::message::note(format_args!(
+        Ok(d) if opts.verbose => crate::message::note(format_args!(
             "nodeip-trace: {} capabilities dropped; kept {}",
             d.dropped,
             d.kept.join(", ")
         )),
+        Ok(_) => {}
         Err(e) => crate::message::note(format_args!("nodeip-trace: {e}")),
     }
     let mut trace = LiveTrace {
@@ -337,30 +353,92 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
     Ok(trace)
 }
 
-/// The start line: how many hooks attached and how long start-up took (each step), the capture
-/// mode, the exec hold, the kernel handlers' hooks, the netlink sockets known.
-fn say_started(
-    tracer: &LiveTracer,
-    config: &TraceConfig,
-    exec_hold: &Result<ExecHold, String>,
-    startup: &StartupPhases,
+/// What the start line says: the hooks attached, the capture mode, the exec hold; `-v` adds the
+/// start-up's steps, why the capture mode, the kernel handlers' hooks, the sockets known.
+struct StartLine<'a> {
+    tracer: &'a LiveTracer,
+    config: &'a TraceConfig,
+    exec_hold: &'a Result<ExecHold, String>,
+    startup: &'a StartupPhases,
     known_sockets: usize,
     frames_only: bool,
-) {
-    let attached = tracer.hooks.iter().filter(|h| h.status.is_ok()).count();
-    let failed = tracer
-        .hooks
-        .iter()
-        .filter(|h| h.status.is_err() && h.mode != crate::probe::hooks::HookMode::Off)
-        .count();
-    crate::message::note(format_args!(
-        "nodeip-trace: {attached} hooks attached in {} ms [{}] (netlink capture: {}; new programs held at exec: {}; kernel handlers, --hooks {}: {}), {known_sockets} netlink sockets known{}; Ctrl-C stops",
-        startup.started.elapsed().as_millis(),
-        startup.steps(),
-        tracer.netlink_capture,
-        exec_hold_state(exec_hold),
-        config.hooks.name(),
-        handler_hooks_said(tracer, frames_only),
-        if failed == 0 { String::new() } else { format!(", {failed} not attached (see `nodeip-trace doctor`)") }
-    ));
+    kernel_limits: usize,
+}
+
+impl StartLine<'_> {
+    fn attached(&self) -> usize {
+        self.tracer
+            .hooks
+            .iter()
+            .filter(|h| h.status.is_ok())
+            .count()
+    }
+
+    /// `, 2 not attached (see `nodeip-trace doctor`)`, or nothing.
+    fn failed(&self) -> String {
+        let failed = self
+            .tracer
+            .hooks
+            .iter()
+            .filter(|h| h.status.is_err() && h.mode != crate::probe::hooks::HookMode::Off)
+            .count();
+        match failed {
+            0 => String::new(),
+            n => format!(", {n} not attached (see `nodeip-trace doctor`)"),
+        }
+    }
+
+    /// One short line: `18 hooks attached in 540 ms (netlink capture: sock tracepoints; new
+    /// programs held at exec); -v says more; Ctrl-C stops`.
+    fn short(&self) -> String {
+        let capture = &self.tracer.netlink_capture;
+        // The mode without the reasons for it (`… (only netlink sockets …), because …`).
+        let mode = capture
+            .split([',', '('])
+            .next()
+            .unwrap_or(capture)
+            .trim_end();
+        let hold = if self.exec_hold.is_ok() {
+            "new programs held at exec"
+        } else {
+            "new programs probed after they start"
+        };
+        let pcap_only = if self.frames_only {
+            "; a plain pcap alone: route lookups, resolver calls and kernel handler calls are not \
+             traced (add --format or -o to have them)"
+        } else {
+            ""
+        };
+        let limits = match self.kernel_limits {
+            0 => String::new(),
+            n => format!(
+                "; {} of this kernel",
+                crate::command::count_of(n as u64, "limit")
+            ),
+        };
+        format!(
+            "{} hooks attached in {} ms (netlink capture: {mode}; {hold}{limits}){}{pcap_only}; \
+             -v says more; Ctrl-C stops",
+            self.attached(),
+            self.startup.started.elapsed().as_millis(),
+            self.failed(),
+        )
+    }
+
+    /// The long line of `-v`: each start-up step, the capture mode and why, the exec hold, the
+    /// kernel handlers' hooks, the netlink sockets known.
+    fn long(&self) -> String {
+        format!(
+            "{} hooks attached in {} ms [{}] (netlink capture: {}; new programs held at exec: {}; kernel handlers, --hooks {}: {}), {} netlink sockets known{}; Ctrl-C stops",
+            self.attached(),
+            self.startup.started.elapsed().as_millis(),
+            self.startup.steps(),
+            self.tracer.netlink_capture,
+            exec_hold_state(self.exec_hold),
+            self.config.hooks.name(),
+            handler_hooks_said(self.tracer, self.frames_only),
+            self.known_sockets,
+            self.failed(),
+        )
+    }
 }
