@@ -7,6 +7,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use nodeip_trace::command::{doctor, explain, offline, report, trace, Exit};
 use nodeip_trace::correlate::process_filter::ProcessFilter;
 use nodeip_trace::decode::netlink::protocol_from_name;
+use nodeip_trace::explain::node_audit::calico::{CalicoSettings, CalicoVersion};
+use nodeip_trace::explain::node_audit::kubelet::{
+    parse_node_ip_argument, CloudProvider, KubeletSettings, LookupResolver, UnknownResolver,
+};
 use nodeip_trace::explain::node_audit::ComponentSettings;
 use nodeip_trace::probe::features::HookPreference;
 use nodeip_trace::probe::loader::TraceConfig;
@@ -204,9 +208,24 @@ struct ExplainArgs {
     /// gai.conf for glibc's sort (default: as for --hosts; glibc's built-in tables if absent).
     #[arg(long, value_name = "FILE")]
     gai_conf: Option<PathBuf>,
-    /// kubelet --node-ip, when set on this node.
-    #[arg(long, value_name = "IP")]
-    node_ip: Option<std::net::IpAddr>,
+    /// kubelet --node-ip, when set on this node: one address, a dual-stack pair (`IPv4,IPv6`),
+    /// or `::`/`0.0.0.0` for a family preference only; read as kubelet reads it.
+    #[arg(long, value_name = "IP[,IP]")]
+    node_ip: Option<String>,
+    /// kubelet --hostname-override (an IP there is taken as the node's address, unvalidated).
+    #[arg(long, value_name = "NAME")]
+    hostname_override: Option<String>,
+    /// kubelet --cloud-provider: `external` leaves the addresses to the cloud-controller-manager.
+    #[arg(long, value_name = "PROVIDER", value_parser = ["external", "none"])]
+    cloud_provider: Option<String>,
+    /// The resolver the kubelet binary's lookups take: go (a static build), glibc (cgo), musl
+    /// (k3s). Default: each is shown.
+    #[arg(long, value_name = "RESOLVER", value_parser = parse_lookup_resolver)]
+    kubelet_resolver: Option<LookupResolver>,
+    /// The calico release running (e.g. v3.24.5): its interface exclusion list and bugs.
+    /// Default: the newest one read.
+    #[arg(long, value_name = "VERSION", value_parser = parse_calico_version)]
+    calico_version: Option<CalicoVersion>,
     /// calico IP_AUTODETECTION_METHOD: first-found (default), interface=REGEX,
     /// skip-interface=REGEX, can-reach=DEST, cidr=CIDR[,CIDR], kubernetes-internal-ip.
     #[arg(long, value_name = "METHOD")]
@@ -220,6 +239,17 @@ struct ExplainArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     format: ReportFormat,
+}
+
+/// `explain --kubelet-resolver`.
+fn parse_lookup_resolver(text: &str) -> Result<LookupResolver, String> {
+    text.parse().map_err(|e: UnknownResolver| e.to_string())
+}
+
+/// `explain --calico-version`.
+fn parse_calico_version(text: &str) -> Result<CalicoVersion, String> {
+    text.parse()
+        .map_err(|e: nodeip_trace::explain::node_audit::calico::CalicoVersionError| e.to_string())
 }
 
 /// `trace --hooks`.
@@ -580,14 +610,41 @@ pub fn run() -> anyhow::Result<Exit> {
             })
         }
         Command::Explain(a) => {
+            let node_ips = match &a.node_ip {
+                Some(text) => {
+                    let parsed = parse_node_ip_argument(text).map_err(|e| {
+                        anyhow::anyhow!("--node-ip {text:?}: {e} (as kubelet reads it)")
+                    })?;
+                    if !parsed.ignored.is_empty() {
+                        bail!(
+                            "--node-ip {text:?}: {} is not an IP address (kubelet would go on without it)",
+                            parsed.ignored.join(", ")
+                        );
+                    }
+                    parsed.ips
+                }
+                None => Vec::new(),
+            };
             let opts = explain::ExplainOptions {
+                kubelet: KubeletSettings {
+                    node_ips: node_ips.clone(),
+                    hostname_override: a.hostname_override,
+                    cloud_provider: match a.cloud_provider.as_deref() {
+                        Some("external") => CloudProvider::External,
+                        _ => CloudProvider::None,
+                    },
+                    resolver: a.kubelet_resolver,
+                },
+                calico: CalicoSettings {
+                    version: a.calico_version,
+                },
                 netns: a.netns,
                 from: a.from,
                 node_name: a.node_name,
                 hosts_file: a.hosts,
                 gai_conf: a.gai_conf,
                 settings: ComponentSettings {
-                    node_ip: a.node_ip,
+                    node_ip: node_ips.first().copied(),
                     calico_method: a.calico_method,
                     node_port_addresses: a.node_port_addresses,
                     openelb_can_reach: a.openelb_can_reach,

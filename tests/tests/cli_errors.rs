@@ -272,3 +272,29 @@ fn outputs_into_directories_the_pods_control_are_refused() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `explain`'s kubelet and calico flags are read as kubelet and calico read them, and a value
+/// they would refuse is one line that says why.
+#[test]
+fn explain_refuses_what_kubelet_and_calico_would() {
+    for (args, said) in [
+        (
+            &["explain", "--node-ip", "10.0.0.1,10.0.0.2"][..],
+            "must contain either a single IP or a dual-stack pair of IPs",
+        ),
+        (
+            &["explain", "--node-ip", "10.0.0.1,node-a"][..],
+            "node-a is not an IP address",
+        ),
+        (
+            &["explain", "--kubelet-resolver", "rust"][..],
+            "expected go, glibc or musl",
+        ),
+        (&["explain", "--calico-version", "three"][..], "three"),
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

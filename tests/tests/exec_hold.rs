@@ -179,9 +179,7 @@ fn programs_started_through_wrappers_are_traced_from_their_first_lookup() {
     let dir = ScratchDir::new("hold-copies");
     let trace = BackgroundTrace::start("hold", &[]).expect("starting the trace");
     assert!(
-        trace
-            .stderr_so_far()
-            .contains("new programs held at exec"),
+        trace.stderr_so_far().contains("new programs held at exec"),
         "the trace does not hold new programs: {}",
         trace.stderr_so_far()
     );

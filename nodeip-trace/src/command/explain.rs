@@ -34,6 +34,10 @@ pub struct ExplainOptions {
     pub gai_conf: Option<PathBuf>,
     /// Component settings.
     pub settings: ComponentSettings,
+    /// kubelet's further settings and its binary's resolver.
+    pub kubelet: node_audit::kubelet::KubeletSettings,
+    /// calico-node's release.
+    pub calico: node_audit::calico::CalicoSettings,
     /// Text or JSON.
     pub format: ReportFormat,
 }
@@ -235,7 +239,8 @@ pub fn audit_report(opts: &ExplainOptions) -> Result<node_audit::AuditReport, Ex
     // pick follows it.
     let context = node_audit::AuditContext {
         go_cgo_choice: opts.from.is_none().then(|| go_cgo_choice(opts, &node_name)),
-        ..node_audit::AuditContext::default()
+        kubelet: opts.kubelet.clone(),
+        calico: opts.calico.clone(),
     };
     let mut report = node_audit::audit_in(snapshot, &opts.settings, &context, &conf);
     report.go_cgo_choice = context.go_cgo_choice;
