@@ -391,13 +391,7 @@ impl StartLine<'_> {
     /// One short line: `18 hooks attached in 540 ms (netlink capture: sock tracepoints; new
     /// programs held at exec); -v says more; Ctrl-C stops`.
     fn short(&self) -> String {
-        let capture = &self.tracer.netlink_capture;
-        // The mode without the reasons for it (`… (only netlink sockets …), because …`).
-        let mode = capture
-            .split([',', '('])
-            .next()
-            .unwrap_or(capture)
-            .trim_end();
+        let mode = capture_mode(&self.tracer.netlink_capture);
         let hold = if self.exec_hold.is_ok() {
             "new programs held at exec"
         } else {
@@ -440,5 +434,52 @@ impl StartLine<'_> {
             self.known_sockets,
             self.failed(),
         )
+    }
+}
+
+/// The capture mode `netlink_capture` names, without the reasons for it: `socket layer
+/// (fentry)`, `socket layer (kprobe)`, `sock tracepoints` or `syscall tracepoints`.
+fn capture_mode(capture: &str) -> &str {
+    let mode = capture
+        .split_once(", because ")
+        .map_or(capture, |(mode, _)| mode);
+    let mode = mode.strip_suffix(" (--hooks tracepoint)").unwrap_or(mode);
+    if mode == crate::probe::features::tracepoint_capture_name(true) {
+        "sock tracepoints"
+    } else {
+        mode
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capture_mode;
+    use crate::probe::features::tracepoint_capture_name;
+
+    #[test]
+    fn the_start_line_names_the_capture_mode_without_its_reasons() {
+        let sock = tracepoint_capture_name(true);
+        for (capture, mode) in [
+            ("socket layer (fentry)", "socket layer (fentry)"),
+            ("socket layer (kprobe)", "socket layer (kprobe)"),
+            (
+                &format!("{sock}, because fentry: refused; kprobe: none")[..],
+                "sock tracepoints",
+            ),
+            (
+                &format!("{sock} (--hooks tracepoint)")[..],
+                "sock tracepoints",
+            ),
+            (
+                "syscall tracepoints, because sock tracepoints refused: EPERM",
+                "syscall tracepoints",
+            ),
+            (
+                "syscall tracepoints (--hooks tracepoint)",
+                "syscall tracepoints",
+            ),
+        ] {
+            assert_eq!(capture_mode(capture), mode, "{capture}");
+        }
     }
 }
