@@ -56,9 +56,13 @@ pub fn kept_mask() -> u64 {
 /// The names of the [`KEPT`] capabilities this process has: what [`drop_to_running_set`] will
 /// keep (empty when the sets cannot be read).
 pub fn to_be_kept() -> Vec<&'static str> {
-    let permitted = current_sets().map(|(_, p)| p).unwrap_or(0);
+    kept_names(kept_mask() & current_sets().map(|(_, p)| p).unwrap_or(0))
+}
+
+/// The names of the [`KEPT`] capabilities in `mask`.
+fn kept_names(mask: u64) -> Vec<&'static str> {
     KEPT.iter()
-        .filter(|c| permitted & 1u64 << c.bit != 0)
+        .filter(|c| mask & (1u64 << c.bit) != 0)
         .map(|c| c.name)
         .collect()
 }
@@ -187,11 +191,7 @@ fn drop_keeping(wanted: u64) -> Result<DroppedCapabilities, ProbeError> {
         return Err(fail("setting no_new_privs")(std::io::Error::last_os_error()));
     }
     Ok(DroppedCapabilities {
-        kept: KEPT
-            .iter()
-            .filter(|c| keep & (1u64 << c.bit) != 0)
-            .map(|c| c.name)
-            .collect(),
+        kept: kept_names(keep),
         dropped: (permitted & !keep).count_ones(),
     })
 }

@@ -197,8 +197,9 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
     if !blockers.is_empty() {
         return Err(ProbeError::CannotTrace { blockers }.into());
     }
+    let kernel_limits = features.degradations();
     if opts.verbose {
-        for note in features.degradations() {
+        for note in &kernel_limits {
             crate::message::note(format_args!("nodeip-trace: {note}"));
         }
     }
@@ -260,7 +261,7 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
         netlink_capture: tracer.netlink_capture.clone(),
         exec_hold: exec_hold_state(&exec_hold),
         handler_hooks: tracer.handler_modes.clone(),
-        kernel_limits: features.degradations(),
+        kernel_limits: kernel_limits.clone(),
         capabilities_kept: crate::probe::privileges::to_be_kept()
             .into_iter()
             .map(String::from)
@@ -276,7 +277,7 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
         startup: &startup,
         known_sockets,
         frames_only,
-        kernel_limits: features.degradations().len(),
+        kernel_limits: kernel_limits.len(),
     };
     crate::message::note(format_args!(
         "nodeip-trace: {}",
