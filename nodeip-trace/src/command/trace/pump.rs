@@ -99,10 +99,17 @@ struct Pump {
     record_errors: Vec<RecordError>,
     record_error_count: u64,
     out: Vec<Emitted>,
+    sockets: SocketRescan,
+    forgotten: Instant,
+}
+
+/// Looking for a process's netlink sockets when it used one not known yet, at most once per
+/// [`SOCKET_RESCAN_PAUSE`].
+#[derive(Default)]
+struct SocketRescan {
     /// When each process's netlink sockets were last looked for.
     rescanned: HashMap<u32, Instant>,
     netns_cache: NetnsCache,
-    forgotten: Instant,
 }
 
 /// Runs the loop until the command exits, the duration passes or a signal comes.
@@ -116,8 +123,7 @@ pub(super) async fn pump(
         record_errors: Vec::new(),
         record_error_count: 0,
         out: Vec::new(),
-        rescanned: HashMap::new(),
-        netns_cache: NetnsCache::default(),
+        sockets: SocketRescan::default(),
         forgotten: Instant::now(),
     };
     let mut end = TraceEnd::Stopped;
@@ -199,19 +205,16 @@ impl Pump {
     /// Moves every record waiting through the pipeline to the outputs, a batch at a time.
     fn drain(&mut self, trace: &mut LiveTrace, opts: &TraceOptions) -> Result<(), TraceError> {
         loop {
-            self.records.clear();
             trace.source.drain(
                 &mut self.records,
                 &mut self.record_errors,
                 RECORDS_PER_BATCH,
             );
             let batch = self.records.len();
-            let mut records = std::mem::take(&mut self.records);
-            for record in records.drain(..) {
-                self.before_pipeline(trace, &record);
+            for record in self.records.drain(..) {
+                before_pipeline(&mut self.sockets, trace, &record);
                 trace.pipeline.on_kernel_record(record, &mut self.out);
             }
-            self.records = records;
             // A program held at exec waits for this loop: served between batches too.
             serve_hold(trace, &mut self.out);
             write_out(
@@ -226,46 +229,14 @@ impl Pump {
         }
     }
 
-    /// What the tracer itself does with a record before the pipeline decodes it: learns a
-    /// process's netlink sockets when it used one not known yet, probes a new program.
-    fn before_pipeline(&mut self, trace: &mut LiveTrace, record: &KernelRecord) {
-        match record {
-            KernelRecord::UnknownNetlinkSocket(h) => {
-                let tgid = (h.pid_tgid >> 32) as u32;
-                let due = self
-                    .rescanned
-                    .get(&tgid)
-                    .is_none_or(|t| t.elapsed() > SOCKET_RESCAN_PAUSE);
-                if due {
-                    self.rescanned.insert(tgid, Instant::now());
-                    let proc = std::path::Path::new("/proc");
-                    for s in sockets_of(proc, tgid, &mut self.netns_cache) {
-                        let _ = trace.tracer.add_netlink_socket(&s);
-                    }
-                }
-            }
-            // Without the hold, new programs are probed here, after they start. With it, this
-            // still finds a known program's libc in a new root (the same inode bind-mounted
-            // into a container, which no hold sees).
-            KernelRecord::Exec(r) if trace.config.getaddrinfo => {
-                let executed = crate::decode::record::c_string(&r.filename);
-                say_outcomes(trace.exec_watcher.on_exec_record(
-                    &mut trace.tracer,
-                    (r.header.pid_tgid >> 32) as u32,
-                    std::path::Path::new(&executed),
-                ));
-            }
-            _ => {}
-        }
-    }
-
     /// Forgets exited processes now and then, and says the first record that could not be
     /// decoded (the others are counted).
     fn housekeeping(&mut self, trace: &mut LiveTrace) {
         if self.forgotten.elapsed() >= FORGET_EXITED_PERIOD {
             trace.pipeline.forget_exited_processes();
             // A rescan older than its pause decides nothing any more.
-            self.rescanned
+            self.sockets
+                .rescanned
                 .retain(|_, at| at.elapsed() <= SOCKET_RESCAN_PAUSE);
             self.forgotten = Instant::now();
         }
@@ -275,5 +246,38 @@ impl Pump {
                 crate::message::note(format_args!("nodeip-trace: {e}"));
             }
         }
+    }
+}
+
+/// What the tracer itself does with a record before the pipeline decodes it: learns a
+/// process's netlink sockets when it used one not known yet, probes a new program.
+fn before_pipeline(sockets: &mut SocketRescan, trace: &mut LiveTrace, record: &KernelRecord) {
+    match record {
+        KernelRecord::UnknownNetlinkSocket(h) => {
+            let tgid = (h.pid_tgid >> 32) as u32;
+            let due = sockets
+                .rescanned
+                .get(&tgid)
+                .is_none_or(|t| t.elapsed() > SOCKET_RESCAN_PAUSE);
+            if due {
+                sockets.rescanned.insert(tgid, Instant::now());
+                let proc = std::path::Path::new("/proc");
+                for s in sockets_of(proc, tgid, &mut sockets.netns_cache) {
+                    let _ = trace.tracer.add_netlink_socket(&s);
+                }
+            }
+        }
+        // Without the hold, new programs are probed here, after they start. With it, this
+        // still finds a known program's libc in a new root (the same inode bind-mounted
+        // into a container, which no hold sees).
+        KernelRecord::Exec(r) if trace.config.getaddrinfo => {
+            let executed = crate::decode::record::c_string(&r.filename);
+            say_outcomes(trace.exec_watcher.on_exec_record(
+                &mut trace.tracer,
+                (r.header.pid_tgid >> 32) as u32,
+                std::path::Path::new(&executed),
+            ));
+        }
+        _ => {}
     }
 }
