@@ -408,31 +408,29 @@ impl ExecWatcher {
         executed: &Path,
     ) -> Vec<ProbeOutcome> {
         let mount_ns = mount_ns_of(pid);
-        let in_host = self.in_host(mount_ns);
-        if self.holding && (mount_ns.is_none() || in_host) {
-            // With the hold, a program on the node's own filesystems (all marked) that was not
-            // known was held and probed at its exec: nothing is left to classify. One already
-            // gone left nothing to look at. Only the node's libcs are looked at now and then,
-            // and the maps of one still running (a libc of its own, loaded from elsewhere).
-            if mount_ns.is_none() {
-                return Vec::new();
-            }
-            let outcomes = self.libcs_of(tracer, pid, Looked::AtExec { in_host });
-            self.look_again(pid);
-            return outcomes;
+        if self.holding && mount_ns.is_none() {
+            // Gone already: nothing of it to look at, and its file, were it new, was held.
+            return Vec::new();
         }
+        let in_host = self.in_host(mount_ns);
         let mut outcomes = self.libcs_of(tracer, pid, Looked::AtExec { in_host });
-        let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-        // Held open: the process may be gone before the probes are attached.
-        let opened = match std::fs::File::open(&exe) {
-            Ok(file) => Some((file, exe)),
-            Err(_) => Some(executed)
-                .filter(|p| p.is_absolute())
-                .and_then(|p| std::fs::File::open(p).ok().map(|f| (f, p.to_path_buf()))),
-        };
-        if let Some((file, shown)) = opened {
-            if let Some(c) = self.classify_file(tracer, &file, || link_or_itself(shown)) {
-                outcomes.extend(c.outcomes);
+        // With the hold, a program on the node's own filesystems (all marked) that was not
+        // known was held and probed at its exec: nothing is left to classify. Only the node's
+        // libcs are looked at now and then, and the maps of one still running (a libc of its
+        // own, loaded from elsewhere).
+        if !(self.holding && in_host) {
+            let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+            // Held open: the process may be gone before the probes are attached.
+            let opened = match std::fs::File::open(&exe) {
+                Ok(file) => Some((file, exe)),
+                Err(_) => Some(executed)
+                    .filter(|p| p.is_absolute())
+                    .and_then(|p| std::fs::File::open(p).ok().map(|f| (f, p.to_path_buf()))),
+            };
+            if let Some((file, shown)) = opened {
+                if let Some(c) = self.classify_file(tracer, &file, || link_or_itself(shown)) {
+                    outcomes.extend(c.outcomes);
+                }
             }
         }
         self.look_again(pid);
