@@ -469,14 +469,84 @@ fn raw_tracepoint_hooks(hooks: &[HookAvailability]) -> Vec<HookAvailability> {
     .collect()
 }
 
-/// How the tracepoint capture of netlink is named (doctor, the start-up line, the header):
-/// with the sock tracepoints alone, or with the syscall tracepoints.
-pub fn tracepoint_capture_name(sock_tracepoints: bool) -> &'static str {
-    if sock_tracepoints {
-        "sock tracepoints (sock_send_length/sock_recv_length: only netlink sockets are copied, no syscall tracepoint for netlink)"
-    } else {
-        "syscall tracepoints"
+/// Where a trace captures netlink traffic: the decision, kept apart from its reasons
+/// ([`NetlinkCapture`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetlinkCaptureMode {
+    /// Kernel-function hooks at the socket layer: only netlink sockets pay.
+    SocketLayer(KernelHookMode),
+    /// `sock:sock_send_length`/`sock_recv_length` alone: no syscall tracepoint for netlink.
+    SockTracepoints,
+    /// The syscall tracepoints of `sendmsg`/`recvmsg` and their kin.
+    SyscallTracepoints,
+}
+
+impl NetlinkCaptureMode {
+    /// The mode in a few words, for the start line: `socket layer (fentry)`, `sock
+    /// tracepoints`, `syscall tracepoints`.
+    pub fn short_name(self) -> String {
+        match self {
+            NetlinkCaptureMode::SocketLayer(mode) => format!("socket layer ({mode})"),
+            NetlinkCaptureMode::SockTracepoints => "sock tracepoints".into(),
+            NetlinkCaptureMode::SyscallTracepoints => "syscall tracepoints".into(),
+        }
     }
+
+    /// The mode with what it copies, for doctor, `-v` and the JSON header.
+    fn long_name(self) -> String {
+        match self {
+            NetlinkCaptureMode::SockTracepoints => "sock tracepoints (sock_send_length/sock_recv_length: only netlink sockets are copied, no syscall tracepoint for netlink)".into(),
+            other => other.short_name(),
+        }
+    }
+}
+
+/// How a trace captures netlink, and why not in a better way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetlinkCapture {
+    /// The mode in use.
+    pub mode: NetlinkCaptureMode,
+    /// `--hooks tracepoint` chose the tracepoints.
+    pub forced: bool,
+    /// Why each better mode was not used, best first (`fentry: …`, `kprobe: …`, `sock
+    /// tracepoints refused: …`).
+    pub refusals: Vec<String>,
+}
+
+impl NetlinkCapture {
+    /// Captured at the socket layer with `mode`.
+    pub fn socket_layer(mode: KernelHookMode) -> Self {
+        NetlinkCapture {
+            mode: NetlinkCaptureMode::SocketLayer(mode),
+            forced: false,
+            refusals: Vec::new(),
+        }
+    }
+}
+
+/// `socket layer (fentry)`; `sock tracepoints (…), because fentry: …; kprobe: …`; `syscall
+/// tracepoints (--hooks tracepoint)`.
+impl std::fmt::Display for NetlinkCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.mode.long_name())?;
+        if self.forced {
+            f.write_str(" (--hooks tracepoint)")?;
+        }
+        if !self.refusals.is_empty() {
+            write!(f, ", because {}", self.refusals.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+/// `trace`'s plan for the netlink capture: the socket-layer mode to try first (doctor's line),
+/// and what captures when the socket layer is not used, with why.
+#[derive(Clone, Debug)]
+pub struct CapturePlan {
+    /// The socket-layer mode (`None`: not tried) and doctor's reason.
+    pub socket_layer: HandlerPlan,
+    /// The tracepoint capture that serves otherwise, with the plan's refusals.
+    pub fallback: NetlinkCapture,
 }
 
 impl ModeSupport<'_> {
@@ -547,47 +617,55 @@ impl ModeSupport<'_> {
 
 /// The netlink capture under `preference`: at the socket layer with the first mode that can
 /// probe all the functions it needs of [`CAPTURE_FUNCTIONS`], else at the tracepoints
-/// (`mode: None`).
+/// (`mode: None`); the tracepoint capture that serves when the socket layer is not used.
 fn plan_capture(
     functions: &[KernelFunction],
     preference: HookPreference,
     support: ModeSupport,
-) -> HandlerPlan {
+) -> CapturePlan {
     let modes = preference.modes();
     let mut refusals = Vec::new();
+    let mut chosen = None;
     for mode in modes {
-        let why: Vec<String> = functions
+        let mut why: Vec<String> = functions
             .iter()
             .filter(|f| capture_uses(*mode, &f.name))
             .filter_map(|f| support.unavailable(*mode, f))
             .collect();
         if why.is_empty() {
-            return HandlerPlan {
-                function: "netlink capture".into(),
-                mode: Some(*mode),
-                reason: format!(
-                    "socket layer with {mode}: only netlink sockets pay{}",
-                    if refusals.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", refusals.join("; "))
-                    }
-                ),
-            };
+            chosen = Some(*mode);
+            break;
         }
-        let mut why = why;
         why.dedup();
         refusals.push(format!("{mode}: {}", why.join(", ")));
     }
-    let capture = tracepoint_capture_name(support.sock_tracepoints);
-    HandlerPlan {
-        function: "netlink capture".into(),
-        mode: None,
-        reason: if modes.is_empty() {
-            format!("{capture} (--hooks tracepoint)")
+    let fallback = NetlinkCapture {
+        mode: if support.sock_tracepoints {
+            NetlinkCaptureMode::SockTracepoints
         } else {
-            format!("{capture}, because {}", refusals.join("; "))
+            NetlinkCaptureMode::SyscallTracepoints
         },
+        forced: modes.is_empty(),
+        refusals,
+    };
+    let reason = match chosen {
+        Some(mode) => format!(
+            "socket layer with {mode}: only netlink sockets pay{}",
+            if fallback.refusals.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", fallback.refusals.join("; "))
+            }
+        ),
+        None => fallback.to_string(),
+    };
+    CapturePlan {
+        socket_layer: HandlerPlan {
+            function: "netlink capture".into(),
+            mode: chosen,
+            reason,
+        },
+        fallback,
     }
 }
 
@@ -788,7 +866,8 @@ impl KernelFeatures {
         let capture_functions = functions.split_off(KERNEL_FUNCTIONS.len());
         hooks.extend(support.hook_lines(&functions, &KERNEL_FUNCTIONS, |_, _| true));
         hooks.extend(support.hook_lines(&capture_functions, &CAPTURE_FUNCTIONS, capture_uses));
-        let capture_plan = plan_capture(&capture_functions, HookPreference::Auto, support);
+        let capture_plan =
+            plan_capture(&capture_functions, HookPreference::Auto, support).socket_layer;
         let handler_plan = plan_handlers(&functions, HookPreference::Auto, support);
         KernelFeatures {
             kernel: kernel_release(),
@@ -846,7 +925,7 @@ impl KernelFeatures {
     }
 
     /// How netlink traffic is captured under `preference`.
-    pub fn capture(&self, preference: HookPreference) -> HandlerPlan {
+    pub fn capture(&self, preference: HookPreference) -> CapturePlan {
         plan_capture(&self.capture_functions, preference, self.support())
     }
 
@@ -1141,12 +1220,43 @@ mod tests {
     }
 
     #[test]
+    fn the_capture_mode_is_said_short_on_the_start_line_and_whole_elsewhere() {
+        let fentry = NetlinkCapture::socket_layer(KernelHookMode::Fentry);
+        assert_eq!(fentry.to_string(), "socket layer (fentry)");
+        assert_eq!(fentry.mode.short_name(), "socket layer (fentry)");
+        let sock = NetlinkCapture {
+            mode: NetlinkCaptureMode::SockTracepoints,
+            forced: false,
+            refusals: vec!["fentry: refused".into(), "kprobe: none".into()],
+        };
+        assert_eq!(sock.mode.short_name(), "sock tracepoints");
+        assert!(
+            sock.to_string()
+                .starts_with("sock tracepoints (sock_send_length")
+                && sock
+                    .to_string()
+                    .ends_with(", because fentry: refused; kprobe: none"),
+            "{sock}"
+        );
+        let forced = NetlinkCapture {
+            mode: NetlinkCaptureMode::SyscallTracepoints,
+            forced: true,
+            refusals: vec!["sock tracepoints refused: EPERM".into()],
+        };
+        assert_eq!(forced.mode.short_name(), "syscall tracepoints");
+        assert_eq!(
+            forced.to_string(),
+            "syscall tracepoints (--hooks tracepoint), because sock tracepoints refused: EPERM"
+        );
+    }
+
+    #[test]
     fn the_tracepoint_capture_is_named_after_the_tracepoints_it_uses() {
         let with_sock = ModeSupport {
             sock_tracepoints: true,
             ..support(false, "refused", false)
         };
-        let plan = plan_capture(&[], HookPreference::Tracepoint, with_sock);
+        let plan = plan_capture(&[], HookPreference::Tracepoint, with_sock).socket_layer;
         assert!(plan.mode.is_none());
         assert!(
             plan.reason
@@ -1155,7 +1265,12 @@ mod tests {
             plan.reason
         );
         let plan = plan_capture(&[], HookPreference::Tracepoint, support(false, "", false));
-        assert_eq!(plan.reason, "syscall tracepoints (--hooks tracepoint)");
+        assert_eq!(plan.fallback.mode, NetlinkCaptureMode::SyscallTracepoints);
+        assert!(plan.fallback.forced);
+        assert_eq!(
+            plan.socket_layer.reason,
+            "syscall tracepoints (--hooks tracepoint)"
+        );
     }
 
     #[test]
@@ -1239,31 +1354,37 @@ mod tests {
     #[test]
     fn capture_needs_every_function_in_one_mode() {
         let all = capture_functions_present();
-        let plan = plan_capture(&all, HookPreference::Auto, support(true, "", true));
+        let plan = plan_capture(&all, HookPreference::Auto, support(true, "", true)).socket_layer;
         assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
-        let plan = plan_capture(&all, HookPreference::Auto, support(false, "EPERM", true));
+        let plan =
+            plan_capture(&all, HookPreference::Auto, support(false, "EPERM", true)).socket_layer;
         assert_eq!(plan.mode, Some(KernelHookMode::Kprobe));
         assert!(plan.reason.contains("fentry: EPERM"), "{}", plan.reason);
-        let plan = plan_capture(&all[..3], HookPreference::Auto, support(true, "", true));
+        let plan =
+            plan_capture(&all[..3], HookPreference::Auto, support(true, "", true)).socket_layer;
         assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
         // fentry needs only netlink_unicast and skb_recv_datagram; kprobes need all four.
         let no_sendmsg = [kallsyms_lookup("", "netlink_sendmsg")]
             .into_iter()
             .chain(all[1..].iter().cloned())
             .collect::<Vec<_>>();
-        let plan = plan_capture(&no_sendmsg, HookPreference::Auto, support(true, "", true));
+        let plan =
+            plan_capture(&no_sendmsg, HookPreference::Auto, support(true, "", true)).socket_layer;
         assert_eq!(plan.mode, Some(KernelHookMode::Fentry));
-        let plan = plan_capture(&no_sendmsg, HookPreference::Kprobe, support(true, "", true));
+        let plan =
+            plan_capture(&no_sendmsg, HookPreference::Kprobe, support(true, "", true)).socket_layer;
         assert_eq!(plan.mode, None);
         let missing = kallsyms_lookup("", "netlink_unicast");
-        let plan = plan_capture(&[missing], HookPreference::Auto, support(true, "", true));
+        let plan =
+            plan_capture(&[missing], HookPreference::Auto, support(true, "", true)).socket_layer;
         assert_eq!(plan.mode, None);
         assert!(
             plan.reason.starts_with("syscall tracepoints, because"),
             "{}",
             plan.reason
         );
-        let plan = plan_capture(&all, HookPreference::Tracepoint, support(true, "", true));
+        let plan =
+            plan_capture(&all, HookPreference::Tracepoint, support(true, "", true)).socket_layer;
         assert_eq!(plan.mode, None);
     }
 
@@ -1274,7 +1395,7 @@ mod tests {
             fexit_return: false,
             ..support(true, "", true)
         };
-        let plan = plan_capture(&all, HookPreference::Auto, before_5_17);
+        let plan = plan_capture(&all, HookPreference::Auto, before_5_17).socket_layer;
         assert_eq!(plan.mode, Some(KernelHookMode::Kprobe));
         assert!(plan.reason.contains("bpf_get_func_ret"), "{}", plan.reason);
         // The handlers' fexits read the return value after their known arguments.

@@ -21,7 +21,9 @@ use aya::Btf;
 use aya::{Ebpf, EbpfLoader};
 use nodeip_trace_common::counter;
 
-use super::features::{tracepoint_capture_name, HandlerPlan, HookPreference, KernelFeatures};
+use super::features::{
+    CapturePlan, HandlerPlan, HookPreference, KernelFeatures, NetlinkCapture, NetlinkCaptureMode,
+};
 use super::ProbeError;
 use crate::host::libc_locator::LibcTarget;
 use crate::host::netlink_sockets::NetlinkSocket;
@@ -156,9 +158,8 @@ pub struct LiveTracer {
     pub hooks: Vec<AttachedHook>,
     /// The mode each kernel handler ended up with (`fentry`, `kprobe`, or `off`), by function.
     pub handler_modes: std::collections::BTreeMap<String, String>,
-    /// How netlink traffic is captured: `socket layer (fentry)`, `socket layer (kprobe)`, or
-    /// why the syscall tracepoints do it.
-    pub netlink_capture: String,
+    /// How netlink traffic is captured, and why not better (`None`: netlink is not traced).
+    pub netlink_capture: Option<NetlinkCapture>,
     /// Every uprobe attached (program, link), for [`LiveTracer::detach_uprobes`].
     uprobe_links: Vec<(String, aya::programs::uprobe::UProbeLinkId)>,
 }
@@ -291,7 +292,7 @@ impl LiveTracer {
             ebpf,
             hooks: Vec::new(),
             handler_modes: Default::default(),
-            netlink_capture: String::new(),
+            netlink_capture: None,
             uprobe_links: Vec::new(),
         };
         for pid in &config.pids {
@@ -324,7 +325,7 @@ impl LiveTracer {
         };
         // fentry/fexit need the kernel's BTF, parsed once (only when a plan uses fentry).
         let wants_fentry = config.netlink
-            && std::iter::once(&capture_plan)
+            && std::iter::once(&capture_plan.socket_layer)
                 .chain(&handler_plan)
                 .any(|p| p.mode == Some(KernelHookMode::Fentry));
         let btf = if wants_fentry {
@@ -332,23 +333,42 @@ impl LiveTracer {
         } else {
             None
         };
-        let socket_layer = if config.netlink {
-            self.attach_capture(
-                capture_plan,
+        let mut sock_capture = None;
+        if config.netlink {
+            let capture = match self.attach_capture(
+                &capture_plan,
                 features,
                 config.hooks,
                 offsets_known.socket,
                 btf.as_ref(),
-            )
-            .is_some()
-        } else {
-            false
-        };
-        let sock_capture = if config.netlink && !socket_layer {
-            self.attach_sock_capture(features, offsets_known.socket)
-        } else {
-            None
-        };
+            ) {
+                Ok(mode) => NetlinkCapture::socket_layer(mode),
+                Err(tried) => {
+                    let mut capture = capture_plan.fallback;
+                    capture.refusals.extend(tried);
+                    match self.attach_sock_capture(features, offsets_known.socket) {
+                        Some(Ok(chunks)) => {
+                            capture.mode = NetlinkCaptureMode::SockTracepoints;
+                            sock_capture = Some(chunks);
+                        }
+                        Some(Err(refused)) => {
+                            capture.mode = NetlinkCaptureMode::SyscallTracepoints;
+                            capture.refusals.push(refused);
+                        }
+                        None => capture.mode = NetlinkCaptureMode::SyscallTracepoints,
+                    }
+                    capture
+                }
+            };
+            self.netlink_capture = Some(capture);
+        }
+        let socket_layer = matches!(
+            self.netlink_capture,
+            Some(NetlinkCapture {
+                mode: NetlinkCaptureMode::SocketLayer(_),
+                ..
+            })
+        );
         if config.netlink && !socket_layer {
             let chunks = sock_capture.unwrap_or(ChunkPrograms::Classic);
             let status = self.install_chunk_program(chunks).map_err(HookError::from);
@@ -656,18 +676,18 @@ impl LiveTracer {
     }
 
     /// Captures netlink at the socket layer when the plan (and the kernel's BTF) allow it, falling
-    /// back from fentry to kprobe under `auto`; returns the mode used, or `None` (then the syscall
-    /// tracepoints capture). Records the outcome in `hooks` and `netlink_capture`.
+    /// back from fentry to kprobe under `auto`: the mode used, or why each mode tried failed
+    /// (empty: none was tried). Records the hook in `hooks`.
     fn attach_capture(
         &mut self,
-        plan: HandlerPlan,
+        plan: &CapturePlan,
         features: &KernelFeatures,
         preference: HookPreference,
         socket_offsets_known: bool,
         btf: Option<&Btf>,
-    ) -> Option<KernelHookMode> {
+    ) -> Result<KernelHookMode, Vec<String>> {
         let mut tried = Vec::new();
-        let mut modes: Vec<KernelHookMode> = plan.mode.into_iter().collect();
+        let mut modes: Vec<KernelHookMode> = plan.socket_layer.mode.into_iter().collect();
         if modes == [KernelHookMode::Fentry]
             && preference == HookPreference::Auto
             && features
@@ -683,7 +703,6 @@ impl LiveTracer {
         for mode in modes {
             match self.attach_socket_capture(mode, btf) {
                 Ok(()) => {
-                    self.netlink_capture = format!("socket layer ({mode})");
                     self.hooks.push(AttachedHook {
                         program: "netlink_socket_capture".into(),
                         mode: mode.entry_and_return().0,
@@ -696,49 +715,41 @@ impl LiveTracer {
                         .into(),
                         status: Ok(()),
                     });
-                    return Some(mode);
+                    return Ok(mode);
                 }
                 Err(e) => tried.push(format!("{mode}: {e}")),
             }
         }
-        self.netlink_capture = if tried.is_empty() {
-            plan.reason
-        } else {
-            format!("syscall tracepoints, because {}", tried.join("; "))
-        };
-        None
+        Err(tried)
     }
 
     /// Captures netlink with `sock:sock_{send,recv}_length` alone where the kernel has them (no
-    /// syscall tracepoint for netlink: other sockets pay one comparison); true when both are
-    /// attached. Otherwise neither stays attached, the syscall tracepoints capture, and
-    /// `netlink_capture` says why.
+    /// syscall tracepoint for netlink: other sockets pay one comparison): the programs attached,
+    /// or why they were refused (`None`: the kernel has no such tracepoints). When refused,
+    /// neither stays attached and the syscall tracepoints capture.
     fn attach_sock_capture(
         &mut self,
         features: &KernelFeatures,
         raw_allowed: bool,
-    ) -> Option<ChunkPrograms> {
+    ) -> Option<Result<ChunkPrograms, String>> {
         if !features.sock_tracepoints() {
             return None;
         }
         let mut refused = Vec::new();
         if raw_allowed {
             match self.attach_sock_programs(ChunkPrograms::Raw) {
-                Ok(()) => return Some(ChunkPrograms::Raw),
+                Ok(()) => return Some(Ok(ChunkPrograms::Raw)),
                 Err(e) => refused.push(format!("raw: {e}")),
             }
         }
         match self.attach_sock_programs(ChunkPrograms::Classic) {
-            Ok(()) => return Some(ChunkPrograms::Classic),
+            Ok(()) => return Some(Ok(ChunkPrograms::Classic)),
             Err(e) => refused.push(e.to_string()),
         }
-        let why = format!("sock tracepoints refused: {}", refused.join("; "));
-        let syscall_name = tracepoint_capture_name(false);
-        self.netlink_capture = match self.netlink_capture.split_once(", because ") {
-            Some((_, because)) => format!("{syscall_name}, because {because}; {why}"),
-            None => format!("{syscall_name}, because {why}"),
-        };
-        None
+        Some(Err(format!(
+            "sock tracepoints refused: {}",
+            refused.join("; ")
+        )))
     }
 
     /// Attaches both sock capture programs of one kind, or neither (the first is unloaded when

@@ -258,7 +258,11 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
         host: crate::host::resolver_config::machine_hostname(),
         hooks: tracer.hooks.iter().map(|h| h.describe()).collect(),
         hook_preference: config.hooks.name().into(),
-        netlink_capture: tracer.netlink_capture.clone(),
+        netlink_capture: tracer
+            .netlink_capture
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
         exec_hold: exec_hold_state(&exec_hold),
         handler_hooks: tracer.handler_modes.clone(),
         kernel_limits: kernel_limits.clone(),
@@ -392,7 +396,11 @@ impl StartLine<'_> {
     /// One short line: `18 hooks attached in 540 ms (netlink capture: sock tracepoints; new
     /// programs held at exec); -v says more; Ctrl-C stops`.
     fn short(&self) -> String {
-        let mode = capture_mode(&self.tracer.netlink_capture);
+        let mode = self
+            .tracer
+            .netlink_capture
+            .as_ref()
+            .map_or_else(|| "off".to_string(), |c| c.mode.short_name());
         let hold = if self.exec_hold.is_ok() {
             "new programs held at exec"
         } else {
@@ -428,59 +436,15 @@ impl StartLine<'_> {
             self.attached(),
             self.startup.started.elapsed().as_millis(),
             self.startup.steps(),
-            self.tracer.netlink_capture,
+            self.tracer
+                .netlink_capture
+                .as_ref()
+                .map_or_else(|| "off".to_string(), ToString::to_string),
             exec_hold_state(self.exec_hold),
             self.config.hooks.name(),
             handler_hooks_said(self.tracer, self.frames_only),
             self.known_sockets,
             self.failed(),
         )
-    }
-}
-
-/// The capture mode `netlink_capture` names, without the reasons for it: `socket layer
-/// (fentry)`, `socket layer (kprobe)`, `sock tracepoints` or `syscall tracepoints`.
-fn capture_mode(capture: &str) -> &str {
-    let mode = capture
-        .split_once(", because ")
-        .map_or(capture, |(mode, _)| mode);
-    let mode = mode.strip_suffix(" (--hooks tracepoint)").unwrap_or(mode);
-    if mode == crate::probe::features::tracepoint_capture_name(true) {
-        "sock tracepoints"
-    } else {
-        mode
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::capture_mode;
-    use crate::probe::features::tracepoint_capture_name;
-
-    #[test]
-    fn the_start_line_names_the_capture_mode_without_its_reasons() {
-        let sock = tracepoint_capture_name(true);
-        for (capture, mode) in [
-            ("socket layer (fentry)", "socket layer (fentry)"),
-            ("socket layer (kprobe)", "socket layer (kprobe)"),
-            (
-                &format!("{sock}, because fentry: refused; kprobe: none")[..],
-                "sock tracepoints",
-            ),
-            (
-                &format!("{sock} (--hooks tracepoint)")[..],
-                "sock tracepoints",
-            ),
-            (
-                "syscall tracepoints, because sock tracepoints refused: EPERM",
-                "syscall tracepoints",
-            ),
-            (
-                "syscall tracepoints (--hooks tracepoint)",
-                "syscall tracepoints",
-            ),
-        ] {
-            assert_eq!(capture_mode(capture), mode, "{capture}");
-        }
     }
 }
