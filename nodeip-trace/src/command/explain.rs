@@ -16,6 +16,7 @@ use crate::model::emitted::Emitted;
 use crate::model::event::{EventBody, Severity};
 use crate::model::frame::Direction;
 use crate::model::netlink::NetlinkMessage;
+use crate::sink::node_audit_text;
 use crate::sink::{write_report, ReportFormat};
 use crate::sink::{EventSink, SinkError};
 
@@ -198,7 +199,7 @@ fn go_cgo_choice(opts: &ExplainOptions, name: &str) -> GoResolverChoice {
 /// error was made.
 pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainError> {
     let report = audit_report(opts)?;
-    write_report(opts.format, &report, node_audit::render_text, out)
+    write_report(opts.format, &report, node_audit_text::render_text, out)
         .map_err(ExplainError::Write)?;
     Ok(report
         .findings
@@ -207,12 +208,12 @@ pub fn run(opts: &ExplainOptions, out: &mut dyn Write) -> Result<bool, ExplainEr
 }
 
 /// The audit of this node's namespace with every component's defaults, summed up for a
-/// capture's section comment ([`node_audit::summary_text`]); `None` when it cannot be made
+/// capture's section comment ([`node_audit_text::summary_text`]); `None` when it cannot be made
 /// (no address, no netlink), which a capture can do without.
 pub fn node_audit_summary() -> Option<String> {
     audit_report(&ExplainOptions::default())
         .ok()
-        .map(|r| node_audit::summary_text(&r))
+        .map(|r| node_audit_text::summary_text(&r))
 }
 
 /// The audit `opts` asks for.
@@ -286,7 +287,7 @@ mod tests {
         );
         assert!(text.contains("secondary-address-skipped"), "{text}");
         // The few lines a capture's section comment carries: picks and findings.
-        let summary = node_audit::summary_text(&audit_report(&opts).unwrap());
+        let summary = node_audit_text::summary_text(&audit_report(&opts).unwrap());
         assert!(
             summary.starts_with("node address audit of \"fixture\""),
             "{summary}"

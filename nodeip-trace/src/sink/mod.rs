@@ -8,6 +8,7 @@
 pub mod html;
 pub mod json;
 pub mod limit;
+pub mod node_audit_text;
 pub mod pcap;
 pub mod perfetto;
 pub mod text;

@@ -240,7 +240,7 @@ fn seed_000_alias_listed_second_comes_first() {
         ]
     );
     assert!(ids(&r).contains(&"gai-reordered"), "{:?}", r.findings);
-    let text = render_text(&r);
+    let text = format!("{r:?}");
     assert!(text.contains("rule 9"), "{text}");
 }
 
@@ -285,7 +285,7 @@ fn seed_001_kubernetes_internal_ip_takes_the_network_address() {
         "{:?}",
         r.findings
     );
-    let text = render_text(&r);
+    let text = format!("{r:?}");
     assert!(text.contains("172.29.231.0/24"), "{text}");
 }
 
