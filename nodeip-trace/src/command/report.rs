@@ -136,9 +136,11 @@ pub fn run(opts: &ReportOptions) -> Result<ReportDone, ReportError> {
     if same {
         return Err(ReportError::SameFile(output));
     }
-    let file = crate::sink::create_private(&output).map_err(|source| ReportError::Create {
-        path: output.clone(),
-        source,
+    let file = crate::sink::output_file::create_private(&output).map_err(|source| {
+        ReportError::Create {
+            path: output.clone(),
+            source,
+        }
     })?;
     let out = std::io::BufWriter::new(file);
     let name = output.display().to_string();

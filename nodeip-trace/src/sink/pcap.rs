@@ -736,8 +736,8 @@ pub fn add_section_comments(path: &Path, comments: &[String]) -> Result<(), Pcap
     shb[4..8].copy_from_slice(&new_total);
     shb.extend_from_slice(&new_total);
 
-    let temp = super::beside(path, "comments");
-    let mut out = match super::create_private(&temp) {
+    let temp = super::output_file::beside(path, "comments");
+    let mut out = match super::output_file::create_private(&temp) {
         Ok(out) => out,
         // A directory this process may no longer write (the tracer dropped CAP_DAC_OVERRIDE
         // after opening its outputs: `sudo trace --pcapng ~/x.pcapng`), while the file is its own.

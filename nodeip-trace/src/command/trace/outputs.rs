@@ -133,7 +133,7 @@ impl Sinks {
                     ));
                 }
                 if let Some(path) = &slot.recording {
-                    let _ = crate::sink::cut_to_last_line(path);
+                    let _ = crate::sink::output_file::cut_to_last_line(path);
                 }
                 slot.closed = true;
                 slot.failed = Some(e);
@@ -253,7 +253,7 @@ pub(super) fn pcap_writer(
 /// The output files of a trace, opened before anything is attached, kept only once it has
 /// started. A failed start (probes refused, the command not found) leaves no empty recording or
 /// pcap behind to be taken for a trace of nothing, and takes nothing away: an output that was
-/// already a regular file is written to a copy beside it ([`crate::sink::beside`]), which
+/// already a regular file is written to a copy beside it ([`crate::sink::output_file::beside`]), which
 /// replaces it when the trace starts, so the earlier recording survives a failed start whole.
 pub(super) struct UnstartedOutputs {
     /// Files this trace made: removed unless it starts.
@@ -271,7 +271,7 @@ impl UnstartedOutputs {
         }
     }
 
-    /// Opens the output file `path` for writing (owner-only, [`crate::sink::create_private`]):
+    /// Opens the output file `path` for writing (owner-only, [`crate::sink::output_file::create_private`]):
     /// a new file, or a copy beside an existing regular one (through a symbolic link, beside
     /// its target, which the link keeps naming). Where no copy can be made beside it (a
     /// directory this process may not write), the file itself is truncated, as before.
@@ -285,10 +285,10 @@ impl UnstartedOutputs {
             .filter(|m| m.is_file())
             .and_then(|m| Some((m, std::fs::canonicalize(path).ok()?)));
         if let Some((metadata, target)) = existing {
-            let copy = crate::sink::beside(&target, "unstarted");
+            let copy = crate::sink::output_file::beside(&target, "unstarted");
             // A copy left by a tracer that was killed before it started (same pid, later boot).
             let _ = std::fs::remove_file(&copy);
-            if let Ok(file) = crate::sink::create_private_new(&copy) {
+            if let Ok(file) = crate::sink::output_file::create_private_new(&copy) {
                 // The copy keeps the owner of the file it replaces, as truncating that file in
                 // place did (its mode is narrowed to 0600 either way). Best effort: a file
                 // system without owners refuses, and the output is still written.
@@ -298,10 +298,10 @@ impl UnstartedOutputs {
                 self.replacing.push((copy, target));
                 return Ok(file);
             }
-            return crate::sink::create_private(path).map_err(fail);
+            return crate::sink::output_file::create_private(path).map_err(fail);
         }
         let is_new = std::fs::symlink_metadata(path).is_err();
-        let file = crate::sink::create_private(path).map_err(fail)?;
+        let file = crate::sink::output_file::create_private(path).map_err(fail)?;
         if is_new {
             self.made.push(path.to_path_buf());
         }
