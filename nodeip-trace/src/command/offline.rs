@@ -13,8 +13,9 @@ use crate::model::event::{Event, EventBody, OLDEST_READABLE_SCHEMA, SCHEMA_VERSI
 use crate::pipeline::Pipeline;
 use crate::sink::text::TextTimelineSink;
 use crate::sink::{timeline_sink, EventSink, OutputFormat, SinkError};
+use crate::source::capture::mapped::{map_capture, MappedCaptureReader, ReleaseBehind};
 use crate::source::capture::{
-    pcap_frames_in_place, CaptureError, CaptureReader, CapturedFrame, FrameInPlace, PrefetchedBytes,
+    pcap_frames_in_place, CaptureError, CaptureReader, CapturedFrame, FrameInPlace,
 };
 
 /// Errors of offline commands.
@@ -468,7 +469,7 @@ pub fn analyze_file(
         return analyze_into(path, stdin, genl_families, sink, warn, progress);
     }
     let file = open()?;
-    if let Some(mapped) = mapped_capture(&file) {
+    if let Some(mapped) = map_capture(&file) {
         let interfaces = match pcap_frames_in_place(&mapped) {
             Some(frames) => link_names_in_place(frames, &mapped),
             None => {
@@ -508,80 +509,6 @@ pub fn input_name(path: &Path) -> String {
     } else {
         path.display().to_string()
     }
-}
-
-/// Bytes read past between two releases of a [`MappedCaptureReader`]'s pages.
-const RELEASE_EVERY: usize = 4 << 20;
-
-/// A mapped capture read from the front ([`PrefetchedBytes`]) that lets the pages it has read
-/// past go every [`RELEASE_EVERY`] bytes ([`MappedFile::release_before`]): without it a pass
-/// left every page of the file in the process's RSS (peak 219 MiB for a 200 MB capture, 19 MiB
-/// with it, as fast; the 64 KiB `read` path peaked at 14 MiB).
-struct MappedCaptureReader<'a> {
-    bytes: PrefetchedBytes<'a>,
-    mapped: &'a MappedFile,
-    /// Bytes read so far.
-    read: usize,
-    behind: ReleaseBehind,
-}
-
-impl<'a> MappedCaptureReader<'a> {
-    fn new(mapped: &'a MappedFile) -> Self {
-        Self {
-            bytes: PrefetchedBytes::new(&mapped[..]),
-            mapped,
-            read: 0,
-            behind: ReleaseBehind::default(),
-        }
-    }
-}
-
-impl std::io::Read for MappedCaptureReader<'_> {
-    /// Fails where the file was found cut shorter while mapped ([`MappedFile::cut_at`]): what
-    /// lies past its new end reads as zeros, not as frames.
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.bytes.read(buf)?;
-        if let Some(at) = self.mapped.cut_at().filter(|&at| at < self.read + n) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "the file was cut shorter while being read (to {at} bytes or fewer, of \
-                     {}): is a process still writing or rotating it? Analyze a copy",
-                    self.mapped.len()
-                ),
-            ));
-        }
-        self.read += n;
-        self.behind.reached(self.mapped, self.read, n == 0);
-        Ok(n)
-    }
-}
-
-/// Lets the pages a front-to-back reader of a mapped file has passed go, every
-/// [`RELEASE_EVERY`] bytes and at the end ([`MappedFile::release_before`]).
-#[derive(Debug, Default)]
-struct ReleaseBehind {
-    /// The point before which pages were released.
-    released: usize,
-}
-
-impl ReleaseBehind {
-    /// The reader is at byte `read` of `mapped`; `done` when it has finished.
-    fn reached(&mut self, mapped: &MappedFile, read: usize, done: bool) {
-        if read - self.released >= RELEASE_EVERY || done {
-            mapped.release_before(read);
-            self.released = read;
-        }
-    }
-}
-
-/// The capture `file` mapped into memory, when it is a non-empty regular file that maps.
-fn mapped_capture(file: &std::fs::File) -> Option<MappedFile> {
-    let metadata = file.metadata().ok()?;
-    if !metadata.is_file() || metadata.len() == 0 {
-        return None;
-    }
-    MappedFile::map(file).ok()
 }
 
 /// The closing count of [`analyze`] on stderr, when there is something to say: how many frames

@@ -21,6 +21,8 @@
 //!
 //! The direction of a frame comes from, in order: the pcapng `epb_flags` direction bits or a
 //! `dir=` comment (ours), then [`infer_direction`] from the nlmon header and the messages.
+pub mod mapped;
+
 use std::fmt;
 use std::io::{self, BufReader, Read};
 
