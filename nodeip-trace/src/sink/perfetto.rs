@@ -25,7 +25,7 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value};
 
-use super::text::{container_label, render_answer, write_event_body};
+use super::view::wording::{container_label, render_answer, write_event_body};
 use super::view::{present, Presentation};
 use super::{EventSink, SinkError};
 use crate::model::event::{ConversationOutcome, Event, EventBody, RecordingHeader, RunSummary};
@@ -448,7 +448,7 @@ fn event_args(e: &Event, text: &str) -> Value {
     args.insert("time".into(), json!(e.ts));
     if let EventBody::Getaddrinfo(c) = &e.body {
         if let Some(why) = &c.why {
-            let lines = super::text::render_why(c.resolver, why);
+            let lines = super::view::wording::render_why(c.resolver, why);
             args.insert("why".into(), json!(lines));
         }
     }

@@ -1,7 +1,10 @@
 //! The presentation view: which events a human-facing sink shows, and as what. The text
-//! timeline renders from it (and so will any other human-facing sink), so the rules live once:
+//! timeline, the HTML report and the Perfetto trace all render from it, so the rules live once:
 //! recording framing is for machines, a paired netlink buffer and an IPVS command are shown by
-//! their conversation's line, diagnoses are collected and shown last.
+//! their conversation's line, diagnoses are collected and shown last; and how each event reads
+//! (its line, its actor, a message's summary, a call's `why`) is [`wording`]'s.
+pub mod wording;
+
 use crate::model::event::{Diagnosis, Event, EventBody};
 
 /// How a human-facing sink presents one event.

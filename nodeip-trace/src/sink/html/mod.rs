@@ -150,11 +150,11 @@ impl<W: Write> HtmlReportSink<W> {
             window.1.clone_from(&e.ts);
             window.3 = e.ts_ns;
         }
-        if let (Some(actor), Some(process)) = (super::text::actor_label(e), &e.process) {
+        if let (Some(actor), Some(process)) = (super::view::wording::actor_label(e), &e.process) {
             self.subtitles.entry(actor).or_insert_with(|| {
                 let identity = &process.identity;
                 match (&identity.container, &identity.unit, &process.exe) {
-                    (Some(c), _, _) => super::text::container_label(c),
+                    (Some(c), _, _) => super::view::wording::container_label(c),
                     (None, Some(unit), _) => unit.clone(),
                     (None, None, Some(exe)) => exe.rsplit('/').next().unwrap_or(exe).to_string(),
                     _ => String::new(),
@@ -181,7 +181,7 @@ impl<W: Write> HtmlReportSink<W> {
                 let anchor = format!("call-{}", self.calls.len() + 1);
                 self.calls.push(CallEntry {
                     anchor: anchor.clone(),
-                    actor: super::text::actor_label(e).unwrap_or_default(),
+                    actor: super::view::wording::actor_label(e).unwrap_or_default(),
                     call: c.clone(),
                 });
                 Some(anchor)

@@ -18,7 +18,7 @@ use crate::model::event::{
 };
 use crate::model::frame::Direction;
 use crate::model::getaddrinfo::GetaddrinfoCall;
-use crate::sink::text;
+use crate::sink::view::wording;
 
 /// Most process lanes drawn; past it, the least telling processes share one lane.
 pub const MAX_PROCESS_LANES: usize = 12;
@@ -76,7 +76,7 @@ pub struct Row {
 /// The rows one event is drawn as (none for what people are not shown). A resolver call is two
 /// rows, start and result; `call_anchor` is the id of its pair table.
 pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
-    let actor = text::actor_label(e);
+    let actor = wording::actor_label(e);
     let event = (e.body.kind(), e.ts_ns);
     let row = |ts_ns: u64, mark: Mark, detail: String| Row {
         ts_ns,
@@ -86,7 +86,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
         event,
         link: None,
     };
-    let body = || text::render_event_body(e);
+    let body = || wording::render_event_body(e);
     match &e.body {
         EventBody::Getaddrinfo(c) => {
             let start = if c.start_ns > 0 { c.start_ns } else { e.ts_ns };
@@ -99,7 +99,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
             vec![row(start, Mark::CallStart(call_label(c)), body()), end]
         }
         EventBody::Conversation(c) => {
-            let request = text::message_summary(&c.request);
+            let request = wording::message_summary(&c.request);
             vec![
                 row(e.ts_ns, Mark::Request(request.clone()), request),
                 row(
@@ -107,7 +107,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
                     Mark::Reply(reply_label(c)),
                     format!(
                         "{} ({:.3} ms)",
-                        text::render_answer(c),
+                        wording::render_answer(c),
                         c.duration_ns as f64 / 1e6
                     ),
                 ),
@@ -117,7 +117,7 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
             let label = n
                 .messages
                 .first()
-                .map(|m| text::message_summary(m))
+                .map(|m| wording::message_summary(m))
                 .unwrap_or_else(|| format!("{} bytes", n.bytes));
             let mark = match n.direction {
                 Direction::Send => Mark::Request(label),
@@ -222,8 +222,8 @@ fn reply_label(c: &NetlinkConversation) -> String {
         .reply_types
         .iter()
         .map(|(t, n)| match n {
-            1 => text::short_type(t).to_string(),
-            n => format!("{} ×{n}", text::short_type(t)),
+            1 => wording::short_type(t).to_string(),
+            n => format!("{} ×{n}", wording::short_type(t)),
         })
         .collect();
     match c.outcome {
