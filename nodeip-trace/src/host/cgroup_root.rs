@@ -2,6 +2,8 @@
 //! program attached there runs for every socket of the node.
 use std::path::{Path, PathBuf};
 
+use super::error::HostError;
+
 /// `CGROUP2_SUPER_MAGIC` (`include/uapi/linux/magic.h`).
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -14,22 +16,14 @@ const CANDIDATES: [&str; 3] = [
     "/sys/fs/cgroup/unified",
 ];
 
-/// Why no cgroup v2 root was found.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "no cgroup v2 hierarchy mounted at {} (cgroup v1 only, or not mounted: `mount -t cgroup2 none /sys/fs/cgroup`)",
-    CANDIDATES.join(", ")
-)]
-pub struct NoCgroup2;
-
 /// The first of [`CANDIDATES`] that is a cgroup v2 mount.
-pub fn cgroup2_root() -> Result<PathBuf, NoCgroup2> {
+pub fn cgroup2_root() -> Result<PathBuf, HostError> {
     CANDIDATES
         .iter()
         .map(Path::new)
         .find(|p| is_cgroup2(p))
         .map(Path::to_path_buf)
-        .ok_or(NoCgroup2)
+        .ok_or(HostError::NoCgroup2 { tried: &CANDIDATES })
 }
 
 /// Whether `path` is the top of a cgroup v2 mount.
@@ -57,7 +51,7 @@ mod tests {
 
     #[test]
     fn the_error_says_where_it_looked_and_what_to_do() {
-        let text = NoCgroup2.to_string();
+        let text = HostError::NoCgroup2 { tried: &CANDIDATES }.to_string();
         assert!(text.contains("/sys/fs/cgroup") && text.contains("mount -t cgroup2"));
     }
 }

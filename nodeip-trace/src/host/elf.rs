@@ -2,17 +2,10 @@
 //! little-endian x86-64 ELF file, and what kind of resolver a statically linked one carries.
 //! Used to put uprobes in executables ([`super::go_binary`] for Go's resolver; the C library's
 //! `getaddrinfo` linked into static programs). Never panics on bad input: a malformed file is an
-//! [`ElfError`].
+//! [`HostError::NotElf`].
+use super::error::HostError;
 use super::libc_locator::LibcKind;
 use super::mapped_file::MappedFile;
-
-/// Why a file could not be read as an ELF executable.
-#[derive(Debug, thiserror::Error)]
-pub enum ElfError {
-    /// Not an ELF file nodeip-trace reads (64-bit little-endian x86-64), or a truncated one.
-    #[error("not a 64-bit little-endian x86-64 ELF file ({0})")]
-    NotElf(&'static str),
-}
 
 /// An ELF section: name, virtual address, file offset, size, type.
 #[derive(Clone, Debug)]
@@ -104,19 +97,19 @@ const PT_INTERP: u32 = 3;
 
 impl ElfImage {
     /// Parses an executable's bytes (a `Vec<u8>` or a [`MappedFile`]).
-    pub fn parse(bytes: impl Into<ElfBytes>) -> Result<Self, ElfError> {
+    pub fn parse(bytes: impl Into<ElfBytes>) -> Result<Self, HostError> {
         let bytes = bytes.into();
         let b: &[u8] = &bytes;
         if b.get(..4) != Some(b"\x7fELF") {
-            return Err(ElfError::NotElf("no ELF magic"));
+            return Err(HostError::NotElf("no ELF magic"));
         }
         if b.get(4) != Some(&2) || b.get(5) != Some(&1) {
-            return Err(ElfError::NotElf("not 64-bit little-endian"));
+            return Err(HostError::NotElf("not 64-bit little-endian"));
         }
         if u16_at(b, 18) != Some(62) {
-            return Err(ElfError::NotElf("not x86-64"));
+            return Err(HostError::NotElf("not x86-64"));
         }
-        let truncated = || ElfError::NotElf("truncated headers");
+        let truncated = || HostError::NotElf("truncated headers");
         let phoff = u64_at(b, 32).ok_or_else(truncated)? as usize;
         let shoff = u64_at(b, 40).ok_or_else(truncated)? as usize;
         let phentsize = u16_at(b, 54).ok_or_else(truncated)? as usize;
@@ -133,14 +126,14 @@ impl ElfImage {
                 .and_then(|o| o.checked_add(phoff))
                 .filter(|at| at.checked_add(40).is_some())
             else {
-                return Err(ElfError::NotElf("program headers outside the file"));
+                return Err(HostError::NotElf("program headers outside the file"));
             };
             match u32_at(b, at) {
                 Some(PT_LOAD) => {
                     let (Some(offset), Some(vaddr), Some(filesz)) =
                         (u64_at(b, at + 8), u64_at(b, at + 16), u64_at(b, at + 32))
                     else {
-                        return Err(ElfError::NotElf("truncated program header"));
+                        return Err(HostError::NotElf("truncated program header"));
                     };
                     segments.push(Segment {
                         vaddr,
@@ -172,10 +165,10 @@ impl ElfImage {
             ))
         };
         let (_, _, strtab_off, strtab_size) =
-            header(shstrndx).ok_or(ElfError::NotElf("no section name table"))?;
+            header(shstrndx).ok_or(HostError::NotElf("no section name table"))?;
         let strtab = b
             .get(strtab_off as usize..strtab_off.saturating_add(strtab_size) as usize)
-            .ok_or(ElfError::NotElf("section name table outside the file"))?;
+            .ok_or(HostError::NotElf("section name table outside the file"))?;
         let mut sections = Vec::new();
         for i in 0..shnum {
             let Some((name_off, addr, offset, size)) = header(i) else {

@@ -16,7 +16,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::elf::{u32_at, u64_at, ElfError, ElfImage};
+use super::elf::{u32_at, u64_at, ElfImage};
+use super::error::HostError;
 
 /// The cgo wrapper Go's `net` calls libc's `getaddrinfo` through (cgo builds, Go 1.19–1.27): a
 /// uprobe at its entry marks the thread, so the getaddrinfo that follows says it came from Go.
@@ -30,31 +31,6 @@ pub const GO_HOST_FUNCTION: &str = "net.(*Resolver).goLookupHostOrder";
 /// Go's `lookupIP` (lookup_unix.go): every `LookupIP`/`Dial` lookup passes through it, by Go's
 /// own resolver or by cgo; its RETs send the answers of Go's own resolver that no sort saw.
 pub const GO_LOOKUP_IP_FUNCTION: &str = "net.(*Resolver).lookupIP";
-
-/// Why a Go executable could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum GoBinaryError {
-    /// The file could not be read.
-    #[error("reading {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// Not an ELF file nodeip-trace reads (64-bit little-endian x86-64).
-    #[error(transparent)]
-    NotElf(#[from] ElfError),
-    /// No `.gopclntab` section: not a Go executable.
-    #[error("no .gopclntab section: not a Go executable")]
-    NotGo,
-    /// A pclntab format this reader does not know.
-    #[error("pclntab magic {0:#x} is not Go 1.18+'s: Go versions before 1.19 are not supported")]
-    PclntabFormat(u32),
-    /// The table points outside the file.
-    #[error("malformed .gopclntab: {0}")]
-    Malformed(&'static str),
-}
 
 /// One function: its name, entry address and end (the next function's entry).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,32 +67,32 @@ pub struct GoBinary {
 
 impl GoBinary {
     /// Maps and parses the executable at `path`.
-    pub fn open(path: &Path) -> Result<Self, GoBinaryError> {
+    pub fn open(path: &Path) -> Result<Self, HostError> {
         let file =
-            super::mapped_file::MappedFile::open(path).map_err(|source| GoBinaryError::Read {
-                path: path.display().to_string(),
+            super::mapped_file::MappedFile::open(path).map_err(|source| HostError::Read {
+                path: path.to_path_buf(),
                 source,
             })?;
         Self::from_elf(ElfImage::parse(file)?)
     }
 
     /// Parses an executable's bytes.
-    pub fn parse(bytes: Vec<u8>) -> Result<Self, GoBinaryError> {
+    pub fn parse(bytes: Vec<u8>) -> Result<Self, HostError> {
         Self::from_elf(ElfImage::parse(bytes)?)
     }
 
     /// Reads the Go side of an executable already parsed as ELF.
-    pub fn from_elf(elf: ElfImage) -> Result<Self, GoBinaryError> {
-        let pclntab = elf.section(".gopclntab").ok_or(GoBinaryError::NotGo)?;
+    pub fn from_elf(elf: ElfImage) -> Result<Self, HostError> {
+        let pclntab = elf.section(".gopclntab").ok_or(HostError::NotGo)?;
         let table = elf
             .section_bytes(".gopclntab")
-            .ok_or(GoBinaryError::Malformed("section outside the file"))?;
+            .ok_or(HostError::MalformedPclntab("section outside the file"))?;
         let text_start = match u64_at(table, 8 + 8 * 2) {
             Some(start) if start != 0 => start,
             // Go 1.26+ leaves pcHeader.textStart 0: the runtime takes it from its moduledata.
             _ => moduledata_text(elf.bytes(), pclntab.addr)
                 .or_else(|| elf.section(".text").map(|s| s.addr))
-                .ok_or(GoBinaryError::Malformed("no text start"))?,
+                .ok_or(HostError::MalformedPclntab("no text start"))?,
         };
         let functions = read_functions(table, text_start)?;
         let version = elf
@@ -166,12 +142,12 @@ impl GoBinary {
     /// `_cgo_topofstack`, and of the calls in between, the one whose target is not a few-
     /// instruction accessor (`__errno_location`) is `getaddrinfo`. Errs with why when any step
     /// does not match (another compiler's wrapper, a dynamic program).
-    pub fn cgo_getaddrinfo_offset(&self) -> Result<u64, &'static str> {
+    pub fn cgo_getaddrinfo_offset(&self) -> Result<u64, HostError> {
         use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
         let wrapper = self.cgo_wrapper_address()?;
         let wrapper_code = self
             .code_at(wrapper, 512)
-            .ok_or("the C wrapper is not in the file")?;
+            .ok_or(HostError::CgoGlue("the C wrapper is not in the file"))?;
         let mut calls = Vec::new();
         for i in Decoder::with_ip(64, wrapper_code, wrapper, DecoderOptions::NONE).iter() {
             match i.mnemonic() {
@@ -182,11 +158,15 @@ impl GoBinary {
                 _ => {}
             }
         }
-        let first = *calls.first().ok_or("the C wrapper calls nothing")?;
+        let first = *calls
+            .first()
+            .ok_or(HostError::CgoGlue("the C wrapper calls nothing"))?;
         let again = calls[1..]
             .iter()
             .position(|t| *t == first)
-            .ok_or("the C wrapper does not call _cgo_topofstack twice")?;
+            .ok_or(HostError::CgoGlue(
+                "the C wrapper does not call _cgo_topofstack twice",
+            ))?;
         // An accessor returns within its first few instructions.
         let tiny = |target: u64| {
             self.code_at(target, 32).is_some_and(|code| {
@@ -205,8 +185,10 @@ impl GoBinary {
             [getaddrinfo] => self
                 .elf
                 .file_offset(*getaddrinfo)
-                .ok_or("getaddrinfo is not in the file"),
-            _ => Err("the C wrapper's calls do not single out getaddrinfo"),
+                .ok_or(HostError::CgoGlue("getaddrinfo is not in the file")),
+            _ => Err(HostError::CgoGlue(
+                "the C wrapper's calls do not single out getaddrinfo",
+            )),
         }
     }
 
@@ -215,11 +197,11 @@ impl GoBinary {
     /// library's getaddrinfo, with no Go scheduling in between — unlike the entry of the Go glue
     /// `net._C2func_getaddrinfo`, after which the goroutine may be preempted and go on on
     /// another thread (seen under QEMU's TCG: the mark was left on the first thread).
-    pub fn cgo_wrapper_offset(&self) -> Result<u64, &'static str> {
+    pub fn cgo_wrapper_offset(&self) -> Result<u64, HostError> {
         let wrapper = self.cgo_wrapper_address()?;
         self.elf
             .file_offset(wrapper)
-            .ok_or("the C wrapper is not in the file")
+            .ok_or(HostError::CgoGlue("the C wrapper is not in the file"))
     }
 
     /// `len` bytes of the file at virtual address `vaddr` (fewer at its end).
@@ -231,15 +213,15 @@ impl GoBinary {
 
     /// The address of the C wrapper the Go glue `net._C2func_getaddrinfo` calls through
     /// `runtime.cgocall`: loaded from a Go variable (`MOVQ sym(SB), AX`).
-    fn cgo_wrapper_address(&self) -> Result<u64, &'static str> {
+    fn cgo_wrapper_address(&self) -> Result<u64, HostError> {
         use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
-        let glue = self
-            .function(GO_CGO_GETADDRINFO)
-            .ok_or("no net._C2func_getaddrinfo (not a cgo build)")?;
+        let glue = self.function(GO_CGO_GETADDRINFO).ok_or(HostError::CgoGlue(
+            "no net._C2func_getaddrinfo (not a cgo build)",
+        ))?;
         let glue_len = glue.end.saturating_sub(glue.entry) as usize;
         let glue_code = self
             .code_at(glue.entry, glue_len)
-            .ok_or("cgo glue outside the file")?;
+            .ok_or(HostError::CgoGlue("cgo glue outside the file"))?;
         let mut decoder = Decoder::with_ip(64, glue_code, glue.entry, DecoderOptions::NONE);
         let pointer = decoder
             .iter()
@@ -250,10 +232,14 @@ impl GoBinary {
                     && i.memory_base() == Register::RIP
             })
             .map(|i| i.ip_rel_memory_address())
-            .ok_or("no load of the C wrapper's address in the cgo glue")?;
+            .ok_or(HostError::CgoGlue(
+                "no load of the C wrapper's address in the cgo glue",
+            ))?;
         self.code_at(pointer, 8)
             .and_then(|b| u64_at(b, 0))
-            .ok_or("the C wrapper's address is not in the file")
+            .ok_or(HostError::CgoGlue(
+                "the C wrapper's address is not in the file",
+            ))
     }
 
     /// Whether a section named `name` exists.
@@ -280,15 +266,15 @@ fn moduledata_text(b: &[u8], pclntab_addr: u64) -> Option<u64> {
 }
 
 /// The functions of a Go 1.18+ pclntab, by name; entry offsets are relative to `text_start`.
-fn read_functions(t: &[u8], text_start: u64) -> Result<HashMap<String, GoFunction>, GoBinaryError> {
-    let magic = u32_at(t, 0).ok_or(GoBinaryError::Malformed("no header"))?;
+fn read_functions(t: &[u8], text_start: u64) -> Result<HashMap<String, GoFunction>, HostError> {
+    let magic = u32_at(t, 0).ok_or(HostError::MalformedPclntab("no header"))?;
     if magic != 0xffff_fff0 && magic != 0xffff_fff1 {
-        return Err(GoBinaryError::PclntabFormat(magic));
+        return Err(HostError::PclntabFormat(magic));
     }
     if t.get(7) != Some(&8) {
-        return Err(GoBinaryError::Malformed("pointer size is not 8"));
+        return Err(HostError::MalformedPclntab("pointer size is not 8"));
     }
-    let word = |i: usize| u64_at(t, 8 + 8 * i).ok_or(GoBinaryError::Malformed("short header"));
+    let word = |i: usize| u64_at(t, 8 + 8 * i).ok_or(HostError::MalformedPclntab("short header"));
     let nfunc = word(0)? as usize;
     let funcname_off = word(3)? as usize;
     let functab_off = word(7)? as usize;
@@ -298,13 +284,13 @@ fn read_functions(t: &[u8], text_start: u64) -> Result<HashMap<String, GoFunctio
         let (Some(entry_off), Some(func_off), Some(next_entry)) =
             (u32_at(t, at), u32_at(t, at + 4), u32_at(t, at + 8))
         else {
-            return Err(GoBinaryError::Malformed(
+            return Err(HostError::MalformedPclntab(
                 "function table outside the section",
             ));
         };
         let func = functab_off + func_off as usize;
         let Some(name_off) = u32_at(t, func + 4) else {
-            return Err(GoBinaryError::Malformed("_func outside the section"));
+            return Err(HostError::MalformedPclntab("_func outside the section"));
         };
         let Some(name_bytes) = t.get(funcname_off + name_off as usize..) else {
             continue;
@@ -413,7 +399,7 @@ mod tests {
     fn garbage_is_not_an_elf_and_does_not_panic() {
         assert!(matches!(
             GoBinary::parse(b"not an elf at all".to_vec()),
-            Err(GoBinaryError::NotElf(_))
+            Err(HostError::NotElf(_))
         ));
         let mut truncated = b"\x7fELF\x02\x01\x01".to_vec();
         truncated.resize(20, 0);

@@ -7,9 +7,10 @@
 //! pods ([`process_table`], [`runtime_state`]), their small `/proc` files read in few calls
 //! ([`proc_text`]); netlink sockets ([`netlink_sockets`]); the cgroup v2 root
 //! ([`cgroup_root`]); and the files the explanations read (`/etc/hosts`, `gai.conf`:
-//! [`resolver_config`]). Nothing here loads a program, attaches a probe or changes the machine.
+//! [`resolver_config`]). One error type, [`error::HostError`]. Nothing here loads a program, attaches a probe or changes the machine.
 pub mod cgroup_root;
 pub mod elf;
+pub mod error;
 pub mod file_identity;
 pub mod go_binary;
 pub mod kernel_btf;

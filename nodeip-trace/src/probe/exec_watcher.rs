@@ -20,6 +20,7 @@ use super::hooks::HookMode;
 use super::loader::{AttachedHook, LiveTracer};
 use super::ProbeError;
 use crate::host::elf::ElfImage;
+use crate::host::error::HostError;
 use crate::host::file_identity::FileIdentity;
 use crate::host::go_binary::GO_SORT_FUNCTION;
 use crate::host::libc_locator::{libc_kind, libcs_in_root_of, LibcKind, LibcTarget};
@@ -83,8 +84,8 @@ impl std::fmt::Display for FoundResolver {
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeRefusal {
     /// Its entry point could not be found.
-    #[error("{0}")]
-    NotFound(&'static str),
+    #[error(transparent)]
+    NotFound(HostError),
     /// Attaching failed.
     #[error(transparent)]
     Attach(#[from] ProbeError),

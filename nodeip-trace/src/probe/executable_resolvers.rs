@@ -10,6 +10,7 @@ use crate::explain::resolver::go_choice::{
     go_resolver_choice, ConfFile, GoResolverChoice, GoResolverInputs,
 };
 use crate::host::elf::ElfImage;
+use crate::host::error::HostError;
 use crate::host::file_identity::FileIdentity;
 use crate::host::go_binary::GoBinary;
 use crate::host::go_binary::GO_SORT_FUNCTION;
@@ -24,7 +25,7 @@ pub struct StaticGetaddrinfo {
     pub through_cgo_glue: bool,
     /// Where: `None` by its symbol, `Some(offset)` when found without one; why not, when it
     /// was not found.
-    pub offset: Result<Option<u64>, &'static str>,
+    pub offset: Result<Option<u64>, HostError>,
 }
 
 /// What an executable carries: a static C library's `getaddrinfo` (found by its symbol, or in a
@@ -178,7 +179,7 @@ pub fn running_executable_resolvers(
                     "symbol table"
                 },
                 processes: 0,
-                unsupported: found.offset.err().map(String::from),
+                unsupported: found.offset.err().map(|e| e.to_string()),
             });
             let go = binary
                 .filter(|b| b.function(GO_SORT_FUNCTION).is_some())
