@@ -27,7 +27,8 @@ use crate::model::event::{
 };
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
 use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverKind};
-use crate::model::netlink::{rtm, MessageBody, NETLINK_ROUTE};
+use crate::model::netlink::ipvs::IPVS_CMD_NEW_SERVICE;
+use crate::model::netlink::{rt_table, rtm, rtn, MessageBody, NETLINK_ROUTE};
 
 /// What one process did that a diagnosis at the end needs.
 #[derive(Default)]
@@ -125,7 +126,7 @@ impl Diagnoser {
                     let view = self.processes.entry(e.pid).or_default();
                     view.comm = e.comm.clone();
                     for r in &c.facts.routes {
-                        if r.table == "local" && r.route_type == "local" {
+                        if r.in_table(rt_table::LOCAL) && r.is_type(rtn::LOCAL) {
                             let key = (r.dst.clone(), r.src.clone(), r.dev.clone());
                             if view.local_route_keys.insert(key) {
                                 view.local_routes.push((reference(e), r.clone()));
@@ -134,7 +135,7 @@ impl Diagnoser {
                     }
                 }
             }
-            EventBody::Ipvs(i) if i.command.cmd == "IPVS_CMD_NEW_SERVICE" => {
+            EventBody::Ipvs(i) if i.command.cmd_id == IPVS_CMD_NEW_SERVICE => {
                 let address = i
                     .command
                     .service
@@ -323,7 +324,7 @@ impl Diagnoser {
         let r = c.facts.routes.first()?;
         // Without policy rules the kernel merges the local table into main, so the answer may
         // say either table; type local with dev lo (index 1 in every namespace) is the point.
-        if r.route_type != "local" || !matches!(r.dev.as_deref(), Some("lo" | "1")) {
+        if !r.is_type(rtn::LOCAL) || !matches!(r.dev.as_deref(), Some("lo" | "1")) {
             return None;
         }
         let dst = address_of(&r.dst).filter(|d| !d.is_loopback())?;

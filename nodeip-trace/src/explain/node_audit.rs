@@ -38,7 +38,7 @@ use super::resolver::{go, musl};
 use crate::model::event::{Diagnosis, DiagnosisId, Severity};
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
 use crate::model::getaddrinfo::PairWhy;
-use crate::model::netlink::{LinkBody, MessageBody, NetlinkMessage};
+use crate::model::netlink::{af, rt_table, rtm, rtn, LinkBody, MessageBody, NetlinkMessage};
 
 /// Everything the audit looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -318,10 +318,10 @@ impl NodeSnapshot {
             ..Default::default()
         };
         for m in messages {
-            if m.header.type_name.starts_with("RTM_GET") {
+            if rtm::is_get(m.header.type_id) {
                 continue;
             }
-            let delete = m.header.type_name.starts_with("RTM_DEL");
+            let delete = rtm::is_del(m.header.type_id);
             let mut facts = ConversationFacts::default();
             facts.add(m);
             match &m.body {
@@ -339,7 +339,7 @@ impl NodeSnapshot {
                 }
                 MessageBody::Route(r) if !r.flags.iter().any(|f| f == "CLONED") => {
                     for mut route in facts.routes {
-                        if r.family == "inet6" && route.dst == "default" {
+                        if af::id(&r.family) == Some(af::INET6) && route.dst == "default" {
                             route.dst = "::/0".into();
                         }
                         upsert(&mut s.routes, route, delete, |x, y| x == y);
@@ -412,11 +412,11 @@ impl NodeSnapshot {
     /// default policy rules; no others), the longest prefix of `dst`'s family, and among routes
     /// of that prefix the first in the table's order.
     pub fn route_get(&self, dst: IpAddr) -> Option<RouteAnswer> {
-        let lookup = |table: &str, route_type: &str| {
+        let lookup = |table: u32, route_type: u8| {
             let found: Vec<(u8, &RouteFact)> = self
                 .routes
                 .iter()
-                .filter(|r| r.table == table && r.route_type == route_type)
+                .filter(|r| r.in_table(table) && r.is_type(route_type))
                 .filter_map(|r| {
                     let (net, len) = route_prefix(r)?;
                     in_prefix(dst, net, len).then_some((len, r))
@@ -433,7 +433,7 @@ impl NodeSnapshot {
                 .collect();
             Some((first, tied))
         };
-        if let Some((r, _)) = lookup("local", "local") {
+        if let Some((r, _)) = lookup(rt_table::LOCAL, rtn::LOCAL) {
             return Some(RouteAnswer {
                 table: r.table.to_string(),
                 route_type: r.route_type.to_string(),
@@ -442,7 +442,8 @@ impl NodeSnapshot {
                 tied_devs: Vec::new(),
             });
         }
-        let (r, tied_devs) = lookup("main", "unicast").or_else(|| lookup("default", "unicast"))?;
+        let (r, tied_devs) = lookup(rt_table::MAIN, rtn::UNICAST)
+            .or_else(|| lookup(rt_table::DEFAULT, rtn::UNICAST))?;
         let dev = r.dev.as_deref().unwrap_or_default().to_string();
         let src = r
             .src
@@ -512,8 +513,8 @@ impl NodeSnapshot {
                     .routes
                     .iter()
                     .find(|r| {
-                        r.table == "local"
-                            && r.route_type == "local"
+                        r.in_table(rt_table::LOCAL)
+                            && r.is_type(rtn::LOCAL)
                             && parse_prefix(&r.dst).is_some_and(|(a, _)| a == address)
                     })
                     .and_then(|r| r.src.as_deref()?.parse().ok()),
@@ -984,7 +985,11 @@ impl AuditReport {
     /// and, for people, what was left out and why.
     pub fn without_unseen_inputs(mut self) -> (Self, Vec<String>) {
         let mut left_out = Vec::new();
-        let has_local_routes = self.snapshot.routes.iter().any(|r| r.table == "local");
+        let has_local_routes = self
+            .snapshot
+            .routes
+            .iter()
+            .any(|r| r.in_table(rt_table::LOCAL));
         if !has_local_routes {
             self.picks.retain(|p| p.component != LOCAL_TABLE_PATH);
             self.findings

@@ -5,7 +5,7 @@ use compact_str::{CompactString, ToCompactString};
 use serde::{Deserialize, Serialize};
 
 use super::ip_text::push_decimal;
-use super::netlink::{IpvsCommand, MessageBody, Name, NetlinkMessage};
+use super::netlink::{rt_table, rtn, IpvsCommand, MessageBody, Name, NetlinkMessage};
 
 /// Facts kept per conversation; beyond this they are only counted (`omitted`).
 pub const MAX_FACTS: usize = 256;
@@ -82,6 +82,18 @@ pub struct RouteFact {
     /// Gateway (`via`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<CompactString>,
+}
+
+impl RouteFact {
+    /// Whether it is in table `table` (an `RT_TABLE_*` id, [`rt_table`]).
+    pub fn in_table(&self, table: u32) -> bool {
+        rt_table::id(&self.table) == Some(table)
+    }
+
+    /// Whether its type is `kind` (an `RTN_*` id, [`rtn`]).
+    pub fn is_type(&self, kind: u8) -> bool {
+        rtn::id(&self.route_type) == Some(kind)
+    }
 }
 
 /// One link in an answer.

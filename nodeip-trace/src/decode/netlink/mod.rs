@@ -164,19 +164,7 @@ pub fn protocol_from_name(name: &str) -> Option<u16> {
 
 /// An address family name as iproute2 prints it (`inet`, `inet6`), else the number.
 pub(crate) fn address_family_name(family: u16) -> Name {
-    match family {
-        0 => "unspec".into(),
-        1 => "unix".into(),
-        2 => "inet".into(),
-        7 => "bridge".into(),
-        10 => "inet6".into(),
-        16 => "netlink".into(),
-        17 => "packet".into(),
-        28 => "mpls".into(),
-        128 => "ipmr".into(),
-        129 => "ip6mr".into(),
-        other => other.to_string().into(),
-    }
+    crate::model::netlink::af::name(family)
 }
 
 /// What went wrong where in a buffer. Never fatal: the decoder keeps what came before.

@@ -41,6 +41,7 @@ use crate::explain::go_net;
 use crate::explain::resolver::go_choice::GoResolverChoice;
 use crate::model::event::{Diagnosis, DiagnosisId, Severity};
 use crate::model::facts::RouteFact;
+use crate::model::netlink::{rt_table, rtn};
 
 /// `--cloud-provider` as kubelet takes it today: unset, or `external`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,11 +241,13 @@ fn default_routes(s: &NodeSnapshot) -> Vec<DefaultRoute<'_>> {
     let v4 = s
         .routes
         .iter()
-        .filter(|r| r.table == "main" && r.route_type != "broadcast" && r.route_type != "multicast")
+        .filter(|r| {
+            r.in_table(rt_table::MAIN) && !r.is_type(rtn::BROADCAST) && !r.is_type(rtn::MULTICAST)
+        })
         .filter(|r| zero(r, false))
         .map(|r| DefaultRoute {
             v6: false,
-            dev: match (&r.dev, r.route_type == "unicast") {
+            dev: match (&r.dev, r.is_type(rtn::UNICAST)) {
                 (Some(dev), _) => Some(dev.as_str()),
                 (None, true) => None,
                 (None, false) => Some("*"),
@@ -275,7 +278,7 @@ fn route_text(r: &RouteFact) -> String {
         text.push_str(&format!(" via {g}"));
     }
     text.push_str(&format!(" dev {}", r.dev.as_deref().unwrap_or("*")));
-    if r.table != "main" {
+    if !r.in_table(rt_table::MAIN) {
         text.push_str(&format!(" table {}", r.table));
     }
     text

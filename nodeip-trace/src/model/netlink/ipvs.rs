@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Name, RawAttribute};
 
+/// `IPVS_CMD_NEW_SERVICE` (`include/uapi/linux/ip_vs.h`).
+pub const IPVS_CMD_NEW_SERVICE: u8 = 1;
+
 /// A decoded IPVS message: a command and whatever service, destination, daemon, timeouts or
 /// info it carries. Serializes as one JSON object (it is flattened into `ipvs` events); the
 /// nested records are boxed to keep events small.

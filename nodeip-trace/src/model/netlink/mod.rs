@@ -35,6 +35,147 @@ pub mod rtm {
     pub const NEWROUTE: u16 = 24;
     /// `RTM_GETROUTE`.
     pub const GETROUTE: u16 = 26;
+
+    /// rtnetlink types come in fours from `RTM_NEWLINK`: NEW, DEL, GET, SET
+    /// (`include/uapi/linux/rtnetlink.h`); the place of `type_id` in its four.
+    fn verb(type_id: u16) -> Option<u16> {
+        type_id.checked_sub(NEWLINK).map(|t| t % 4)
+    }
+
+    /// Whether `type_id` is an `RTM_GET*` (a request, or a dump's request).
+    pub fn is_get(type_id: u16) -> bool {
+        verb(type_id) == Some(2)
+    }
+
+    /// Whether `type_id` is an `RTM_DEL*`.
+    pub fn is_del(type_id: u16) -> bool {
+        verb(type_id) == Some(1)
+    }
+}
+
+/// Address families (`AF_*`) of netlink bodies and the names records carry; decisions compare
+/// ids.
+pub mod af {
+    use super::Name;
+
+    /// `AF_INET`.
+    pub const INET: u16 = 2;
+    /// `AF_INET6`.
+    pub const INET6: u16 = 10;
+
+    const NAMES: [(u16, &str); 10] = [
+        (0, "unspec"),
+        (1, "unix"),
+        (INET, "inet"),
+        (7, "bridge"),
+        (INET6, "inet6"),
+        (16, "netlink"),
+        (17, "packet"),
+        (28, "mpls"),
+        (128, "ipmr"),
+        (129, "ip6mr"),
+    ];
+
+    /// The family's name (`inet6`, or its number).
+    pub fn name(family: u16) -> Name {
+        NAMES
+            .iter()
+            .find(|(id, _)| *id == family)
+            .map_or_else(|| family.to_string().into(), |(_, n)| Name::Borrowed(n))
+    }
+
+    /// The id of a family [`name`] printed.
+    pub fn id(name: &str) -> Option<u16> {
+        NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+            .or_else(|| name.parse().ok())
+    }
+}
+
+/// Routing table ids (`RT_TABLE_*`) and the names iproute2 prints for them; decisions compare
+/// ids, records carry the names.
+pub mod rt_table {
+    use super::Name;
+
+    /// `RT_TABLE_UNSPEC`.
+    pub const UNSPEC: u32 = 0;
+    /// `RT_TABLE_DEFAULT`.
+    pub const DEFAULT: u32 = 253;
+    /// `RT_TABLE_MAIN`.
+    pub const MAIN: u32 = 254;
+    /// `RT_TABLE_LOCAL`.
+    pub const LOCAL: u32 = 255;
+
+    const NAMES: [(u32, &str); 4] = [
+        (UNSPEC, "unspec"),
+        (DEFAULT, "default"),
+        (MAIN, "main"),
+        (LOCAL, "local"),
+    ];
+
+    /// The table's name as iproute2 prints it (`main`, or its number).
+    pub fn name(table: u32) -> Name {
+        NAMES
+            .iter()
+            .find(|(id, _)| *id == table)
+            .map_or_else(|| table.to_string().into(), |(_, n)| Name::Borrowed(n))
+    }
+
+    /// The id of a table [`name`] printed.
+    pub fn id(name: &str) -> Option<u32> {
+        NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+            .or_else(|| name.parse().ok())
+    }
+}
+
+/// Route types (`RTN_*`) and their names; decisions compare ids, records carry the names.
+pub mod rtn {
+    use super::Name;
+
+    /// `RTN_UNICAST`.
+    pub const UNICAST: u8 = 1;
+    /// `RTN_LOCAL`.
+    pub const LOCAL: u8 = 2;
+    /// `RTN_BROADCAST`.
+    pub const BROADCAST: u8 = 3;
+    /// `RTN_MULTICAST`.
+    pub const MULTICAST: u8 = 5;
+
+    const NAMES: [&str; 12] = [
+        "unspec",
+        "unicast",
+        "local",
+        "broadcast",
+        "anycast",
+        "multicast",
+        "blackhole",
+        "unreachable",
+        "prohibit",
+        "throw",
+        "nat",
+        "xresolve",
+    ];
+
+    /// The type's name (`unicast`, or its number).
+    pub fn name(kind: u8) -> Name {
+        NAMES
+            .get(usize::from(kind))
+            .map_or_else(|| kind.to_string().into(), |n| Name::Borrowed(n))
+    }
+
+    /// The id of a type [`name`] printed.
+    pub fn id(name: &str) -> Option<u8> {
+        NAMES
+            .iter()
+            .position(|n| *n == name)
+            .and_then(|i| u8::try_from(i).ok())
+            .or_else(|| name.parse().ok())
+    }
 }
 
 /// A name that is usually one of the decoder's tables (`RTM_GETROUTE`, `REQUEST`, `inet`),
@@ -197,4 +338,36 @@ pub struct RedactedBody {
 pub struct RawBody {
     /// The body in hex.
     pub hex: Hex,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{af, rt_table, rtm, rtn};
+
+    #[test]
+    fn names_and_ids_go_both_ways_and_numbers_stand_for_themselves() {
+        for table in [0, 253, 254, 255, 100] {
+            assert_eq!(rt_table::id(&rt_table::name(table)), Some(table));
+        }
+        assert_eq!(rt_table::name(rt_table::LOCAL), "local");
+        for kind in 0..=12 {
+            assert_eq!(rtn::id(&rtn::name(kind)), Some(kind));
+        }
+        assert_eq!(rtn::name(rtn::UNICAST), "unicast");
+        for family in [0, af::INET, af::INET6, 16, 44] {
+            assert_eq!(af::id(&af::name(family)), Some(family));
+        }
+        assert_eq!(af::id("nonsense"), None);
+    }
+
+    #[test]
+    fn rtnetlink_types_come_in_fours() {
+        // RTM_NEWLINK 16, DELLINK 17, GETLINK 18; NEWADDR 20, DELADDR 21, GETADDR 22;
+        // GETROUTE 26.
+        assert!(rtm::is_get(18) && rtm::is_get(22) && rtm::is_get(rtm::GETROUTE));
+        assert!(rtm::is_del(17) && rtm::is_del(21));
+        assert!(!rtm::is_get(rtm::NEWADDR) && !rtm::is_del(rtm::NEWLINK));
+        // NLMSG_ERROR (2) and NLMSG_DONE (3) are not rtnetlink types.
+        assert!(!rtm::is_get(2) && !rtm::is_del(3));
+    }
 }

@@ -33,8 +33,8 @@ use super::{address_family_name, DecodeError, NetlinkDecoder};
 use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::{
-    AddressBody, Hex, LinkBody, MessageBody, MessageDetail, Name, NeighbourBody, RawAttribute,
-    RawBody, RouteBody, RuleBody,
+    rt_table, rtn, AddressBody, Hex, LinkBody, MessageBody, MessageDetail, Name, NeighbourBody,
+    RawAttribute, RawBody, RouteBody, RuleBody,
 };
 
 /// `RTM_*` message names, by type number.
@@ -411,36 +411,14 @@ const NEIGHBOUR_FLAGS: &[(u32, &str)] = &[
     (0x80, "ROUTER"),
 ];
 
-/// A routing table name as iproute2 prints it.
+/// A routing table name as iproute2 prints it ([`rt_table::name`]).
 pub fn table_name(table: u32) -> Name {
-    match table {
-        0 => "unspec".into(),
-        253 => "default".into(),
-        254 => "main".into(),
-        255 => "local".into(),
-        other => other.to_string().into(),
-    }
+    rt_table::name(table)
 }
 
-/// An `RTN_*` route type name.
+/// An `RTN_*` route type name ([`rtn::name`]).
 pub fn route_type_name(kind: u8) -> Name {
-    const NAMES: &[&str] = &[
-        "unspec",
-        "unicast",
-        "local",
-        "broadcast",
-        "anycast",
-        "multicast",
-        "blackhole",
-        "unreachable",
-        "prohibit",
-        "throw",
-        "nat",
-        "xresolve",
-    ];
-    NAMES
-        .get(usize::from(kind))
-        .map_or_else(|| kind.to_string().into(), |name| Name::Borrowed(name))
+    rtn::name(kind)
 }
 
 /// An `RTPROT_*` name as in `/etc/iproute2/rt_protos`.

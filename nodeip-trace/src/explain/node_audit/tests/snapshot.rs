@@ -2,11 +2,21 @@
 use super::*;
 use crate::model::netlink::{AddressBody, MessageHeader, RouteBody};
 
+/// A message of the rtnetlink type `type_name` (its number as the kernel sends it).
 fn message(type_name: &'static str, body: MessageBody) -> NetlinkMessage {
+    let type_id = match type_name {
+        "RTM_NEWLINK" => 16,
+        "RTM_DELLINK" => 17,
+        "RTM_NEWADDR" => 20,
+        "RTM_DELADDR" => 21,
+        "RTM_NEWROUTE" => 24,
+        "RTM_DELROUTE" => 25,
+        other => panic!("no type number for {other} here"),
+    };
     NetlinkMessage {
         header: MessageHeader {
             type_name: type_name.into(),
-            type_id: 0,
+            type_id,
             flags: vec![],
             flags_raw: 0,
             seq: 0,

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use super::{connected_candidates, unmapped, ResolverSort};
 use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
-use crate::model::netlink::{MessageBody, NetlinkMessage};
+use crate::model::netlink::{af, rtm, MessageBody, NetlinkMessage};
 use crate::model::resolver_span::ResolverSpan;
 use gai_conf::GaiConf;
 use rfc6724::{Candidate, SourceFlags, SourceInterface};
@@ -62,11 +62,12 @@ impl In6ai {
         };
         for m in dump {
             match &m.body {
-                MessageBody::Address(a) if m.header.type_name == "RTM_NEWADDR" => {
+                MessageBody::Address(a) if m.header.type_id == rtm::NEWADDR => {
                     view.seen_dump = true;
-                    let text = match a.family.as_ref() {
-                        "inet" => a.local.as_ref().or(a.address.as_ref()),
-                        _ => a.address.as_ref().or(a.local.as_ref()),
+                    let text = if af::id(&a.family) == Some(af::INET) {
+                        a.local.as_ref().or(a.address.as_ref())
+                    } else {
+                        a.address.as_ref().or(a.local.as_ref())
                     };
                     let Some(addr) = text.and_then(|t| t.parse::<IpAddr>().ok()) else {
                         continue;
@@ -89,7 +90,7 @@ impl In6ai {
                         index: a.index,
                     });
                 }
-                MessageBody::Link(l) if m.header.type_name == "RTM_NEWLINK" => {
+                MessageBody::Link(l) if m.header.type_id == rtm::NEWLINK => {
                     let native = !NOT_NATIVE_LINK_TYPES.contains(&l.link_type);
                     view.native.push((l.index, native));
                 }
