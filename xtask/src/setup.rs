@@ -61,7 +61,7 @@ const RELEASE_PACKAGES: [&str; 1] = ["musl-tools"];
 
 /// Debian packages only the tests, the VM lane and the benchmarks use (the browser test's are
 /// in [`crate::browser_tools::apt_packages`], the VM lane's own in `vm::VM_PACKAGES`).
-const TEST_PACKAGES: [&str; 16] = [
+const TEST_PACKAGES: [&str; 17] = [
     "tshark",
     "strace",
     "bpftool",
@@ -73,6 +73,8 @@ const TEST_PACKAGES: [&str; 16] = [
     "golang-go",
     // A real DNS server inside the tests' namespaces (the binary only: no service).
     "dnsmasq-base",
+    // A real VRRP speaker adding its VIP inside a test's namespace (who added the address).
+    "keepalived",
     "python3-pip",
     // The fleet path: the container image (`cargo xtask image`) and the real runtimes the
     // DaemonSet and attribution tests run it under.

@@ -14,6 +14,9 @@
 //!   none for a secondary one.
 //! - `route-get-resolves-to-lo` (seed 003): an `RTM_GETROUTE` for an address assigned on this
 //!   node was answered from the local table with `dev lo`.
+//! - `added-address-picked`: a lookup's first address (the pick) is one another process added
+//!   to an interface earlier in the trace (`RTM_NEWADDR` by keepalived, kube-vip, ...): both
+//!   named.
 //!
 //! Local addresses are learned from the address dumps and address changes in the same trace.
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -21,9 +24,12 @@ use std::net::IpAddr;
 
 use compact_str::CompactString;
 
-use super::node_audit::{network_and_broadcast, REMEDY_NETWORK_ADDRESS, REMEDY_SECONDARY_SKIPPED};
+use super::node_audit::{
+    network_and_broadcast, REMEDY_ADDED_ADDRESS_PICKED, REMEDY_NETWORK_ADDRESS,
+    REMEDY_SECONDARY_SKIPPED,
+};
 use crate::model::event::{
-    Diagnosis, DiagnosisId, Event, EventBody, NetlinkConversation, Severity,
+    ConversationOutcome, Diagnosis, DiagnosisId, Event, EventBody, NetlinkConversation, Severity,
 };
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
 use crate::model::getaddrinfo::{GetaddrinfoCall, ResolverKind};
@@ -60,7 +66,24 @@ pub struct Diagnoser {
     /// Per looked-up name and resolver: the first address it returned, the whole order, and
     /// the call that showed it (the evidence of `resolvers-disagree`).
     first_by_resolver: BTreeMap<String, BTreeMap<ResolverKind, ResolverAnswer>>,
+    /// Addresses a process added to an interface during the trace and did not remove since
+    /// (the evidence of `added-address-picked`).
+    added: BTreeMap<IpAddr, AddedAddress>,
 }
+
+/// An address a process added during the trace: who, where, and the request's reference.
+#[derive(Clone, Debug)]
+struct AddedAddress {
+    pid: u32,
+    who: String,
+    /// `10.0.0.100/24 to eth0`.
+    what: String,
+    reference: String,
+    ts_ns: u64,
+}
+
+/// Addresses remembered as added at most (`added-address-picked`): a node adds a handful.
+const MAX_ADDED: usize = 4096;
 
 /// One resolver's answer for a name: its first address, its whole order, and the call's
 /// reference (the evidence of `resolvers-disagree`).
@@ -117,6 +140,7 @@ impl Diagnoser {
             EventBody::Getaddrinfo(call) => {
                 found.extend(self.gai_reordered(e, call));
                 found.extend(self.resolvers_disagree(e, call));
+                found.extend(self.added_address_picked(e, call));
             }
             EventBody::Conversation(c) => {
                 self.learn(&c.facts);
@@ -317,6 +341,38 @@ impl Diagnoser {
         )
     }
 
+    /// A lookup's first address is one another process added during the trace.
+    fn added_address_picked(&mut self, e: &Event, call: &GetaddrinfoCall) -> Option<Event> {
+        let node = call.node.clone().unwrap_or_default();
+        let picked = call.addresses.first()?;
+        let added = self.added.get(&address_of(picked)?)?;
+        if added.pid == e.pid {
+            return None;
+        }
+        let added = added.clone();
+        let earlier = e.ts_ns.saturating_sub(added.ts_ns) as f64 / 1e9;
+        self.diagnosis(
+            e,
+            &format!("{} {node} {picked}", e.pid),
+            Diagnosis {
+                id: DiagnosisId::AddedAddressPicked,
+                severity: Severity::Warning,
+                summary: format!(
+                    "{} looked up {node:?} and got {picked} first: {} added {} {earlier:.3} s earlier in this trace",
+                    who(e),
+                    added.who,
+                    added.what
+                ),
+                evidence: vec![
+                    reference(e),
+                    format!("returned order: [{}]", call.addresses.join(", ")),
+                    format!("address added: {}", added.reference),
+                ],
+                remedy: REMEDY_ADDED_ADDRESS_PICKED.into(),
+            },
+        )
+    }
+
     fn route_get_to_lo(&mut self, e: &Event, c: &NetlinkConversation) -> Option<Event> {
         if c.dump || !is_route_get(c) {
             return None;
@@ -370,12 +426,32 @@ impl Diagnoser {
             facts
         };
         let mut found = Vec::new();
+        let done = c.outcome != ConversationOutcome::Error;
         match (&c.request.body, c.request.header.type_id) {
+            (MessageBody::Address(_), rtm::DELADDR) if done => {
+                for a in &facts().addresses {
+                    if let Some(addr) = address_of(&a.address) {
+                        self.added.remove(&addr);
+                    }
+                }
+            }
             (MessageBody::Address(_), rtm::NEWADDR) => {
                 for a in &facts().addresses {
                     let Some(addr) = address_of(&a.address) else {
                         continue;
                     };
+                    if done && (self.added.len() < MAX_ADDED || self.added.contains_key(&addr)) {
+                        self.added.insert(
+                            addr,
+                            AddedAddress {
+                                pid: e.pid,
+                                who: who(e),
+                                what: format!("{}/{} to {}", a.address, a.prefix_len, a.ifname),
+                                reference: reference(e),
+                                ts_ns: e.ts_ns,
+                            },
+                        );
+                    }
                     // Its own prefix counts: `ip addr add 172.29.231.0/24` is seed 001.
                     self.addresses.entry(addr).or_insert_with(|| a.clone());
                     found.extend(self.network_address(e, addr, "an address added to an interface"));

@@ -333,6 +333,9 @@ pub enum DiagnosisId {
     SecondaryAddressSkipped,
     /// The components' own rules pick different node addresses.
     ComponentsDisagree,
+    /// A lookup's first address is one another process added to an interface earlier in the
+    /// trace (a VIP that came up before the component looked its name up).
+    AddedAddressPicked,
 }
 
 impl DiagnosisId {
@@ -345,6 +348,7 @@ impl DiagnosisId {
             DiagnosisId::NetworkAddressUsed => "network-address-used",
             DiagnosisId::SecondaryAddressSkipped => "secondary-address-skipped",
             DiagnosisId::ComponentsDisagree => "components-disagree",
+            DiagnosisId::AddedAddressPicked => "added-address-picked",
         }
     }
 }

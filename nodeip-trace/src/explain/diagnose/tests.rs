@@ -211,6 +211,11 @@ fn route_get_to_lo_names_the_interface_and_ignores_loopback_and_real_routes() {
 }
 
 fn address_add(address: &str, prefix_len: u8) -> Event {
+    address_change("RTM_NEWADDR", address, prefix_len)
+}
+
+/// `RTM_NEWADDR` or `RTM_DELADDR` of `address` on tunl0 by calico-node[11] at 6.
+fn address_change(request: &str, address: &str, prefix_len: u8) -> Event {
     event(
         11,
         "calico-node",
@@ -218,7 +223,7 @@ fn address_add(address: &str, prefix_len: u8) -> Event {
         &conversation(
             false,
             &format!(
-                r#""type":"RTM_NEWADDR","flags":["REQUEST","ACK"],"body":{{"kind":"address","family":"inet","prefix_len":{prefix_len},"flags":[],"flags_raw":0,"secondary":false,"scope":"global","index":3,"ifname":"tunl0","local":"{address}","address":"{address}"}}"#
+                r#""type":"{request}","flags":["REQUEST","ACK"],"body":{{"kind":"address","family":"inet","prefix_len":{prefix_len},"flags":[],"flags_raw":0,"secondary":false,"scope":"global","index":3,"ifname":"tunl0","local":"{address}","address":"{address}"}}"#
             ),
             "{}",
         ),
@@ -429,4 +434,42 @@ fn evidence_names_its_event_by_kind_and_ts_ns() {
     assert_eq!(evidence_event(&labelled), Some(("extack", 5615350555965)));
     assert_eq!(evidence_event("resolver order: [10.0.0.1]"), None);
     assert_eq!(evidence_event("x at y (ts_ns nope)"), None);
+}
+
+#[test]
+fn a_lookup_that_picks_an_address_another_process_added_names_both() {
+    let add = address_add("192.0.2.100", 24);
+    let pick = getaddrinfo(
+        &["192.0.2.100", "192.0.2.10"],
+        &["192.0.2.100", "192.0.2.10"],
+    );
+    let found = run(&[add.clone(), pick.clone()]);
+    assert_eq!(ids(&found), ["added-address-picked"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert!(
+        d.summary.starts_with(
+            "kubelet[20] looked up \"node-a\" and got 192.0.2.100 first: calico-node[11] added 192.0.2.100/24 to tunl0"
+        ),
+        "{}",
+        d.summary
+    );
+    assert!(d
+        .evidence
+        .iter()
+        .any(|e| e.starts_with("address added: conversation at")));
+    assert!(d.remedy.contains("--node-ip"));
+    // Removed again before the lookup, added by the looking process itself, or not the
+    // first address: nothing to say.
+    let del = address_change("RTM_DELADDR", "192.0.2.100", 24);
+    assert!(run(&[add.clone(), del, pick.clone()]).is_empty());
+    let mut own = add.clone();
+    own.pid = 20;
+    assert!(run(&[own, pick]).is_empty());
+    let second = getaddrinfo(
+        &["192.0.2.10", "192.0.2.100"],
+        &["192.0.2.10", "192.0.2.100"],
+    );
+    assert!(run(&[add, second]).is_empty());
 }

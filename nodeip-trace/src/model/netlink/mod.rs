@@ -31,6 +31,8 @@ pub mod rtm {
     pub const NEWLINK: u16 = 16;
     /// `RTM_NEWADDR`.
     pub const NEWADDR: u16 = 20;
+    /// `RTM_DELADDR`.
+    pub const DELADDR: u16 = 21;
     /// `RTM_NEWROUTE`.
     pub const NEWROUTE: u16 = 24;
     /// `RTM_GETROUTE`.

@@ -1,0 +1,83 @@
+//! End to end (issue 51): who added the address a lookup picked. Real keepalived (Debian's),
+//! started inside a namespace the test makes, brings up its VIP as a /32 beside the node's
+//! address; `getent` then resolves the node name, whose hosts file lists the VIP first. The
+//! trace must name keepalived as the one that added the VIP (its `RTM_NEWADDR` request) and
+//! diagnose the lookup's pick with both names. VRRP adverts go out of the veth into its peer
+//! namespace only.
+use nodeip_trace_tests::seeds::{in_ns, node};
+use nodeip_trace_tests::{require_root, trace_json, ScratchDir};
+
+const VIP: &str = "10.77.0.100";
+
+/// keepalived's configuration: one VRRP instance that is master at once and adds [`VIP`]/32 on
+/// eth0 (a /32: its own primary, so glibc's sort keeps the hosts file's order).
+fn keepalived_conf() -> String {
+    format!(
+        "global_defs {{\n  router_id nit\n}}\nvrrp_instance VI {{\n  state MASTER\n  \
+         interface eth0\n  virtual_router_id 51\n  priority 150\n  advert_int 1\n  \
+         virtual_ipaddress {{\n    {VIP}/32 dev eth0\n  }}\n}}\n"
+    )
+}
+
+#[test]
+fn a_lookup_that_picks_keepalived_s_vip_names_keepalived() {
+    require_root();
+    assert!(
+        std::path::Path::new("/usr/sbin/keepalived").exists(),
+        "keepalived is missing: `cargo xtask setup --for-tests` installs it"
+    );
+    let (ns, _peer) = node("kaown", &[&["10.77.0.6/24", "dev", "eth0"]]);
+    ns.etc_file("hosts", &format!("{VIP} node-a\n10.77.0.6 node-a\n"));
+    let dir = ScratchDir::new("keepalived");
+    let conf = dir.file("keepalived.conf");
+    std::fs::write(&conf, keepalived_conf()).unwrap();
+    // keepalived in the foreground (-n) with its pid files here; the lookup once the VIP is up
+    // (about 3 s: keepalived's first advert), then keepalived stopped (it removes the VIP).
+    let script = format!(
+        "keepalived -n -l -f {conf} -p {pid} -r {vrrp} >{log} 2>&1 & k=$!; \
+         i=0; until ip -4 addr show dev eth0 | grep -q '{VIP}/'; do \
+           i=$((i+1)); [ $i -gt 300 ] && {{ echo 'no VIP after 30 s' >&2; kill $k; exit 1; }}; \
+           sleep 0.1; done; \
+         getent ahostsv4 node-a; kill $k; wait $k; exit 0",
+        pid = dir.file("keepalived.pid"),
+        vrrp = dir.file("vrrp.pid"),
+        log = dir.file("keepalived.log"),
+    );
+    let run = trace_json(&[], &in_ns(&ns, &["sh", "-c", &script]));
+    let log = std::fs::read_to_string(dir.file("keepalived.log")).unwrap_or_default();
+    assert!(
+        run.output.status.success(),
+        "trace failed: {}\nkeepalived: {log}",
+        run.stderr
+    );
+
+    // The VIP's RTM_NEWADDR, made by keepalived.
+    let added = run
+        .of_kind("conversation")
+        .into_iter()
+        .find(|c| c["request"]["type"] == "RTM_NEWADDR" && c["request"]["body"]["local"] == VIP)
+        .unwrap_or_else(|| panic!("no RTM_NEWADDR of {VIP}: {}", run.stderr));
+    assert_eq!(added["comm"], "keepalived", "{added:#}");
+    assert_eq!(added["outcome"], "ack", "{added:#}");
+
+    // getent's pick, diagnosed with both names.
+    let calls = run.of_kind("getaddrinfo");
+    let call = calls
+        .iter()
+        .find(|c| c["node"] == "node-a")
+        .unwrap_or_else(|| panic!("no getaddrinfo of node-a: {}", run.stderr));
+    assert_eq!(call["addresses"][0], VIP, "{call:#}");
+    let found: Vec<_> = run
+        .of_kind("diagnosis")
+        .into_iter()
+        .filter(|d| d["id"] == "added-address-picked")
+        .collect();
+    assert_eq!(found.len(), 1, "{}", run.stderr);
+    let summary = found[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("getent[")
+            && summary.contains(&format!("got {VIP} first: keepalived["))
+            && summary.contains(&format!("added {VIP}/32 to eth0")),
+        "{summary}"
+    );
+}
