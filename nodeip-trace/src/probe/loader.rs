@@ -151,6 +151,18 @@ impl AttachedHook {
     }
 }
 
+/// Why the sock tracepoints could not capture netlink: the raw programs' refusal (when tried)
+/// and the classic ones'.
+#[derive(Debug, thiserror::Error)]
+#[error("sock tracepoints refused: {}{classic}", raw.as_ref().map(|e| format!("raw: {e}; ")).unwrap_or_default())]
+pub struct SockCaptureRefused {
+    /// The raw tracepoint programs' refusal, when they were tried.
+    pub raw: Option<ProbeError>,
+    /// The classic tracepoint programs' refusal.
+    #[source]
+    pub classic: ProbeError,
+}
+
 /// Loaded and attached eBPF programs.
 pub struct LiveTracer {
     ebpf: Ebpf,
@@ -353,7 +365,7 @@ impl LiveTracer {
                         }
                         Some(Err(refused)) => {
                             capture.mode = NetlinkCaptureMode::SyscallTracepoints;
-                            capture.refusals.push(refused);
+                            capture.refusals.push(refused.to_string());
                         }
                         None => capture.mode = NetlinkCaptureMode::SyscallTracepoints,
                     }
@@ -731,25 +743,22 @@ impl LiveTracer {
         &mut self,
         features: &KernelFeatures,
         raw_allowed: bool,
-    ) -> Option<Result<ChunkPrograms, String>> {
+    ) -> Option<Result<ChunkPrograms, SockCaptureRefused>> {
         if !features.sock_tracepoints() {
             return None;
         }
-        let mut refused = Vec::new();
+        let mut raw = None;
         if raw_allowed {
             match self.attach_sock_programs(ChunkPrograms::Raw) {
                 Ok(()) => return Some(Ok(ChunkPrograms::Raw)),
-                Err(e) => refused.push(format!("raw: {e}")),
+                Err(e) => raw = Some(e),
             }
         }
-        match self.attach_sock_programs(ChunkPrograms::Classic) {
-            Ok(()) => return Some(Ok(ChunkPrograms::Classic)),
-            Err(e) => refused.push(e.to_string()),
-        }
-        Some(Err(format!(
-            "sock tracepoints refused: {}",
-            refused.join("; ")
-        )))
+        Some(
+            self.attach_sock_programs(ChunkPrograms::Classic)
+                .map(|()| ChunkPrograms::Classic)
+                .map_err(|classic| SockCaptureRefused { raw, classic }),
+        )
     }
 
     /// Attaches both sock capture programs of one kind, or neither (the first is unloaded when
