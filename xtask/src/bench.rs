@@ -1364,29 +1364,49 @@ fn utc_minute() -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// A run in a VM lane guest, ended now: made by `command`, booting the kernel `package` whose
+/// netlink the tracer captured by `capture` (doctor's words), `secs` long, measured `how`.
+pub(crate) fn guest_run(
+    command: String,
+    package: &str,
+    capture: &str,
+    secs: f64,
+    measurements: Vec<Row>,
+    how: String,
+) -> anyhow::Result<history::RunRecord> {
+    Ok(history::RunRecord {
+        date: utc_minute()?,
+        command,
+        machine: "QEMU guest (TCG, 2 vCPUs, 2 GiB) on this machine".into(),
+        kernel: package.into(),
+        hooks: format!("netlink: {capture}"),
+        took_secs: secs,
+        measurements,
+        commands: vec![how],
+    })
+}
+
 /// `cargo xtask bench --vm`: the netlink storm in a VM lane guest booting `kernel`, untraced,
 /// under nlmon0 + tcpdump and under nodeip-trace (`tests/src/bin/storm_bench.rs`), recorded in
 /// the history; the guest's whole report is printed.
 pub fn bench_vm(kernel: crate::kernels::Kernel, rounds: u32) -> anyhow::Result<()> {
     let bench = crate::vm::vm_bench(kernel, rounds, crate::vm::BENCH_TIMEOUT_SECS)?;
     println!("{}", bench.table);
-    let run = history::RunRecord {
-        date: utc_minute()?,
-        command: format!(
+    let run = guest_run(
+        format!(
             "cargo xtask bench --vm --kernel {} --rounds {rounds}",
             kernel.name
         ),
-        machine: "QEMU guest (TCG, 2 vCPUs, 2 GiB) on this machine".into(),
-        kernel: bench.package.clone(),
-        hooks: format!("netlink: {}", bench.capture),
-        took_secs: bench.guest_secs,
-        measurements: guest_measurements(kernel.name, &bench.table),
-        commands: vec![format!(
+        &bench.package,
+        &bench.capture,
+        bench.guest_secs,
+        guest_measurements(kernel.name, &bench.table),
+        format!(
             "the guest runs `storm_bench --rounds {rounds} --out …` (tests/src/bin/storm_bench.rs): \
              `ip -n NS -batch` of route gets untraced, under nlmon0 + `tcpdump -w`, under \
              nodeip-trace --pcap, --format json, every record filtered, and stopped; rotated order"
-        )],
-    };
+        ),
+    )?;
     let path = record_run(&run)?;
     println!("bench: recorded; {} written again", path.display());
     Ok(())
@@ -1579,7 +1599,7 @@ pub(crate) fn publish(root: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// A run as the terminal shows it: its heading, its table and its commands.
-fn render(run: &history::RunRecord) -> String {
+pub(crate) fn render(run: &history::RunRecord) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

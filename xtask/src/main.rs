@@ -33,6 +33,19 @@ struct Cli {
     task: Task,
 }
 
+/// The kernel a `--vm` task's guest boots.
+#[derive(clap::Args)]
+struct GuestKernel {
+    /// The guest's kernel with --vm: 5.10, 6.1 or 6.12.
+    #[arg(
+        long = "kernel",
+        value_name = "KERNEL",
+        default_value = "6.1",
+        requires = "vm"
+    )]
+    kernel: String,
+}
+
 #[derive(Subcommand)]
 enum Task {
     /// Install what building and running the tool needs (LLVM 22, bpf-linker, rust-src, the musl
@@ -48,7 +61,7 @@ enum Task {
     /// end-to-end as root against the static release binary, clippy, fmt), the fuzz targets
     /// briefly (`fuzz`: 30 s each over their corpora), then the VM lane (`vm-test`: the
     /// end-to-end tests again on Debian's stock kernels: all of them on 6.1, the smoke set on
-    /// 5.10 and 6.12). CI runs this.
+    /// 5.10 and 6.12) and a 2-minute soak in a 6.1 guest (`soak --vm`). CI runs this.
     Test {
         /// Skip `cargo xtask setup --for-tests`.
         #[arg(long)]
@@ -87,14 +100,8 @@ enum Task {
         /// records with the tracer stopped, side by side (about 3 minutes under TCG).
         #[arg(long)]
         vm: bool,
-        /// The guest's kernel with --vm: 5.10, 6.1 or 6.12.
-        #[arg(
-            long = "kernel",
-            value_name = "KERNEL",
-            default_value = "6.1",
-            requires = "vm"
-        )]
-        kernel: String,
+        #[command(flatten)]
+        guest: GuestKernel,
         /// Rounds of the guest's storm with --vm (each round runs every row once, in rotated
         /// order; medians and the paired --pcap ÷ nlmon ratios are over them). About 25 s of
         /// guest time a round under TCG.
@@ -104,11 +111,20 @@ enum Task {
     /// Trace the whole node under continuous mixed load (getaddrinfo, netlink loops, ip -batch,
     /// dumps, getent) for a while; check RSS stays flat, no fd leaks, every call is an event or
     /// counted lost, outputs complete; record the figures in the benchmark history (and
-    /// BENCHMARKS.md). Not part of `test`.
+    /// BENCHMARKS.md). With --vm, in a VM lane guest; `test` runs a 2-minute one on 6.1 (not
+    /// recorded).
     Soak {
         /// How long the load runs.
         #[arg(long, default_value_t = 10.0)]
         minutes: f64,
+        /// Instead, in a VM lane guest (`--kernel`, default 6.1) tracing the whole guest under
+        /// a mixed load (route-get storms, glibc, musl and Go lookups, fresh Go programs held at
+        /// exec, process churn, dumps); also fails on any kernel fault in the guest's console
+        /// (soft lockup, hung task, RCU stall, oops).
+        #[arg(long)]
+        vm: bool,
+        #[command(flatten)]
+        guest: GuestKernel,
     },
     /// Regenerate golden files and the malformed-input corpus in `tests/malformed/` (only when
     /// an output change is intended); every golden test compares through
@@ -253,6 +269,22 @@ fn fuzz_briefly() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The short guest soak `test` runs after the VM lane: minutes of load on 6.1.
+const CI_SOAK_MINUTES: f64 = 2.0;
+
+/// The VM lane's short soak (part of `test`): [`CI_SOAK_MINUTES`] of mixed load traced in a 6.1
+/// guest, failing on any kernel fault, lost event, RSS or fd growth; not recorded in the
+/// benchmark history (`cargo xtask soak --vm` is).
+fn ci_soak() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let outcome = soak::soak_vm(kernels::by_name("6.1")?, CI_SOAK_MINUTES, false);
+    println!(
+        "xtask test: the {CI_SOAK_MINUTES}-minute guest soak took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    outcome
+}
+
 /// Takes xtask/build.rs's stand-ins for the values nodeip-trace/src/cli.rs reads at compile time
 /// out of the environment: `cargo run` sets them for xtask, and every cargo xtask starts would
 /// pass them on to the tool's build.rs, which takes `NODEIP_TRACE_GIT_COMMIT` for the commit.
@@ -290,7 +322,7 @@ fn main() -> anyhow::Result<()> {
                 println!("xtask test: VM lane skipped (--no-vm)");
                 return Ok(());
             }
-            vm::vm_test(vm::VmOptions {
+            let lane = vm::vm_test(vm::VmOptions {
                 kernels: vm::VmOptions::kernels(&[], false)?,
                 kernel_package: None,
                 timeout_secs: None,
@@ -298,7 +330,11 @@ fn main() -> anyhow::Result<()> {
                 repeat: 1,
                 guard_secs: None,
                 kernel_args: Vec::new(),
-            })
+            });
+            // Run even when the lane failed: a lockup or leak under load is news of its own.
+            let soak = ci_soak();
+            lane?;
+            soak
         }
         Task::Demo { no_setup } => {
             if !no_setup {
@@ -337,14 +373,19 @@ fn main() -> anyhow::Result<()> {
         }
         Task::Bench {
             vm: true,
-            kernel,
+            guest: GuestKernel { kernel },
             rounds,
             ..
         } => bench::bench_vm(kernels::by_name(&kernel)?, rounds),
         Task::Bench {
             quick, exec_hold, ..
         } => bench::bench(quick, exec_hold),
-        Task::Soak { minutes } => soak::soak(minutes),
+        Task::Soak {
+            minutes,
+            vm: true,
+            guest: GuestKernel { kernel },
+        } => soak::soak_vm(kernels::by_name(&kernel)?, minutes, true),
+        Task::Soak { minutes, .. } => soak::soak(minutes),
         Task::Fuzz { seconds, target } => fuzz::fuzz(seconds, target.as_deref()),
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])

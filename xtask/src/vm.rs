@@ -110,6 +110,8 @@ enum GuestJob<'a> {
     },
     /// The storm benchmark (`STORM_BENCH`) with this many rounds, and no tests.
     Bench { rounds: u32 },
+    /// The soak (`GUEST_SOAK`) for this many minutes, and no tests.
+    Soak { minutes: f64 },
 }
 
 impl GuestJob<'_> {
@@ -117,7 +119,7 @@ impl GuestJob<'_> {
     fn runs(&self, name: &str) -> bool {
         match self {
             GuestJob::Tests { selected, .. } => selected.contains(&name),
-            GuestJob::Bench { .. } => false,
+            GuestJob::Bench { .. } | GuestJob::Soak { .. } => false,
         }
     }
 
@@ -135,7 +137,7 @@ impl GuestJob<'_> {
     fn repeat(&self) -> u32 {
         match self {
             GuestJob::Tests { repeat, .. } => *repeat,
-            GuestJob::Bench { .. } => 0,
+            GuestJob::Bench { .. } | GuestJob::Soak { .. } => 0,
         }
     }
 }
@@ -181,6 +183,11 @@ const PREBUILD_CLIENTS: &str = "prebuild_clients";
 /// (`cargo xtask bench --vm`); it writes its table to `BENCH_ARTIFACT` among the artifacts.
 const STORM_BENCH: &str = "storm_bench";
 const BENCH_ARTIFACT: &str = "storm-bench.md";
+
+/// The tests crate's binary that runs the soak in the guest (`cargo xtask soak --vm`); it
+/// writes its report to `SOAK_ARTIFACT` among the artifacts.
+const GUEST_SOAK: &str = "guest_soak";
+const SOAK_ARTIFACT: &str = "soak.json";
 
 /// Modules loaded in the guest, in this order (with their dependencies).
 const GUEST_MODULES: [&str; 6] = ["veth", "dummy", "nlmon", "ip_vs", "ip_vs_rr", "ipip"];
@@ -244,6 +251,18 @@ const GUEST_GUARD: &str = r#"guarded() {
   return $rc
 }
 "#;
+
+/// The guest's guard on a soak of `minutes`: its load, then 10 minutes for the tracer's start
+/// and stop under TCG.
+fn soak_guard_secs(minutes: f64) -> u64 {
+    (minutes * 60.0).ceil() as u64 + 600
+}
+
+/// Seconds before a guest running a soak of `minutes` counts as hung: the guard's, and 10
+/// minutes more for the boot, doctor and the one-second trace before it.
+pub fn soak_timeout_secs(minutes: f64) -> u64 {
+    soak_guard_secs(minutes) + 600
+}
 
 /// Seconds before a guest running the storm benchmark counts as hung.
 pub const BENCH_TIMEOUT_SECS: u64 = 2700;
@@ -538,6 +557,17 @@ fn init_script(
             let _ = writeln!(
                 s,
                 "guarded {STORM_BENCH} {BENCH_GUARD_SECS} {} --rounds {rounds} --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}; echo \"storm_bench exited $?\"",
+                exe.display()
+            );
+        }
+    }
+    if let GuestJob::Soak { minutes } = job {
+        if let Some((_, exe)) = tests.iter().find(|(n, _)| n == GUEST_SOAK) {
+            // Marked as a test binary: a kernel fault is reported as during it.
+            let _ = writeln!(
+                s,
+                "echo \"{RUN_MARKER} {GUEST_SOAK}\"; guarded {GUEST_SOAK} {} {} --minutes {minutes} --out {GUEST_ARTIFACTS}/{SOAK_ARTIFACT}; echo \"{RESULT_MARKER} {GUEST_SOAK} $?\"",
+                soak_guard_secs(*minutes),
                 exe.display()
             );
         }
@@ -1079,8 +1109,14 @@ pub struct GuestBench {
     pub guest_secs: f64,
 }
 
-/// `cargo xtask bench --vm`: boots `kernel` with the storm benchmark instead of the tests.
-pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Result<GuestBench> {
+/// Prepares everything and boots `kernel` (its suite's package, no extra kernel arguments) with
+/// `job`, hung after `timeout_secs`.
+fn boot_job(
+    kernel: Kernel,
+    timeout_secs: u64,
+    job: &GuestJob,
+    label: &str,
+) -> anyhow::Result<Booted> {
     let (cache, built) = prepare()?;
     let how = Boot {
         kernel,
@@ -1088,10 +1124,14 @@ pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Resul
         timeout_secs,
         kernel_args: &[],
     };
-    let booted = boot(
-        &cache,
-        &how,
-        &built,
+    boot(&cache, &how, &built, job, label)
+}
+
+/// `cargo xtask bench --vm`: boots `kernel` with the storm benchmark instead of the tests.
+pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Result<GuestBench> {
+    let booted = boot_job(
+        kernel,
+        timeout_secs,
         &GuestJob::Bench { rounds },
         "storm bench",
     )?;
@@ -1119,19 +1159,86 @@ pub fn vm_bench(kernel: Kernel, rounds: u32, timeout_secs: u64) -> anyhow::Resul
             booted.console.display()
         )
     })?;
-    let doctor: serde_json::Value = std::fs::read(booted.artifacts.join("doctor.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
     Ok(GuestBench {
         table,
         package: booted.package,
-        capture: doctor["capture_plan"]["reason"]
-            .as_str()
-            .unwrap_or("?")
-            .to_string(),
+        capture: doctor_capture(&booted.artifacts),
         guest_secs: booted.guest_secs,
     })
+}
+
+/// What a guest soak left: `guest_soak`'s report and how the boot went.
+pub struct GuestSoak {
+    /// The text of `guest_soak`'s JSON report (none when it wrote none).
+    pub report: Option<String>,
+    /// The kernel package the guest booted.
+    pub package: String,
+    /// How the guest's tracer captured netlink (doctor's `capture_plan.reason`).
+    pub capture: String,
+    /// The kernel faults after the guest's `/init` started, one line each.
+    pub faults: Vec<String>,
+    /// Whether the guest got to its end.
+    pub finished: bool,
+    /// Whether the guest's guard ended the soak.
+    pub guarded: bool,
+    /// The console log.
+    pub console: PathBuf,
+}
+
+/// `cargo xtask soak --vm`: boots `kernel` with the soak of `minutes` instead of the tests.
+pub fn vm_soak(kernel: Kernel, minutes: f64) -> anyhow::Result<GuestSoak> {
+    let booted = boot_job(
+        kernel,
+        soak_timeout_secs(minutes),
+        &GuestJob::Soak { minutes },
+        &format!("{minutes} min soak"),
+    )?;
+    let report = std::fs::read_to_string(booted.artifacts.join(SOAK_ARTIFACT)).ok();
+    let guarded = booted
+        .report
+        .hung
+        .iter()
+        .any(|(step, _)| step == GUEST_SOAK);
+    if report.is_none() || guarded || !booted.report.finished {
+        let log = std::fs::read_to_string(&booted.console).unwrap_or_default();
+        println!(
+            "soak --vm: the guest's console, its guards' reports and its last lines:\n{}",
+            console_excerpt(&log, 120)
+        );
+    }
+    Ok(GuestSoak {
+        report,
+        package: booted.package,
+        capture: doctor_capture(&booted.artifacts),
+        faults: booted
+            .report
+            .faults_after_boot()
+            .map(|f| {
+                format!(
+                    "a kernel {} {} (console line {}): {}",
+                    f.kind.name(),
+                    f.during,
+                    f.line,
+                    f.report[0]
+                )
+            })
+            .collect(),
+        finished: booted.report.finished,
+        guarded,
+        console: booted.console,
+    })
+}
+
+/// How the guest's tracer captured netlink: doctor's `capture_plan.reason` in the artifacts.
+fn doctor_capture(artifacts: &Path) -> String {
+    let doctor: serde_json::Value = std::fs::read(artifacts.join("doctor.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    doctor["capture_plan"]["reason"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string()
 }
 
 /// How one test binary did in one boot.
@@ -1495,10 +1602,11 @@ mod tests {
     }
 
     #[test]
-    fn a_bench_guest_runs_the_storm_bench_and_no_test() {
+    fn bench_and_soak_guests_run_their_program_and_no_test() {
         let tests = [
             ("doctor".to_string(), PathBuf::from("/t/doctor-1")),
             (STORM_BENCH.to_string(), PathBuf::from("/t/storm_bench")),
+            (GUEST_SOAK.to_string(), PathBuf::from("/t/guest_soak")),
         ];
         let tool = Path::new("/t/nodeip-trace");
         let bench = init_script("6.1.0", &[], &tests, tool, &GuestJob::Bench { rounds: 3 });
@@ -1506,6 +1614,19 @@ mod tests {
             "guarded {STORM_BENCH} {BENCH_GUARD_SECS} /t/storm_bench --rounds 3 --out {GUEST_ARTIFACTS}/{BENCH_ARTIFACT}"
         )));
         assert!(!bench.contains("/t/doctor-1"), "{bench}");
+        assert!(!bench.contains("/t/guest_soak"), "{bench}");
+        let soak = init_script("6.1.0", &[], &tests, tool, &GuestJob::Soak { minutes: 2.0 });
+        assert!(
+            soak.contains(&format!(
+                "echo \"{RUN_MARKER} {GUEST_SOAK}\"; guarded {GUEST_SOAK} 720 /t/guest_soak --minutes 2 --out {GUEST_ARTIFACTS}/{SOAK_ARTIFACT}; echo \"{RESULT_MARKER} {GUEST_SOAK} $?\""
+            )),
+            "{soak}"
+        );
+        assert!(
+            !soak.contains("/t/doctor-1") && !soak.contains("storm_bench"),
+            "{soak}"
+        );
+        assert_eq!(soak_timeout_secs(30.0), 1800 + 1200);
         let selected = ["doctor"];
         let job = GuestJob::Tests {
             selected: &selected,
@@ -1520,6 +1641,17 @@ mod tests {
             "{run}"
         );
         assert!(!run.contains("storm_bench"), "{run}");
+    }
+
+    #[test]
+    fn a_lockup_during_the_soak_is_the_soak_s() {
+        // A lockup during the soak is the soak's.
+        let log = format!(
+            "@@VM-INIT\n@@VM-RUN {GUEST_SOAK}\n[ 99.0] watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [nodeip-trace:672]\n"
+        );
+        let report = parse_console(&log);
+        let fault = report.faults_after_boot().next().unwrap();
+        assert_eq!(fault.during, FaultTime::Test(GUEST_SOAK.into()));
     }
 
     #[test]
