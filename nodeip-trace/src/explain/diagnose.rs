@@ -14,11 +14,15 @@
 //!   none for a secondary one.
 //! - `route-get-resolves-to-lo` (seed 003): an `RTM_GETROUTE` for an address assigned on this
 //!   node was answered from the local table with `dev lo`.
+//! - `node-ip-picked` (information): what kubelet takes as its node IP, its NodeAddress rule
+//!   replayed on its own lookup and address dump ([`kubelet_pick`]).
 //! - `added-address-picked`: a lookup's first address (the pick) is one another process added
 //!   to an interface earlier in the trace (`RTM_NEWADDR` by keepalived, kube-vip, ...): both
 //!   named.
 //!
 //! Local addresses are learned from the address dumps and address changes in the same trace.
+mod kubelet_pick;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
@@ -69,6 +73,8 @@ pub struct Diagnoser {
     /// Addresses a process added to an interface during the trace and did not remove since
     /// (the evidence of `added-address-picked`).
     added: BTreeMap<IpAddr, AddedAddress>,
+    /// kubelet's lookups waiting for the dump that validates them.
+    kubelet: kubelet_pick::KubeletPicks,
 }
 
 /// An address a process added during the trace: who, where, and the request's reference.
@@ -141,11 +147,15 @@ impl Diagnoser {
                 found.extend(self.gai_reordered(e, call));
                 found.extend(self.resolvers_disagree(e, call));
                 found.extend(self.added_address_picked(e, call));
+                self.kubelet.lookup(e, call);
             }
             EventBody::Conversation(c) => {
                 self.learn(&c.facts);
                 found.extend(self.route_get_to_lo(e, c));
                 found.extend(self.requested_addresses(e, c));
+                if let Some((subject, d)) = self.kubelet.conversation(e, c) {
+                    found.extend(self.diagnosis(e, &subject, d));
+                }
                 if c.dump && is_route_get(c) {
                     let view = self.processes.entry(e.pid).or_default();
                     view.comm = e.comm.clone();

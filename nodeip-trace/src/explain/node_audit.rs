@@ -277,6 +277,9 @@ pub fn network_of(addr: IpAddr, len: u8) -> IpAddr {
 /// What to do about seed 001's pattern (a network/broadcast or unassigned address in use).
 pub const REMEDY_NETWORK_ADDRESS: &str = "calico v3.22.0–v3.22.3 and v3.23.0–v3.23.1 with IP_AUTODETECTION_METHOD=kubernetes-internal-ip take the prefix's network address: upgrade to v3.22.4+ or v3.23.2+, or use another method (e.g. interface= or cidr=); otherwise fix whatever configured this address";
 
+/// The remedy of `node-ip-picked`.
+pub const REMEDY_NODE_IP_PICKED: &str = "if it is not the address wanted, set kubelet's --node-ip (it is then validated, not looked up); the pick follows the resolver's order of the node name's answers";
+
 /// The remedy of `added-address-picked`.
 pub const REMEDY_ADDED_ADDRESS_PICKED: &str = "if this is kubelet choosing its InternalIP, set --node-ip (a VIP can move to another node); keep floating addresses out of the node name's answers (hosts file, DNS), or give them a lower precedence; for calico, pin the method (interface= or cidr=) so a VIP's interface or prefix is not taken";
 

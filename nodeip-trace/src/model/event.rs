@@ -336,6 +336,9 @@ pub enum DiagnosisId {
     /// A lookup's first address is one another process added to an interface earlier in the
     /// trace (a VIP that came up before the component looked its name up).
     AddedAddressPicked,
+    /// What kubelet takes as its node IP, replayed from its own lookup and address dump
+    /// (information, not a failure).
+    NodeIpPicked,
 }
 
 impl DiagnosisId {
@@ -349,6 +352,7 @@ impl DiagnosisId {
             DiagnosisId::SecondaryAddressSkipped => "secondary-address-skipped",
             DiagnosisId::ComponentsDisagree => "components-disagree",
             DiagnosisId::AddedAddressPicked => "added-address-picked",
+            DiagnosisId::NodeIpPicked => "node-ip-picked",
         }
     }
 }

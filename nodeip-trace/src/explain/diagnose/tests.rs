@@ -473,3 +473,74 @@ fn a_lookup_that_picks_an_address_another_process_added_names_both() {
     );
     assert!(run(&[add, second]).is_empty());
 }
+
+/// kubelet[20]'s `net.InterfaceAddrs()` dump (`ADDRESS_DUMP`: eth0 192.0.2.10 and .20) at 8.
+fn kubelet_dump() -> Event {
+    let mut dump = address_dump(20);
+    dump.comm = "kubelet".into();
+    dump.ts_ns = 8;
+    dump
+}
+
+fn summaries(found: &[Event]) -> Vec<&str> {
+    found
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Diagnosis(d) if d.id == DiagnosisId::NodeIpPicked => Some(&d.summary[..]),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn kubelet_takes_the_first_ipv4_of_its_lookup_that_its_dump_lists() {
+    // The lookup's first address is on no interface: kubelet skips it.
+    let lookup = getaddrinfo(&["192.0.2.99", "192.0.2.20"], &["192.0.2.99", "192.0.2.20"]);
+    let found = run(&[lookup, kubelet_dump()]);
+    assert_eq!(ids(&found), ["node-ip-picked"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert_eq!(d.severity, Severity::Info);
+    assert!(
+        d.summary.starts_with(
+            "kubelet[20] takes 192.0.2.20 as its node IP (InternalIP): its lookup of \"node-a\" (glibc) returned [192.0.2.99, 192.0.2.20]"
+        ),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.evidence.contains(
+            &"192.0.2.99: refused by validateNodeIP (on no interface in kubelet's address dump)"
+                .to_string()
+        ),
+        "{:?}",
+        d.evidence
+    );
+    // Nothing valid: the fallback is named.
+    let lookup = getaddrinfo(&["127.0.1.1", "192.0.2.99"], &["127.0.1.1", "192.0.2.99"]);
+    let found = run(&[lookup, kubelet_dump()]);
+    assert!(
+        summaries(&found)[0].contains("finds no valid node IP")
+            && summaries(&found)[0].contains("ChooseHostInterface"),
+        "{found:?}"
+    );
+    // Another process's lookup, or kubelet's without a dump after it: nothing said.
+    let mut other = getaddrinfo(&["192.0.2.20", "192.0.2.10"], &["192.0.2.20", "192.0.2.10"]);
+    other.comm = "getent".into();
+    assert!(summaries(&run(&[other, kubelet_dump()])).is_empty());
+    let lookup = getaddrinfo(&["192.0.2.20", "192.0.2.10"], &["192.0.2.20", "192.0.2.10"]);
+    assert!(summaries(&run(&[lookup])).is_empty());
+}
+
+#[test]
+fn kubelet_s_repeated_syncs_say_the_pick_once_and_a_change_again() {
+    let lookup = getaddrinfo(&["192.0.2.20", "192.0.2.10"], &["192.0.2.20", "192.0.2.10"]);
+    let again = lookup.clone();
+    let found = run(&[lookup, kubelet_dump(), again, kubelet_dump()]);
+    assert_eq!(summaries(&found).len(), 1, "{found:?}");
+    let changed = getaddrinfo(&["192.0.2.10", "192.0.2.20"], &["192.0.2.10", "192.0.2.20"]);
+    let lookup = getaddrinfo(&["192.0.2.20", "192.0.2.10"], &["192.0.2.20", "192.0.2.10"]);
+    let found = run(&[lookup, kubelet_dump(), changed, kubelet_dump()]);
+    assert_eq!(summaries(&found).len(), 2, "{found:?}");
+}

@@ -33,6 +33,8 @@ pub mod rtm {
     pub const NEWADDR: u16 = 20;
     /// `RTM_DELADDR`.
     pub const DELADDR: u16 = 21;
+    /// `RTM_GETADDR`.
+    pub const GETADDR: u16 = 22;
     /// `RTM_NEWROUTE`.
     pub const NEWROUTE: u16 = 24;
     /// `RTM_GETROUTE`.
