@@ -5,7 +5,10 @@ use compact_str::{CompactString, ToCompactString};
 use serde::{Deserialize, Serialize};
 
 use super::ip_text::push_decimal;
-use super::netlink::{rt_table, rtn, IpvsCommand, MessageBody, Name, NetlinkMessage};
+use super::netlink::{af, rt_table, rtn, IpvsCommand, MessageBody, Name, NetlinkMessage};
+
+/// `NLM_F_REQUEST`: a message a process sent, not one the kernel did.
+const NLM_F_REQUEST: u16 = 0x1;
 
 /// Facts kept per conversation; beyond this they are only counted (`omitted`).
 pub const MAX_FACTS: usize = 256;
@@ -61,6 +64,41 @@ pub struct AddressFact {
     /// Label, when it differs from the interface name (`eth0:1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<CompactString>,
+    /// What `ip address` says of it beyond a plain static address, from the kernel's own
+    /// messages (a request's flags are the asker's, not the address's): `dynamic` (no
+    /// `IFA_F_PERMANENT`: a lifetime, from DHCP or SLAAC), `temporary` (an IPv6 privacy
+    /// address), `deprecated`, `tentative`, `mngtmpaddr`, `noprefixroute`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<Name>,
+}
+
+impl AddressFact {
+    /// Whether `ip address` would say `flag` of it ([`AddressFact::flags`]).
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// [`AddressFact::flags`] of an address the kernel described with `ifa_flags` `raw` (`v6`: an
+/// IPv6 address, where bit 0 means temporary rather than secondary).
+fn address_flags(raw: u32, v6: bool) -> Vec<Name> {
+    use super::netlink::ifa;
+    let mut flags = Vec::new();
+    if raw & ifa::PERMANENT == 0 {
+        flags.push(Name::Borrowed("dynamic"));
+    }
+    for (bit, name, only_v6) in [
+        (ifa::TEMPORARY, "temporary", true),
+        (ifa::DEPRECATED, "deprecated", false),
+        (ifa::TENTATIVE, "tentative", false),
+        (ifa::MANAGETEMPADDR, "mngtmpaddr", false),
+        (ifa::NOPREFIXROUTE, "noprefixroute", false),
+    ] {
+        if raw & bit != 0 && (v6 || !only_v6) {
+            flags.push(Name::Borrowed(name));
+        }
+    }
+    flags
 }
 
 /// One route in an answer.
@@ -145,6 +183,11 @@ impl ConversationFacts {
                         prefix_len: a.prefix_len,
                         secondary: a.secondary,
                         label: a.label.clone().filter(|l| Some(l) != a.ifname.as_ref()),
+                        flags: if m.header.flags_raw & NLM_F_REQUEST == 0 {
+                            address_flags(a.flags_raw, af::id(&a.family) == Some(af::INET6))
+                        } else {
+                            Vec::new()
+                        },
                     });
                 }
                 true

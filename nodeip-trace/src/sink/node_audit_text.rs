@@ -166,6 +166,7 @@ mod tests {
             prefix_len: 24,
             secondary,
             label: None,
+            flags: Vec::new(),
         }
     }
 

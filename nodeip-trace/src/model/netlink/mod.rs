@@ -98,6 +98,24 @@ pub mod af {
     }
 }
 
+/// `IFA_F_*` address flags (`include/uapi/linux/if_addr.h`).
+pub mod ifa {
+    /// `IFA_F_SECONDARY` (IPv4).
+    pub const SECONDARY: u32 = 0x01;
+    /// `IFA_F_TEMPORARY` (IPv6: the same bit as `SECONDARY`).
+    pub const TEMPORARY: u32 = 0x01;
+    /// `IFA_F_DEPRECATED`.
+    pub const DEPRECATED: u32 = 0x20;
+    /// `IFA_F_TENTATIVE`.
+    pub const TENTATIVE: u32 = 0x40;
+    /// `IFA_F_PERMANENT`: no lifetime (configured, not leased or autoconfigured).
+    pub const PERMANENT: u32 = 0x80;
+    /// `IFA_F_MANAGETEMPADDR`.
+    pub const MANAGETEMPADDR: u32 = 0x100;
+    /// `IFA_F_NOPREFIXROUTE`.
+    pub const NOPREFIXROUTE: u32 = 0x200;
+}
+
 /// Routing table ids (`RT_TABLE_*`) and the names iproute2 prints for them; decisions compare
 /// ids, records carry the names.
 pub mod rt_table {

@@ -374,6 +374,9 @@ fn write_addresses(out: &mut impl Write, addresses: &[AddressFact]) -> std::io::
                 (false, false) => " primary",
             };
             write!(out, "{}/{}{rank}", a.address, a.prefix_len)?;
+            for flag in &a.flags {
+                write!(out, " {flag}")?;
+            }
             match a.label.as_deref() {
                 Some(l) => write!(out, " label {l}"),
                 None => Ok(()),
