@@ -71,6 +71,7 @@ Examples:
   nodeip-trace explain
   nodeip-trace explain --calico-method kubernetes-internal-ip
   nodeip-trace explain --node-port-addresses primary --openelb-can-reach 172.16.0.4
+  nodeip-trace explain --flannel-iface eth1
   nodeip-trace explain --from incident.pcap --node-name node-a --format json";
 
 const DOCTOR_EXAMPLES: &str = "\
@@ -236,6 +237,10 @@ struct ExplainArgs {
     /// OpenELB `interface: can_reach:IP`: the IP it routes to.
     #[arg(long, value_name = "IP")]
     openelb_can_reach: Option<std::net::IpAddr>,
+    /// flannel `--iface` (k3s `--flannel-iface`): an interface name or one of its IPv4
+    /// addresses (default: the default-route interface).
+    #[arg(long, value_name = "IFACE")]
+    flannel_iface: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     format: ReportFormat,
@@ -648,6 +653,7 @@ pub fn run() -> anyhow::Result<Exit> {
                     calico_method: a.calico_method,
                     node_port_addresses: a.node_port_addresses,
                     openelb_can_reach: a.openelb_can_reach,
+                    flannel_iface: a.flannel_iface,
                 },
                 format: a.format,
             };

@@ -16,13 +16,16 @@
 //!   which is the primary for a secondary address: seeds 002/004) and the address-dump path, both
 //!   filtered by `nodePortAddresses` (CIDRs or `primary`);
 //! - OpenELB `interface: can_reach:IP`: the route lookup's device, refused when it is `lo`
-//!   (seed 003).
+//!   (seed 003);
+//! - flannel's public IP ([`flannel`], k3s's embedded flannel too): `--iface` or the
+//!   default-gateway interface, its IPv4 addresses permanent before dynamic.
 //!
 //! Route lookups are modelled from the snapshot (the local table, then main, then default, as
 //! the default policy rules order them; no other rules): the longest prefix wins, and among
 //! routes of one prefix the first in the table's order (lowest metric, then the earliest added),
 //! what the kernel would answer `ip route get`.
 pub mod calico;
+pub mod flannel;
 pub mod kubelet;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -114,6 +117,10 @@ pub struct ComponentSettings {
     pub node_port_addresses: Vec<String>,
     /// OpenELB `interface: can_reach:IP`.
     pub openelb_can_reach: Option<IpAddr>,
+    /// flannel `--iface` (k3s `--flannel-iface`): a name or an IPv4 address; `None`: the
+    /// default-route interface.
+    #[serde(default)]
+    pub flannel_iface: Option<String>,
 }
 
 /// What the audit knows beyond the snapshot and [`ComponentSettings`]: kubelet's and calico's
@@ -963,6 +970,7 @@ pub fn audit_in(
     let mut picks = kubelet_picks;
     picks.push(calico_pick);
     picks.extend(kube_proxy(s, settings, &mut findings));
+    picks.push(flannel::flannel(s, settings.flannel_iface.as_deref()));
     if let Some(target) = settings.openelb_can_reach {
         picks.push(openelb(s, target, &mut findings));
     }
@@ -1016,6 +1024,10 @@ impl AuditReport {
                 .picks
                 .iter()
                 .any(|p| p.component == "kubelet" && p.picked.is_empty());
+        if !has_default_route && self.snapshot.routes.is_empty() {
+            self.picks.retain(|p| p.component != "flannel");
+            left_out.push("flannel: no route of the main table is in these events".into());
+        }
         if kubelet_blind {
             self.picks.retain(|p| p.component != "kubelet");
             self.findings

@@ -4,6 +4,7 @@ use compact_str::{format_compact, ToCompactString};
 use super::*;
 
 mod calico;
+mod flannel;
 mod kubelet;
 mod snapshot;
 
@@ -61,6 +62,7 @@ impl Node {
             prefix_len: len,
             secondary: primary.is_some(),
             label: None,
+            flags: Vec::new(),
         });
         let src = primary.clone().unwrap_or(addr.to_compact_string());
         let host = if addr.is_ipv4() { 32 } else { 128 };
@@ -382,6 +384,7 @@ fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
                 prefix_len: 24,
                 secondary: false,
                 label: None,
+                flags: Vec::new(),
             },
             AddressFact {
                 ifname: "eth0".into(),
@@ -389,6 +392,7 @@ fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
                 prefix_len: 24,
                 secondary: true,
                 label: None,
+                flags: Vec::new(),
             },
         ],
         ..Default::default()
@@ -412,7 +416,8 @@ fn a_partial_snapshot_leaves_out_the_pickers_it_cannot_support() {
         .iter()
         .all(|f| f.id != DiagnosisId::SecondaryAddressSkipped));
     assert!(partial.local_sources.is_empty());
-    assert_eq!(left_out.len(), 2, "{left_out:?}");
+    assert_eq!(left_out.len(), 3, "{left_out:?}");
     assert!(left_out[0].contains("no local-table route"));
-    assert!(left_out[1].starts_with("kubelet"));
+    assert!(left_out[1].starts_with("flannel"));
+    assert!(left_out[2].starts_with("kubelet"));
 }
