@@ -449,8 +449,12 @@ fn xtask_tasks() -> BTreeMap<String, BTreeSet<String>> {
             open = attribute.matches('[').count() > attribute.matches(']').count();
             continue;
         }
-        if let (Some(task), Some((field, _))) = (&current, t.split_once(':')) {
-            if attribute.contains("long") {
+        if let (Some(task), Some((field, ty))) = (&current, t.split_once(':')) {
+            if attribute.contains("flatten") {
+                let ty = ty.trim().trim_end_matches(',');
+                let flags = flattened_flags(&source, ty);
+                tasks.get_mut(task).expect("the current task").extend(flags);
+            } else if attribute.contains("long") {
                 let long = match attribute.split_once("long = \"") {
                     Some((_, rest)) => rest.split('"').next().unwrap_or_default().to_string(),
                     None => kebab_field(field),
@@ -464,6 +468,42 @@ fn xtask_tasks() -> BTreeMap<String, BTreeSet<String>> {
         attribute.clear();
     }
     tasks
+}
+
+/// The long flags of `struct NAME` in `source` (a `#[command(flatten)]` group of arguments).
+fn flattened_flags(source: &str, name: &str) -> BTreeSet<String> {
+    let body = source
+        .split_once(&format!("struct {name} {{"))
+        .unwrap_or_else(|| panic!("xtask/src/main.rs has no `struct {name}` for a flatten"))
+        .1;
+    let body = &body[..body.find("\n}").expect("the end of the struct")];
+    let mut flags = BTreeSet::new();
+    let mut attribute = String::new();
+    for line in body.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        match line.split_once(':') {
+            Some((field, _))
+                if !line.starts_with('#')
+                    && attribute.matches('[').count() == attribute.matches(']').count() =>
+            {
+                if attribute.contains("long") {
+                    let long = match attribute.split_once("long = \"") {
+                        Some((_, rest)) => rest.split('"').next().unwrap_or_default().to_string(),
+                        None => kebab_field(field),
+                    };
+                    flags.insert(format!("--{long}"));
+                }
+                attribute.clear();
+            }
+            _ => {
+                attribute.push_str(line);
+                attribute.push(' ');
+            }
+        }
+    }
+    flags
 }
 
 /// `KernelTable` → `kernel-table`.
