@@ -5,6 +5,7 @@
 //! format switch of every command: [`timeline_sink`] opens the timeline sinks, [`write_report`]
 //! writes one-shot reports. What people see is decided once, in [`view`]; a new output format is
 //! one new file here and one arm in [`OutputFormat`]. [`limit`] caps a file output's size.
+pub mod fanout;
 pub mod html;
 pub mod json;
 pub mod limit;
