@@ -41,6 +41,7 @@ use super::resolver::{go, musl};
 use crate::model::event::{Diagnosis, DiagnosisId, Severity};
 use crate::model::facts::{AddressFact, ConversationFacts, RouteFact};
 use crate::model::getaddrinfo::PairWhy;
+use crate::model::ip_text::ip_list as list;
 use crate::model::netlink::{af, rt_table, rtm, rtn, LinkBody, MessageBody, NetlinkMessage};
 
 /// Everything the audit looks at.
@@ -555,14 +556,6 @@ fn pick(
         picked,
         reasoning,
     }
-}
-
-fn list(addrs: &[IpAddr]) -> String {
-    addrs
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The network/broadcast check of seed 001 on one address a component uses.

@@ -63,6 +63,11 @@ pub fn ip_texts(addrs: impl IntoIterator<Item = IpAddr>) -> Vec<String> {
     addrs.into_iter().map(|a| ip_text(a).into()).collect()
 }
 
+/// `addrs` as people read a list of them: `10.0.0.6, 10.0.0.20`.
+pub fn ip_list(addrs: &[IpAddr]) -> String {
+    ip_texts(addrs.iter().copied()).join(", ")
+}
+
 /// Appends `value` in decimal, unpadded (`format!("{value}")` without the formatter).
 pub fn push_decimal(out: &mut CompactString, mut value: u32) {
     let mut digits = [0u8; 10];

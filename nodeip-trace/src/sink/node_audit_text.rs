@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use crate::explain::node_audit::AuditReport;
+use crate::model::ip_text::ip_list as list;
 
 /// The audit in a few lines (a capture's section comment): what each component picks, and the
 /// findings' one-line summaries. [`render_text`] has the reasons.
@@ -141,15 +142,6 @@ pub fn render_text(r: &AuditReport) -> String {
         }
     }
     out
-}
-
-/// Addresses as `a, b, c`.
-fn list(addrs: &[IpAddr]) -> String {
-    addrs
-        .iter()
-        .map(IpAddr::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

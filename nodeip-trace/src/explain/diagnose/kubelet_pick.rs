@@ -15,6 +15,7 @@ use crate::explain::go_net;
 use crate::explain::node_audit::REMEDY_NODE_IP_PICKED;
 use crate::model::event::{Diagnosis, DiagnosisId, Event, NetlinkConversation, Severity};
 use crate::model::getaddrinfo::GetaddrinfoCall;
+use crate::model::ip_text::ip_list as list;
 use crate::model::netlink::rtm;
 
 /// The comm kubelet runs as.
@@ -100,15 +101,6 @@ impl KubeletPicks {
             .collect();
         Some(pick(&pending, &local, &reference(e)))
     }
-}
-
-/// `a, b, c`.
-fn list(addrs: &[IpAddr]) -> String {
-    addrs
-        .iter()
-        .map(IpAddr::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// kubelet's pick from `pending`'s answer with `local` the addresses of its dump (`dump` names

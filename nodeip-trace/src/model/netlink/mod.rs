@@ -57,6 +57,23 @@ pub mod rtm {
     }
 }
 
+/// The name `names` gives `id`, or the number itself.
+fn name_in<T: Copy + PartialEq + ToString>(names: &[(T, &'static str)], id: T) -> Name {
+    names
+        .iter()
+        .find(|(known, _)| *known == id)
+        .map_or_else(|| id.to_string().into(), |(_, n)| Name::Borrowed(n))
+}
+
+/// The id `names` gives `name`, or the number it spells.
+fn id_in<T: Copy + std::str::FromStr>(names: &[(T, &'static str)], name: &str) -> Option<T> {
+    names
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(id, _)| *id)
+        .or_else(|| name.parse().ok())
+}
+
 /// Address families (`AF_*`) of netlink bodies and the names records carry; decisions compare
 /// ids.
 pub mod af {
@@ -82,19 +99,12 @@ pub mod af {
 
     /// The family's name (`inet6`, or its number).
     pub fn name(family: u16) -> Name {
-        NAMES
-            .iter()
-            .find(|(id, _)| *id == family)
-            .map_or_else(|| family.to_string().into(), |(_, n)| Name::Borrowed(n))
+        super::name_in(&NAMES, family)
     }
 
     /// The id of a family [`name`] printed.
     pub fn id(name: &str) -> Option<u16> {
-        NAMES
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(id, _)| *id)
-            .or_else(|| name.parse().ok())
+        super::id_in(&NAMES, name)
     }
 }
 
@@ -139,19 +149,12 @@ pub mod rt_table {
 
     /// The table's name as iproute2 prints it (`main`, or its number).
     pub fn name(table: u32) -> Name {
-        NAMES
-            .iter()
-            .find(|(id, _)| *id == table)
-            .map_or_else(|| table.to_string().into(), |(_, n)| Name::Borrowed(n))
+        super::name_in(&NAMES, table)
     }
 
     /// The id of a table [`name`] printed.
     pub fn id(name: &str) -> Option<u32> {
-        NAMES
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(id, _)| *id)
-            .or_else(|| name.parse().ok())
+        super::id_in(&NAMES, name)
     }
 }
 

@@ -10,6 +10,7 @@ use super::swimlane::{self, LanePlan, Row};
 use crate::explain::node_audit::AuditReport;
 use crate::model::event::{Diagnosis, DiagnosisId, RecordingHeader};
 use crate::model::getaddrinfo::GetaddrinfoCall;
+use crate::model::ip_text::ip_list;
 
 const CSS: &str = r#"
 :root { color-scheme: light; --ink: #1b1f24; --muted: #57606a; --line: #d0d7de; --accent: #0a58ca; --bad: #a40e26; --badbg: #ffebe9; --warn: #7d4e00; --warnbg: #fff8c5; }
@@ -294,14 +295,6 @@ fn write_timeline(out: &mut String, p: &Page<'_>) {
         out.push_str("</div>\n");
     }
     out.push_str("</section>\n");
-}
-
-fn ip_list(addresses: &[std::net::IpAddr]) -> String {
-    addresses
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn write_audit(out: &mut String, audit: Option<(&AuditReport, &[String])>) {
