@@ -71,7 +71,7 @@ Examples:
   nodeip-trace explain
   nodeip-trace explain --calico-method kubernetes-internal-ip
   nodeip-trace explain --node-port-addresses primary --openelb-can-reach 172.16.0.4
-  nodeip-trace explain --flannel-iface eth1
+  nodeip-trace explain --flannel-iface eth1 --kube-vip-address 192.168.1.240
   nodeip-trace explain --from incident.pcap --node-name node-a --format json";
 
 const DOCTOR_EXAMPLES: &str = "\
@@ -241,6 +241,13 @@ struct ExplainArgs {
     /// addresses (default: the default-route interface).
     #[arg(long, value_name = "IFACE")]
     flannel_iface: Option<String>,
+    /// kube-vip's VIP (its `address`): which interface kube-vip puts it on, and whether that
+    /// interface holds its subnet.
+    #[arg(long, value_name = "IP")]
+    kube_vip_address: Option<std::net::IpAddr>,
+    /// kube-vip `vip_interface` (default: the default-route interface).
+    #[arg(long, value_name = "IFACE", requires = "kube_vip_address")]
+    kube_vip_interface: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     format: ReportFormat,
@@ -654,6 +661,8 @@ pub fn run() -> anyhow::Result<Exit> {
                     node_port_addresses: a.node_port_addresses,
                     openelb_can_reach: a.openelb_can_reach,
                     flannel_iface: a.flannel_iface,
+                    kube_vip_address: a.kube_vip_address,
+                    kube_vip_interface: a.kube_vip_interface,
                 },
                 format: a.format,
             };

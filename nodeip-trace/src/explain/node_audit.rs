@@ -18,7 +18,9 @@
 //! - OpenELB `interface: can_reach:IP`: the route lookup's device, refused when it is `lo`
 //!   (seed 003);
 //! - flannel's public IP ([`flannel`], k3s's embedded flannel too): `--iface` or the
-//!   default-gateway interface, its IPv4 addresses permanent before dynamic.
+//!   default-gateway interface, its IPv4 addresses permanent before dynamic;
+//! - kube-vip's VIP interface ([`kube_vip`]): `vip_interface` or the default-gateway
+//!   interface, and whether another interface holds the VIP's subnet (kube-vip#903).
 //!
 //! Route lookups are modelled from the snapshot (the local table, then main, then default, as
 //! the default policy rules order them; no other rules): the longest prefix wins, and among
@@ -26,6 +28,7 @@
 //! what the kernel would answer `ip route get`.
 pub mod calico;
 pub mod flannel;
+pub mod kube_vip;
 pub mod kubelet;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -122,6 +125,12 @@ pub struct ComponentSettings {
     /// default-route interface.
     #[serde(default)]
     pub flannel_iface: Option<String>,
+    /// kube-vip's VIP (`address`), when kube-vip runs here.
+    #[serde(default)]
+    pub kube_vip_address: Option<IpAddr>,
+    /// kube-vip `vip_interface`; `None`: the default-route interface.
+    #[serde(default)]
+    pub kube_vip_interface: Option<String>,
 }
 
 /// What the audit knows beyond the snapshot and [`ComponentSettings`]: kubelet's and calico's
@@ -243,6 +252,16 @@ fn route_prefix(r: &RouteFact) -> Option<(IpAddr, u8)> {
         Ipv4Addr::UNSPECIFIED.into()
     };
     Some((any, 0))
+}
+
+/// The default routes of the main table of one family, in the dump's order: what
+/// vishvananda/netlink's `RouteList(nil, family)` walks for flannel's and kube-vip's
+/// default-gateway interface.
+fn main_defaults(s: &NodeSnapshot, v6: bool) -> impl Iterator<Item = &RouteFact> {
+    s.routes.iter().filter(move |r| {
+        r.in_table(rt_table::MAIN)
+            && route_prefix(r).is_some_and(|(net, len)| len == 0 && net.is_ipv6() == v6)
+    })
 }
 
 /// Whether `addr` is inside `net/len`.
@@ -964,6 +983,10 @@ pub fn audit_in(
     picks.push(calico_pick);
     picks.extend(kube_proxy(s, settings, &mut findings));
     picks.push(flannel::flannel(s, settings.flannel_iface.as_deref()));
+    if let Some(vip) = settings.kube_vip_address {
+        let interface = settings.kube_vip_interface.as_deref();
+        picks.push(kube_vip::kube_vip(s, vip, interface, &mut findings));
+    }
     if let Some(target) = settings.openelb_can_reach {
         picks.push(openelb(s, target, &mut findings));
     }

@@ -339,6 +339,8 @@ pub enum DiagnosisId {
     /// What kubelet takes as its node IP, replayed from its own lookup and address dump
     /// (information, not a failure).
     NodeIpPicked,
+    /// kube-vip announces its VIP on another interface than the one holding its subnet.
+    VipOffSubnetInterface,
 }
 
 impl DiagnosisId {
@@ -353,6 +355,7 @@ impl DiagnosisId {
             DiagnosisId::ComponentsDisagree => "components-disagree",
             DiagnosisId::AddedAddressPicked => "added-address-picked",
             DiagnosisId::NodeIpPicked => "node-ip-picked",
+            DiagnosisId::VipOffSubnetInterface => "vip-off-subnet-interface",
         }
     }
 }

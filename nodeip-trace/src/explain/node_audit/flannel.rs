@@ -15,10 +15,9 @@
 //! alias wins step 3 (permanent before dynamic), whatever `--node-ip` says.
 use std::net::IpAddr;
 
-use super::{pick, ComponentPick, NodeSnapshot};
+use super::{main_defaults, pick, ComponentPick, NodeSnapshot};
 use crate::explain::go_net;
 use crate::model::facts::AddressFact;
-use crate::model::netlink::rt_table;
 
 /// The component's name in the audit.
 const FLANNEL: &str = "flannel";
@@ -28,11 +27,7 @@ fn default_gateway_interface<'a>(
     s: &'a NodeSnapshot,
     why: &mut Vec<String>,
 ) -> Result<&'a str, String> {
-    let default = s
-        .routes
-        .iter()
-        .find(|r| r.in_table(rt_table::MAIN) && matches!(r.dst.as_str(), "default" | "0.0.0.0/0"));
-    let Some(route) = default else {
+    let Some(route) = main_defaults(s, false).next() else {
         return Err("unable to find default route".into());
     };
     match route.dev.as_deref() {

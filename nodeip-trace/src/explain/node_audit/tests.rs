@@ -5,6 +5,7 @@ use super::*;
 
 mod calico;
 mod flannel;
+mod kube_vip;
 mod kubelet;
 mod snapshot;
 
