@@ -539,6 +539,9 @@ struct GuestTracer {
     /// `guest_soak`'s own CPU: its load's process starts and its reading of the JSON stream.
     #[serde(default)]
     guest_soak_cpu_secs: f64,
+    /// Its soft limit on open files when it started (0: unknown).
+    #[serde(default)]
+    open_files_limit: u64,
     /// Its summary line (`nodeip-trace: N events, M lost…`).
     summary: String,
     stderr_tail: String,
@@ -699,6 +702,18 @@ pub(crate) fn guest_verdict(
     let [rss_row, fds_row] = footprint.rows(&prefix, &what);
     rows.push(rss_row);
     rows.push(fds_row);
+    // Probe links are not judged as a leak, but running out of descriptors is a failure: the
+    // programs after that go unprobed, their lookups missing without a `lost`.
+    let limit = r.tracer.open_files_limit;
+    let most_fds = samples.iter().map(|s| s.fds).max().unwrap_or(0) as u64;
+    let limit_ok = limit == 0 || most_fds * 10 < limit * 9;
+    rows.push(row(
+        "fd_limit",
+        "tracer fds against its limit",
+        format!("at most {most_fds} open, soft limit {limit}"),
+        "under 90% of the limit",
+        Some(limit_ok),
+    ));
     rows.push(row(
         "outputs",
         "outputs",
@@ -737,6 +752,11 @@ pub(crate) fn guest_verdict(
     }
     if !footprint.fds_ok() {
         failed.push("tracer fds grew (see the fds row)".into());
+    }
+    if !limit_ok {
+        failed.push(format!(
+            "the tracer came within 10% of its open-files limit ({most_fds} of {limit})"
+        ));
     }
     if !outputs_ok || r.load_error.is_some() {
         failed.push(format!(
@@ -834,7 +854,7 @@ mod tests {
             },
             "samples": samples,
             "tracer": {
-                "exit": 0, "cpu_secs": 50.2, "stop_secs": 4.1,
+                "exit": 0, "cpu_secs": 50.2, "stop_secs": 4.1, "open_files_limit": 1024,
                 "summary": format!("nodeip-trace: 129000 events, {lost} lost, record queue peak 3"),
                 "stderr_tail": "nodeip-trace: tracing"
             }
@@ -865,6 +885,7 @@ mod tests {
                 "vm6.1.soak.events",
                 "vm6.1.soak.rss",
                 "vm6.1.soak.fds",
+                "vm6.1.soak.fd_limit",
                 "vm6.1.soak.outputs",
                 "vm6.1.soak.cpu"
             ]
@@ -902,6 +923,17 @@ mod tests {
         let (rows, failed) = guest_verdict(&boot(Vec::new()), Some(&growing));
         assert!(failed.iter().any(|f| f.contains("RSS grew")), "{failed:?}");
         assert_eq!(rows[3].met, Some(false));
+
+        // The 30-minute 6.1 soak: probe links of fresh programs up to the open-files limit.
+        let exhausted = report(|_| 30 << 10, 0, 180).replace("\"fds\":112,", "\"fds\":1021,");
+        let exhausted = parse_guest_report(&exhausted).unwrap();
+        let (rows, failed) = guest_verdict(&boot(Vec::new()), Some(&exhausted));
+        assert_eq!(rows[5].key, "vm6.1.soak.fd_limit");
+        assert_eq!(rows[5].measured, "at most 1021 open, soft limit 1024");
+        assert_eq!(
+            failed,
+            ["the tracer came within 10% of its open-files limit (1021 of 1024)"]
+        );
 
         let fault = "a kernel soft lockup during guest_soak (console line 900): watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [ring-drain:674]";
         let clean = parse_guest_report(&report(|_| 30 << 10, 0, 180)).unwrap();

@@ -251,6 +251,17 @@ fn sample(pid: u32, at: Duration, fresh: u64) -> serde_json::Value {
     })
 }
 
+/// The soft limit on `pid`'s open files (`Max open files` in `/proc/PID/limits`; 0 when
+/// unreadable or unlimited).
+fn open_files_limit(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The tracer's user + system CPU seconds (`/proc/PID/stat`), before it is reaped.
 fn cpu_secs(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -368,6 +379,7 @@ fn main() -> Result<()> {
         .spawn()
         .context("starting nodeip-trace")?;
     let pid = tracer.id();
+    let open_files_limit = open_files_limit(pid);
     let stdout = tracer.stdout.take().context("tracer stdout")?;
     let counter = std::thread::spawn(move || count_stream(stdout));
     let stderr_text = Arc::new(Mutex::new(String::new()));
@@ -492,6 +504,7 @@ fn main() -> Result<()> {
             "cpu_secs": cpu,
             "stop_secs": stop_secs,
             "guest_soak_cpu_secs": own_cpu,
+            "open_files_limit": open_files_limit,
             "summary": summary,
             "stderr_tail": stderr.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"),
         },
