@@ -85,8 +85,8 @@ const OPENED: i64 = -2;
 /// `ENOENT`, reported for a gai.conf that was opened and never read: `fopen` failed.
 const ENOENT: i64 = 2;
 
-/// uprobe `fopen(const char *path, const char *mode)` in glibc: is a getaddrinfo call opening
-/// `/etc/gai.conf`?
+/// uprobe `fopen(const char *path, const char *mode)` in glibc (or where it jumps, with the
+/// same first argument): is a getaddrinfo call opening `/etc/gai.conf`?
 #[uprobe]
 pub fn gai_conf_fopen(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -114,12 +114,27 @@ fn user_at<T>(base: u64, offset: usize) -> Option<T> {
     unsafe { bpf_probe_read_user((base as usize + offset) as *const T) }.ok()
 }
 
-/// uprobe `getline(char **line, size_t *n, FILE *stream)` in glibc: on the gai.conf stream of a
-/// thread reading it, the buffer the stream filled from the file since the last entry, sent
-/// once, whole (`_IO_read_base` to `_IO_read_end`). A line longer than the buffer (4 KiB)
-/// would make the stream fill it more than once within one call, and those bytes are missed.
+/// uprobe `getline(char **line, size_t *n, FILE *stream)` in glibc: see [`on_read`].
 #[uprobe]
 pub fn gai_conf_getline(ctx: ProbeContext) -> u32 {
+    on_read(ctx.arg(2).unwrap_or(0))
+}
+
+/// uprobe `__getdelim(char **line, size_t *n, int delim, FILE *stream)` in glibc, where
+/// `getline` jumps: see [`on_read`]. Put there when `getline` is a stub (its first
+/// instruction a `mov` the kernel would single-step; `__getdelim` starts with a `push`, which
+/// it emulates).
+#[uprobe]
+pub fn gai_conf_getdelim(ctx: ProbeContext) -> u32 {
+    on_read(ctx.arg(3).unwrap_or(0))
+}
+
+/// A read of `stream`: on the gai.conf stream of a thread reading it, the buffer the stream
+/// filled from the file since the last entry, sent once, whole (`_IO_read_base` to
+/// `_IO_read_end`). A line longer than the buffer (4 KiB) would make the stream fill it more
+/// than once within one call, and those bytes are missed.
+#[inline(always)]
+fn on_read(stream: u64) -> u32 {
     if !counted::any(&GAI_CONF_READERS) {
         return 0;
     }
@@ -127,7 +142,6 @@ pub fn gai_conf_getline(ctx: ProbeContext) -> u32 {
     let Some(state) = GAI_CONF_STATE.get_ptr_mut(pid_tgid) else {
         return 0;
     };
-    let stream: u64 = ctx.arg(2).unwrap_or(0);
     if stream == 0 {
         return 0;
     }

@@ -79,6 +79,33 @@ impl From<MappedFile> for ElfBytes {
     }
 }
 
+/// The 64-bit register a write to `reg` lands in, for the argument registers (`edx` → `rdx`);
+/// others as they are.
+fn argument_register(reg: iced_x86::Register) -> iced_x86::Register {
+    use iced_x86::Register::*;
+    match reg {
+        EDI => RDI,
+        ESI => RSI,
+        EDX => RDX,
+        ECX => RCX,
+        R8D => R8,
+        R9D => R9,
+        EAX => RAX,
+        other => other,
+    }
+}
+
+/// A stub function's jump ([`ElfImage::tail_jump`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TailJump {
+    /// The file offset the stub jumps to.
+    pub target_offset: u64,
+    /// The registers the stub writes before jumping (full registers: `edx` as `rdx`).
+    pub written: Vec<iced_x86::Register>,
+    /// It copies its third argument (`rdx`) into the fourth (`rcx`).
+    pub rcx_from_rdx: bool,
+}
+
 /// A parsed ELF executable: its bytes, sections and loadable segments.
 pub struct ElfImage {
     bytes: ElfBytes,
@@ -215,22 +242,76 @@ impl ElfImage {
             .map(|s| vaddr - s.vaddr + s.offset)
     }
 
-    /// Whether `.symtab` (static symbols: absent from stripped files) defines `name`.
-    pub fn defines_symbol(&self, name: &str) -> bool {
-        let (Some(symtab), Some(strtab)) =
-            (self.section_bytes(".symtab"), self.section_bytes(".strtab"))
+    /// The value of the first symbol named `name` defined in `symbols`/`names` (an `Elf64_Sym`
+    /// table and its string table).
+    fn symbol_in(&self, symbols: &str, names: &str, name: &str) -> Option<u64> {
+        let (Some(symtab), Some(strtab)) = (self.section_bytes(symbols), self.section_bytes(names))
         else {
-            return false;
+            return None;
         };
         // Elf64_Sym: name u32, info u8, other u8, shndx u16, value u64, size u64.
-        symtab.chunks_exact(24).any(|sym| {
+        symtab.chunks_exact(24).find_map(|sym| {
             let shndx = u16::from_le_bytes([sym[6], sym[7]]);
             let name_off = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]) as usize;
-            shndx != 0
-                && strtab.get(name_off..).is_some_and(|s| {
-                    s.starts_with(name.as_bytes()) && s.get(name.len()) == Some(&0)
-                })
+            let named = strtab
+                .get(name_off..)
+                .is_some_and(|s| s.starts_with(name.as_bytes()) && s.get(name.len()) == Some(&0));
+            (shndx != 0 && named).then(|| u64_at(sym, 8)).flatten()
         })
+    }
+
+    /// Whether `.symtab` (static symbols: absent from stripped files) defines `name`.
+    pub fn defines_symbol(&self, name: &str) -> bool {
+        self.symbol_in(".symtab", ".strtab", name).is_some()
+    }
+
+    /// The address of the symbol `name`: the dynamic symbols' (a shared library's exports),
+    /// else the static ones'.
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        self.symbol_in(".dynsym", ".dynstr", name)
+            .or_else(|| self.symbol_in(".symtab", ".strtab", name))
+    }
+
+    /// Where the function `name` jumps when it is only a stub that sets argument registers and
+    /// jumps (glibc's `fopen`: `mov $1,%edx; jmp __fopen_internal`; `getline`: `mov %rdx,%rcx;
+    /// mov $10,%edx; jmp __getdelim`): the target's file offset and how the stub moved the
+    /// arguments. A uprobe at such a stub's first instruction makes the kernel single-step it out
+    /// of line (a `mov` cannot be emulated), which costs tens of microseconds per call in some
+    /// virtual machines; the target's first instruction (a `push`) is emulated. `None` when
+    /// `name` is not such a stub.
+    pub fn tail_jump(&self, name: &str) -> Option<TailJump> {
+        use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+        let vaddr = self.symbol_address(name)?;
+        let at = usize::try_from(self.file_offset(vaddr)?).ok()?;
+        let code = self.bytes().get(at..at.checked_add(32)?)?;
+        let mut jump = TailJump {
+            target_offset: 0,
+            written: Vec::new(),
+            rcx_from_rdx: false,
+        };
+        for insn in Decoder::with_ip(64, code, vaddr, DecoderOptions::NONE)
+            .iter()
+            .take(4)
+        {
+            match (insn.mnemonic(), insn.op0_kind(), insn.op1_kind()) {
+                (Mnemonic::Mov, OpKind::Register, OpKind::Immediate32 | OpKind::Immediate64) => {
+                    jump.written.push(argument_register(insn.op0_register()));
+                }
+                (Mnemonic::Mov, OpKind::Register, OpKind::Register) => {
+                    let (to, from) = (insn.op0_register(), insn.op1_register());
+                    if to == Register::RCX && from == Register::RDX {
+                        jump.rcx_from_rdx = true;
+                    }
+                    jump.written.push(argument_register(to));
+                }
+                (Mnemonic::Jmp, OpKind::NearBranch64, _) => {
+                    jump.target_offset = self.file_offset(insn.near_branch64())?;
+                    return Some(jump);
+                }
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// The C library whose `getaddrinfo` is linked into this file, when it is a statically
@@ -280,6 +361,32 @@ mod tests {
         ] {
             assert!(ElfImage::parse(bytes).is_err());
         }
+    }
+
+    /// Debian 12's glibc 2.36 (this project's machines): `fopen` and `getline` are stubs that
+    /// set a register and jump; `getaddrinfo` is a real function.
+    #[test]
+    fn glibc_s_fopen_and_getline_are_stubs_that_jump() {
+        use iced_x86::Register;
+        let libc =
+            ElfImage::parse(std::fs::read("/lib/x86_64-linux-gnu/libc.so.6").unwrap()).unwrap();
+        let fopen = libc.tail_jump("fopen").expect("fopen is a stub");
+        assert_eq!(fopen.written, [Register::RDX]);
+        assert!(!fopen.rcx_from_rdx);
+        let getline = libc.tail_jump("getline").expect("getline is a stub");
+        assert!(getline.rcx_from_rdx);
+        assert_eq!(getline.written, [Register::RCX, Register::RDX]);
+        let getdelim = libc.symbol_address("__getdelim").unwrap();
+        assert_eq!(Some(getline.target_offset), libc.file_offset(getdelim));
+        // The target starts with a push (emulated by the kernel's uprobes, not single-stepped).
+        let at = getline.target_offset as usize;
+        assert!(
+            matches!(libc.bytes()[at], 0x41 | 0x50..=0x57),
+            "{:#x}",
+            libc.bytes()[at]
+        );
+        assert_eq!(libc.tail_jump("getaddrinfo"), None);
+        assert_eq!(libc.tail_jump("no_such_symbol"), None);
     }
 
     #[test]

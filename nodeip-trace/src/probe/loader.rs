@@ -163,6 +163,55 @@ pub struct SockCaptureRefused {
     pub classic: ProbeError,
 }
 
+/// Where a gai.conf probe goes in glibc: the program, the function it stands for, and a file
+/// offset when not at the function's own entry.
+struct GaiConfPoint {
+    program: &'static str,
+    symbol: &'static str,
+    offset: Option<u64>,
+}
+
+/// glibc's `fopen` and `getline` probes for gai.conf. Each is a stub in glibc 2.36 (`mov
+/// $1,%edx; jmp __fopen_internal`, `mov %rdx,%rcx; mov $10,%edx; jmp __getdelim`): a uprobe on
+/// a stub's `mov` is single-stepped out of line, which cost 50–100 µs per `fopen` in this
+/// project's VM (every process of the node that opens a file with stdio paid it; getaddrinfo
+/// 15× slower), so the probe goes where the stub jumps (a `push`, which the kernel emulates),
+/// with the stream read from the register the stub moved it to. The symbols themselves where
+/// the file cannot be read or the functions are not such stubs.
+fn gai_conf_points(libc: &Path) -> [GaiConfPoint; 2] {
+    use iced_x86::Register;
+    let elf = crate::host::mapped_file::MappedFile::open(libc)
+        .ok()
+        .and_then(|file| crate::host::elf::ElfImage::parse(file).ok());
+    let jump = |symbol: &str| elf.as_ref().and_then(|e| e.tail_jump(symbol));
+    let fopen = jump("fopen").filter(|j| !j.written.contains(&Register::RDI));
+    let getline = jump("getline").filter(|j| {
+        j.rcx_from_rdx
+            && ![Register::RDI, Register::RSI]
+                .iter()
+                .any(|r| j.written.contains(r))
+    });
+    [
+        GaiConfPoint {
+            program: "gai_conf_fopen",
+            symbol: "fopen",
+            offset: fopen.map(|j| j.target_offset),
+        },
+        match getline {
+            Some(j) => GaiConfPoint {
+                program: "gai_conf_getdelim",
+                symbol: "getline",
+                offset: Some(j.target_offset),
+            },
+            None => GaiConfPoint {
+                program: "gai_conf_getline",
+                symbol: "getline",
+                offset: None,
+            },
+        },
+    ]
+}
+
 /// Loaded and attached eBPF programs.
 pub struct LiveTracer {
     ebpf: Ebpf,
@@ -520,15 +569,17 @@ impl LiveTracer {
         // may not outlive; its getaddrinfo is probed all the same.
         if result.is_ok() && kind == LibcKind::Glibc && offset.is_none() {
             // `fopen` says the call opened gai.conf (or failed to); `getline` reads it.
-            for (program, symbol) in [("gai_conf_fopen", "fopen"), ("gai_conf_getline", "getline")]
-            {
-                let target = format!("{symbol}@{}", shown.display());
+            for point in gai_conf_points(path) {
+                let target = match point.offset {
+                    Some(_) => format!("{}@{} (where it jumps)", point.symbol, shown.display()),
+                    None => format!("{}@{}", point.symbol, shown.display()),
+                };
                 let _ = self.attach_listed_uprobe(
-                    program,
+                    point.program,
                     HookMode::Uprobe,
                     (path, target),
-                    symbol,
-                    None,
+                    point.symbol,
+                    point.offset,
                 );
             }
         }
