@@ -31,6 +31,16 @@ pub(super) fn spawn_command(
     use std::os::fd::{AsFd, OwnedFd};
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
+    if let Some(limit) = crate::probe::loader::started_open_files_limit() {
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // setrlimit, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                Ok(())
+            });
+        }
+    }
     if stdout_to_stderr {
         let stderr: Result<OwnedFd, _> = std::io::stderr().as_fd().try_clone_to_owned();
         if let Ok(fd) = stderr {
