@@ -449,6 +449,15 @@ pub struct ExecHoldCounts {
     pub held: u64,
     /// Of them, let go at the limit before their probes were attached.
     pub released_unprobed: u64,
+    /// Of them, let go in time but unprobed: attaching their probes failed (their lookups are
+    /// not seen; said on stderr with the reason).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub probes_failed: u64,
+}
+
+/// For `skip_serializing_if`: counts of zero are left out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl EventBody {

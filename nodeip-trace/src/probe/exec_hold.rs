@@ -92,6 +92,9 @@ pub struct HoldCounts {
     pub known_answered: u64,
     /// Filesystems marked.
     pub filesystems: u64,
+    /// Held execs whose file's probes failed to attach (the kernel refused: out of descriptors,
+    /// say): let go unprobed though in time.
+    pub probes_failed: u64,
 }
 
 /// State shared by the holder's thread and the trace's loop.
@@ -356,6 +359,16 @@ impl ExecHold {
     }
 
     /// The counts so far, with the execs the guard let go while the tracer was stopped.
+    /// Counts a held exec whose probes failed to attach.
+    pub fn count_probes_failed(&self) {
+        self.shared
+            .lock()
+            .expect("exec hold lock")
+            .counts
+            .probes_failed += 1;
+    }
+
+    /// The counts so far (the guard's let-go included).
     pub fn counts(&self) -> HoldCounts {
         let mut shared = self.shared.lock().expect("exec hold lock");
         shared.count_guard_let_go();

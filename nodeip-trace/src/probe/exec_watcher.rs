@@ -115,6 +115,11 @@ impl ProbeOutcome {
     pub fn probed(&self) -> bool {
         self.result.is_ok()
     }
+
+    /// Whether the kernel refused its probes (not: nothing to probe in the file).
+    pub fn attach_failed(&self) -> bool {
+        matches!(self.result, Err(ProbeRefusal::Attach(_)))
+    }
 }
 
 impl std::fmt::Display for ProbeOutcome {

@@ -54,6 +54,9 @@ pub(super) fn serve_held_execs(
             base.get(..c.len().min(base.len())) == Some(c) || comm.trim_end() == c
         }) && (!config.filter_by_pid || tracer.is_traced_pid(held.pid));
         let (probed, refused): (Vec<_>, Vec<_>) = outcomes.iter().partition(|o| o.probed());
+        if refused.iter().any(|o| o.attach_failed()) {
+            hold.count_probes_failed();
+        }
         let event = crate::model::event::ExecHoldEvent {
             file,
             held_us: took.as_micros() as u64,

@@ -24,6 +24,7 @@ pub(super) fn stop(
         ExecHoldCounts {
             held: c.held,
             released_unprobed: c.released_at_limit,
+            probes_failed: c.probes_failed,
         }
     });
     trace.exec_hold = Err("the trace ended".into());
@@ -104,8 +105,17 @@ pub(super) fn stop(
             trace.sinks.frames
         )
     };
+    let unprobed = match summary.exec_holds {
+        Some(h) if h.released_unprobed + h.probes_failed > 0 => format!(
+            "; {} held programs not probed ({} let go at the hold's limit, {} whose probes the kernel refused)",
+            h.released_unprobed + h.probes_failed,
+            h.released_unprobed,
+            h.probes_failed
+        ),
+        _ => String::new(),
+    };
     crate::message::note(format_args!(
-        "nodeip-trace: {made}, {} lost{}; stopped by {}; record queue peak {:.1} MiB of {}{}{}{}",
+        "nodeip-trace: {made}, {} lost{}{unprobed}; stopped by {}; record queue peak {:.1} MiB of {}{}{}{}",
         lost.lost,
         if lost.counts.is_empty() {
             String::new()
