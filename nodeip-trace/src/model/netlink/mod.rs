@@ -114,6 +114,10 @@ pub mod ifa {
     pub const SECONDARY: u32 = 0x01;
     /// `IFA_F_TEMPORARY` (IPv6: the same bit as `SECONDARY`).
     pub const TEMPORARY: u32 = 0x01;
+    /// `IFA_F_OPTIMISTIC`.
+    pub const OPTIMISTIC: u32 = 0x04;
+    /// `IFA_F_HOMEADDRESS`.
+    pub const HOMEADDRESS: u32 = 0x10;
     /// `IFA_F_DEPRECATED`.
     pub const DEPRECATED: u32 = 0x20;
     /// `IFA_F_TENTATIVE`.

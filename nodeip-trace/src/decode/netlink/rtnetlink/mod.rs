@@ -33,8 +33,8 @@ use super::{address_family_name, DecodeError, NetlinkDecoder};
 use crate::model::ip_text::ip_text;
 use crate::model::netlink::attributes::hex;
 use crate::model::netlink::{
-    rt_table, rtn, AddressBody, Hex, LinkBody, MessageBody, MessageDetail, Name, NeighbourBody,
-    RawAttribute, RawBody, RouteBody, RuleBody,
+    ifa, rt_table, rtn, AddressBody, Hex, LinkBody, MessageBody, MessageDetail, Name,
+    NeighbourBody, RawAttribute, RawBody, RouteBody, RuleBody,
 };
 
 /// `RTM_*` message names, by type number.
@@ -337,7 +337,6 @@ const ADDRESS_FLAGS: &[(u32, &str)] = &[
     (0x400, "autojoin"),
     (0x800, "stable-privacy"),
 ];
-const IFA_F_SECONDARY: u32 = 0x01;
 
 /// `RTNH_F_*` (low byte) and `RTM_F_*` route flags.
 const ROUTE_FLAGS: &[(u32, &str)] = &[
@@ -662,7 +661,7 @@ fn address_body(
     }
     body.flags = bit_names(flags, ADDRESS_FLAGS);
     body.flags_raw = flags;
-    body.secondary = flags & IFA_F_SECONDARY != 0;
+    body.secondary = flags & ifa::SECONDARY != 0;
     body
 }
 

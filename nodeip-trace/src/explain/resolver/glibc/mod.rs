@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use super::{connected_candidates, unmapped, ResolverSort};
 use crate::model::getaddrinfo::{CandidateWhy, GaiSocketOp, GetaddrinfoWhy, PairWhy};
 use crate::model::ip_text::ip_texts;
-use crate::model::netlink::{af, rtm, MessageBody, NetlinkMessage};
+use crate::model::netlink::{af, ifa, rtm, MessageBody, NetlinkMessage};
 use crate::model::resolver_span::ResolverSpan;
 use gai_conf::GaiConf;
 use rfc6724::{Candidate, SourceFlags, SourceInterface};
@@ -45,10 +45,6 @@ struct In6ai {
     native: Vec<(u32, bool)>,
 }
 
-/// `IFA_F_*` bits glibc reads from `ifa_flags`.
-const IFA_F_OPTIMISTIC: u32 = 0x04;
-const IFA_F_HOMEADDRESS: u32 = 0x10;
-const IFA_F_DEPRECATED: u32 = 0x20;
 /// `ARPHRD_TUNNEL`, `ARPHRD_TUNNEL6`, `ARPHRD_SIT`: what `__check_native` calls not native.
 const NOT_NATIVE_LINK_TYPES: [u16; 3] = [768, 769, 776];
 
@@ -82,9 +78,9 @@ impl In6ai {
                         addr,
                         prefix_len: a.prefix_len,
                         flags: SourceFlags {
-                            deprecated: flag(IFA_F_DEPRECATED),
-                            optimistic: flag(IFA_F_OPTIMISTIC),
-                            home: flag(IFA_F_HOMEADDRESS),
+                            deprecated: flag(ifa::DEPRECATED),
+                            optimistic: flag(ifa::OPTIMISTIC),
+                            home: flag(ifa::HOMEADDRESS),
                             temporary: false,
                         },
                         index: a.index,
