@@ -12,6 +12,7 @@ use std::net::IpAddr;
 
 use super::{address_of, reference, who};
 use crate::explain::go_net;
+use crate::explain::node_audit::kubelet::refused_kind;
 use crate::explain::node_audit::REMEDY_NODE_IP_PICKED;
 use crate::model::event::{Diagnosis, DiagnosisId, Event, NetlinkConversation, Severity};
 use crate::model::getaddrinfo::GetaddrinfoCall;
@@ -38,20 +39,15 @@ pub(super) struct KubeletPicks {
     pending: BTreeMap<u32, PendingLookup>,
 }
 
-/// Why `validateNodeIP` refuses `ip`, or `None` when it passes (on an interface of `local`).
-fn refusal(ip: IpAddr, local: &[IpAddr]) -> Option<&'static str> {
-    if go_net::is_loopback(ip) {
-        Some("loopback")
-    } else if go_net::is_multicast(ip) {
-        Some("multicast")
-    } else if go_net::is_link_local_unicast(ip) {
-        Some("link-local")
-    } else if go_net::is_unspecified(ip) {
-        Some("all zeros")
-    } else if !local.iter().any(|a| go_net::equal(*a, ip)) {
-        Some("on no interface in kubelet's address dump")
-    } else {
-        None
+/// Why `validateNodeIP` refuses `ip` (its own words for the kinds it refuses anywhere), or
+/// `None` when it passes (on an interface of `local`).
+fn refusal(ip: IpAddr, local: &[IpAddr]) -> Option<String> {
+    match refused_kind(ip) {
+        Some(kind) => Some(kind.to_string()),
+        None if !local.iter().any(|a| go_net::equal(*a, ip)) => {
+            Some("on no interface in kubelet's address dump".into())
+        }
+        None => None,
     }
 }
 
@@ -106,7 +102,7 @@ impl KubeletPicks {
 /// kubelet's pick from `pending`'s answer with `local` the addresses of its dump (`dump` names
 /// that conversation): the subject (for saying it once) and the diagnosis.
 fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagnosis) {
-    let verdicts: Vec<(IpAddr, Option<&str>)> = pending
+    let verdicts: Vec<(IpAddr, Option<String>)> = pending
         .answer
         .iter()
         .map(|ip| (*ip, refusal(*ip, local)))

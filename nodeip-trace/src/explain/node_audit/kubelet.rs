@@ -186,20 +186,27 @@ pub enum NodeIpRejected {
     NotLocal(IpAddr),
 }
 
+/// What `validateNodeIP` refuses whatever the interfaces hold: loopback, multicast,
+/// link-local, all zeros (`None`: none of them).
+pub fn refused_kind(ip: IpAddr) -> Option<NodeIpRejected> {
+    if go_net::is_loopback(ip) {
+        Some(NodeIpRejected::Loopback)
+    } else if go_net::is_multicast(ip) {
+        Some(NodeIpRejected::Multicast)
+    } else if go_net::is_link_local_unicast(ip) {
+        Some(NodeIpRejected::LinkLocal)
+    } else if go_net::is_unspecified(ip) {
+        Some(NodeIpRejected::Unspecified)
+    } else {
+        None
+    }
+}
+
 /// `validateNodeIP` (`pkg/kubelet/kubelet_node_status.go`) on this snapshot: the interface that
 /// holds the address, or why kubelet refuses it.
 pub fn validate_node_ip(s: &NodeSnapshot, ip: IpAddr) -> Result<&str, NodeIpRejected> {
-    if go_net::is_loopback(ip) {
-        return Err(NodeIpRejected::Loopback);
-    }
-    if go_net::is_multicast(ip) {
-        return Err(NodeIpRejected::Multicast);
-    }
-    if go_net::is_link_local_unicast(ip) {
-        return Err(NodeIpRejected::LinkLocal);
-    }
-    if go_net::is_unspecified(ip) {
-        return Err(NodeIpRejected::Unspecified);
+    if let Some(kind) = refused_kind(ip) {
+        return Err(kind);
     }
     s.address_rows()
         .find(|(a, _)| go_net::equal(*a, ip))
