@@ -301,6 +301,11 @@ impl BackgroundTrace {
         Ok(trace)
     }
 
+    /// The tracer's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What it has written to stderr so far.
     pub fn stderr_so_far(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()

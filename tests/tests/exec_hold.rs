@@ -302,6 +302,92 @@ fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
     assert_eq!(holds, 1, "held once, known afterwards");
 }
 
+/// Fresh copies of a Go program, each run once and deleted (a node that replaces its binaries,
+/// runc's copy of itself at every container start): once a copy is deleted and no process runs
+/// it, the tracer detaches its probes (9 uprobes) and closes what it kept of it, so its open
+/// descriptors come back to where they were; a copy made after that is held and probed as
+/// before, even on an inode number a released copy had.
+#[test]
+fn probes_of_a_deleted_program_are_released_and_its_successor_probed() {
+    require_root();
+    let _one = one_trace_at_a_time();
+    let ns = namespace("hold-release", 1);
+    let dir = ScratchDir::new("hold-release");
+    let built = newest_go_client(false);
+    let trace = BackgroundTrace::start("hold-release", &[]).expect("starting the trace");
+    let open_fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", trace.pid()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let run = |copy: &Path| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(copy)
+            .arg("r0")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "r0 10.1.0.6 10.1.0.20"
+        );
+    };
+    let said = |copy: &Path| format!("uprobes of {} detached", copy.display());
+    // Each copy run and deleted; then, until the trace says its probes were released, and
+    // the detach thread has closed them (the tracer's descriptors stop falling).
+    let run_and_release = |copies: std::ops::Range<usize>| {
+        let copies: Vec<PathBuf> = copies.map(|n| fresh_copy(&built, &dir, n)).collect();
+        for copy in &copies {
+            run(copy);
+            std::fs::remove_file(copy).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !copies
+            .iter()
+            .all(|c| trace.stderr_so_far().contains(&said(c)))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the deleted copies' probes were not released within 30 s:\n{}",
+                trace.stderr_so_far()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut fds = open_fds();
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let now = open_fds();
+            if now >= fds {
+                return now;
+            }
+            fds = now;
+        }
+    };
+    // The first copy loads the Go programs (descriptors kept for the trace's life).
+    let before = run_and_release(0..1);
+    let after = run_and_release(1..4);
+    let successor = fresh_copy(&built, &dir, 4);
+    run(&successor);
+    let (events, stderr) = trace.stop().expect("stopping the trace");
+    assert!(
+        after <= before,
+        "open descriptors {before} before three copies, {after} after their probes were released\n{stderr}"
+    );
+    let lookups = events
+        .iter()
+        .filter(|e| e["kind"] == "getaddrinfo" && e["node"] == "r0")
+        .count();
+    assert_eq!(lookups, 5, "{stderr}");
+    let exe = successor.display().to_string();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "exec_hold" && e["file"] == exe.as_str()),
+        "the copy after the released ones was not held\n{stderr}"
+    );
+}
+
 /// A tracer started with `args` (recording into `dir`), once its probes are attached, then
 /// stopped (SIGSTOP): it answers no exec itself.
 fn stopped_tracer(dir: &ScratchDir, args: &[&str]) -> std::process::Child {

@@ -12,10 +12,11 @@
 //! It reports what it did as typed [`ProbeOutcome`]s; the trace says them.
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::executable_resolvers::classify;
+use super::executable_resolvers::{classify, running_executables};
 use super::hooks::HookMode;
 use super::loader::{AttachedHook, LiveTracer};
 use super::ProbeError;
@@ -41,6 +42,14 @@ const HOST_ROOT_PERIOD: Duration = Duration::from_secs(1);
 
 /// Failed attaches to one libc file before the watcher says so and stops trying.
 const LIBC_TRIES: u32 = 3;
+
+/// How often the probed programs are looked at for ones whose probes can go (deleted, run by
+/// no process).
+const RELEASE_PERIOD: Duration = Duration::from_secs(2);
+
+/// How long after it was last met at an exec a probed program keeps its probes, whatever
+/// [`ExecWatcher::release_gone`] finds: an exec met at its hold does not show in `/proc` yet.
+const RELEASE_GRACE: Duration = Duration::from_secs(3);
 
 /// A resolver found in a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,6 +186,11 @@ impl SeenFiles {
         }
         self.unpinned.insert(id);
     }
+
+    /// Forgets a file with probes attached, once they are detached.
+    fn forget_pinned(&mut self, key: (u64, u64)) {
+        self.pinned.remove(&key);
+    }
 }
 
 /// The trace's exec watcher.
@@ -196,6 +210,42 @@ pub struct ExecWatcher {
     host_root_looked: Option<Instant>,
     /// New programs are held at exec until probed.
     holding: bool,
+    /// The executables with probes attached, by (device, inode).
+    probed: HashMap<(u64, u64), ProbedExecutable>,
+    /// When [`Self::release_gone`] last looked.
+    release_looked: Option<Instant>,
+}
+
+/// An executable the watcher attached probes to, kept open to tell when it is deleted.
+struct ProbedExecutable {
+    /// The file.
+    file: std::fs::File,
+    /// Its name, as said when probed.
+    shown: PathBuf,
+    /// When it was last met (probed, or classified again at an exec).
+    met: Instant,
+}
+
+/// Probes taken off a program no process runs any more and none can (its file is deleted: a
+/// replaced binary, runc's copy of itself): what a node that churns binaries would otherwise
+/// keep for the trace's life (9 descriptors and their kernel state per Go program).
+#[derive(Debug)]
+pub struct ReleasedProbes {
+    /// The program's file, as named when probed.
+    pub file: PathBuf,
+    /// Uprobes detached.
+    pub uprobes: usize,
+}
+
+impl std::fmt::Display for ReleasedProbes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} uprobes of {} detached: the file is deleted and no process runs it",
+            self.uprobes,
+            self.file.display()
+        )
+    }
 }
 
 /// When a process's libcs are looked for.
@@ -250,12 +300,58 @@ impl ExecWatcher {
     ) -> Option<Classified> {
         let id = FileIdentity::of_file(file)?;
         if self.files.contains(&id) {
+            if let Some(probed) = self.probed.get_mut(&(id.dev, id.ino)) {
+                probed.met = Instant::now();
+            }
             return None;
         }
-        let classified = Self::classify_new(tracer, file, &shown());
+        let shown = shown();
+        let classified = Self::classify_new(tracer, file, &shown);
         let pinned = classified.outcomes.iter().any(ProbeOutcome::probed);
         self.files.insert(id, pinned);
+        if let Some(file) = pinned.then(|| file.try_clone().ok()).flatten() {
+            let met = Instant::now();
+            let probed = ProbedExecutable { file, shown, met };
+            self.probed.insert((id.dev, id.ino), probed);
+        }
         Some(classified)
+    }
+
+    /// Takes the probes off the programs whose files are deleted and that no process runs
+    /// (looked at every [`RELEASE_PERIOD`]; one met at an exec within [`RELEASE_GRACE`] is
+    /// kept). Their inodes are then forgotten: a new file given the same number is looked at.
+    pub fn release_gone(&mut self, tracer: &mut LiveTracer) -> Vec<ReleasedProbes> {
+        if self.probed.is_empty()
+            || self
+                .release_looked
+                .is_some_and(|at| at.elapsed() < RELEASE_PERIOD)
+        {
+            return Vec::new();
+        }
+        self.release_looked = Some(Instant::now());
+        let deleted: Vec<(u64, u64)> = self
+            .probed
+            .iter()
+            .filter(|(_, p)| p.met.elapsed() >= RELEASE_GRACE)
+            .filter(|(_, p)| p.file.metadata().is_ok_and(|m| m.nlink() == 0))
+            .map(|(key, _)| *key)
+            .collect();
+        if deleted.is_empty() {
+            return Vec::new();
+        }
+        let running = running_executable_inodes();
+        let mut released = Vec::new();
+        for key in deleted.into_iter().filter(|k| !running.contains(k)) {
+            let Some(probed) = self.probed.remove(&key) else {
+                continue;
+            };
+            self.files.forget_pinned(key);
+            released.push(ReleasedProbes {
+                file: probed.shown,
+                uprobes: tracer.detach_file(key.0, key.1),
+            });
+        }
+        released
     }
 
     /// Classifies a file not met before and probes what it carries.
@@ -539,6 +635,16 @@ impl ExecWatcher {
     }
 }
 
+/// (device, inode) of every running process's executable (a deleted file's too: `stat` of
+/// `/proc/PID/exe` reaches the file itself).
+fn running_executable_inodes() -> HashSet<(u64, u64)> {
+    running_executables(Path::new("/proc"))
+        .into_iter()
+        .filter_map(|exe| std::fs::metadata(exe).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect()
+}
+
 /// The target of the link `path` (`/proc/PID/exe`), else `path` itself.
 fn link_or_itself(path: PathBuf) -> PathBuf {
     std::fs::read_link(&path).unwrap_or(path)
@@ -597,5 +703,14 @@ mod tests {
         assert!(!seen.contains(&id(0, 1)));
         assert!(seen.contains(&id(MAX_FILES as u64, 1)));
         assert!(seen.contains(&id(u64::MAX, 5)));
+    }
+
+    #[test]
+    fn a_new_file_on_the_inode_of_a_released_one_is_looked_at() {
+        let mut seen = SeenFiles::default();
+        seen.insert(id(3, 10), true);
+        seen.forget_pinned((8, 3));
+        // The deleted program's probes are gone; its inode number went to a new file.
+        assert!(!seen.contains(&id(3, 30)));
     }
 }

@@ -67,7 +67,7 @@ pub struct StaticResolverTarget {
 }
 
 /// `/proc/PID/exe` of every process under `proc`.
-fn running_executables(proc: &Path) -> Vec<PathBuf> {
+pub(super) fn running_executables(proc: &Path) -> Vec<PathBuf> {
     let Ok(dir) = std::fs::read_dir(proc) else {
         return Vec::new();
     };

@@ -1,6 +1,7 @@
 //! Loads the embedded eBPF object with the start-up filters as globals, attaches every program
 //! the kernel allows (recording the hook chosen and why others were not), and gives access to the
 //! ring buffer, the counters and the maps userspace feeds (traced pids, known netlink sockets).
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -221,8 +222,19 @@ pub struct LiveTracer {
     pub handler_modes: std::collections::BTreeMap<String, String>,
     /// How netlink traffic is captured, and why not better (`None`: netlink is not traced).
     pub netlink_capture: Option<NetlinkCapture>,
-    /// Every uprobe attached (program, link), for [`LiveTracer::detach_uprobes`].
-    uprobe_links: Vec<(String, aya::programs::uprobe::UProbeLinkId)>,
+    /// Every uprobe attached, for [`LiveTracer::detach_uprobes`] and
+    /// [`LiveTracer::detach_file`].
+    uprobe_links: Vec<UprobeLink>,
+}
+
+/// One uprobe attached.
+struct UprobeLink {
+    /// Its program's name.
+    program: String,
+    /// The link, as the program knows it.
+    link: aya::programs::uprobe::UProbeLinkId,
+    /// The file it is in: (device, inode), when stat could tell.
+    file: Option<(u64, u64)>,
 }
 
 /// Threads that detach uprobes at once when a trace ends. Each detach waits for an RCU grace
@@ -245,9 +257,10 @@ fn raise_memlock() {
 static STARTED_OPEN_FILES: std::sync::OnceLock<libc::rlimit> = std::sync::OnceLock::new();
 
 /// Raises the tracer's soft open-files limit to its hard limit. Each probed program keeps its
-/// probe links open for the trace's life (9 descriptors per Go program): at the usual soft
-/// limit of 1024 a 30-minute guest soak ran out after about 100 fresh programs, and the next
-/// ones went unprobed (`bpf_link_create failed`).
+/// probe links open while it can run (9 descriptors per Go program; released once its file is
+/// deleted and no process runs it): at the usual soft limit of 1024, a node running a hundred
+/// distinct Go programs would leave the next ones unprobed (`bpf_link_create failed`), as a
+/// 30-minute guest soak did before the release.
 fn raise_open_files() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -1186,7 +1199,11 @@ impl LiveTracer {
         let link = prog
             .attach(point, file, UProbeScope::AllProcesses)
             .map_err(err)?;
-        self.uprobe_links.push((program.to_string(), link));
+        self.uprobe_links.push(UprobeLink {
+            program: program.to_string(),
+            link,
+            file: std::fs::metadata(file).ok().map(|m| (m.dev(), m.ino())),
+        });
         Ok(())
     }
 
@@ -1265,15 +1282,7 @@ impl LiveTracer {
     /// Detaches every uprobe, many at once ([`DETACH_THREADS`]): what dropping the tracer would
     /// do one by one.
     pub fn detach_uprobes(&mut self) {
-        let mut links = Vec::new();
-        for (program, id) in std::mem::take(&mut self.uprobe_links) {
-            let taken = self
-                .ebpf
-                .program_mut(&program)
-                .and_then(|p| <&mut UProbe>::try_from(p).ok())
-                .and_then(|p| p.take_link(id).ok());
-            links.extend(taken);
-        }
+        let links = self.take_uprobe_links(|_| true);
         let per_thread = links.len().div_ceil(DETACH_THREADS).max(1);
         std::thread::scope(|scope| {
             let mut rest = links;
@@ -1282,6 +1291,43 @@ impl LiveTracer {
                 scope.spawn(move || drop(chunk));
             }
         });
+    }
+
+    /// Detaches the uprobes attached to the file (`dev`, `ino`): the probes of a program no
+    /// process runs any more and no new one can (its file is deleted). Returns how many. They
+    /// are dropped on a thread of their own: each detach waits for RCU grace periods (0.1 s
+    /// and more), which the trace's loop must not.
+    pub fn detach_file(&mut self, dev: u64, ino: u64) -> usize {
+        let links = self.take_uprobe_links(|l| l.file == Some((dev, ino)));
+        let n = links.len();
+        if n > 0 {
+            // Without a thread to be had, the closure and its links are dropped here: detached
+            // slowly rather than kept.
+            let _ = std::thread::Builder::new()
+                .name("uprobe-detach".into())
+                .spawn(move || drop(links));
+        }
+        n
+    }
+
+    /// Takes the uprobe links `which` selects out of their programs (dropping one detaches it).
+    fn take_uprobe_links(
+        &mut self,
+        which: impl Fn(&UprobeLink) -> bool,
+    ) -> Vec<aya::programs::uprobe::UProbeLink> {
+        let (taken, kept) = std::mem::take(&mut self.uprobe_links)
+            .into_iter()
+            .partition::<Vec<_>, _>(|l| which(l));
+        self.uprobe_links = kept;
+        taken
+            .into_iter()
+            .filter_map(|l| {
+                self.ebpf
+                    .program_mut(&l.program)
+                    .and_then(|p| <&mut UProbe>::try_from(p).ok())
+                    .and_then(|p| p.take_link(l.link).ok())
+            })
+            .collect()
     }
 
     /// Whether the pid filter holds the thread group `tgid`.

@@ -6,11 +6,11 @@ use std::os::fd::AsRawFd;
 use crate::model::emitted::Emitted;
 use crate::pipeline::Pipeline;
 use crate::probe::exec_hold::{ExecHold, Released};
-use crate::probe::exec_watcher::{ExecWatcher, ProbeOutcome};
+use crate::probe::exec_watcher::ExecWatcher;
 use crate::probe::loader::{LiveTracer, TraceConfig};
 
 /// Says what the exec watcher did (one line per outcome).
-pub(super) fn say_outcomes(outcomes: Vec<ProbeOutcome>) {
+pub(super) fn say_outcomes(outcomes: Vec<impl std::fmt::Display>) {
     for outcome in outcomes {
         crate::message::note(format_args!("nodeip-trace: {outcome}"));
     }

@@ -165,6 +165,7 @@ pub(super) async fn pump(
             }
             serve_hold(trace, &mut pump.out);
             say_outcomes(trace.exec_watcher.tick(&mut trace.tracer));
+            say_outcomes(trace.exec_watcher.release_gone(&mut trace.tracer));
             if stop {
                 // Give in-flight records a moment to land, then drain everything.
                 tokio::time::sleep(Duration::from_millis(50)).await;
