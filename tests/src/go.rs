@@ -172,3 +172,17 @@ pub fn require_go_toolchains() -> Vec<GoToolchain> {
     );
     found
 }
+
+/// The test program `tests/clients/SOURCE` built by the newest toolchain, stripped, with Go's
+/// own resolver (`CGO_ENABLED=0`): the oracles that run a component's rule for real.
+pub fn newest_pure_client(source: &str) -> PathBuf {
+    let newest = require_go_toolchains().pop().expect("a Go toolchain");
+    let how = GoBuild {
+        cgo: false,
+        stripped: true,
+        static_musl: false,
+    };
+    newest
+        .client(source, how)
+        .unwrap_or_else(|e| panic!("building {source}: {e:#}"))
+}

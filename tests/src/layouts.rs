@@ -353,3 +353,99 @@ pub fn route_source_with(ns: &Netns, dest: IpAddr, so_broadcast: bool) -> Result
     }
     Ok(route["prefsrc"].as_str().map(str::parse).transpose()?)
 }
+
+/// A run over random layouts: its seed and how many layouts, from the environment.
+pub struct RandomLayouts {
+    /// The run's seed (`SEED_VAR`, hexadecimal with or without `0x`, else the default).
+    pub seed: u64,
+    /// Layouts judged (`COUNT_VAR`, else the default).
+    pub count: usize,
+}
+
+impl RandomLayouts {
+    /// Reads `seed_var` and `count_var` (defaults `seed`, `count`) and prints the seed, so a
+    /// failing run can be replayed.
+    pub fn from_env(
+        label: &str,
+        (seed_var, seed): (&str, u64),
+        (count_var, count): (&str, usize),
+    ) -> Self {
+        let seed = match std::env::var(seed_var) {
+            Ok(s) => u64::from_str_radix(s.trim_start_matches("0x"), 16)
+                .or_else(|_| s.parse())
+                .unwrap_or_else(|_| panic!("{seed_var}: a number, not {s:?}")),
+            Err(_) => seed,
+        };
+        let count = std::env::var(count_var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(count);
+        eprintln!("{label}: seed {seed:#x} (set {seed_var} to replay), {count} layouts");
+        RandomLayouts { seed, count }
+    }
+
+    /// Layout `n`'s own generator (a failing layout replays alone).
+    pub fn rng(&self, n: usize) -> Rng {
+        Rng::new(
+            self.seed
+                .wrapping_add((n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        )
+    }
+
+    /// `judge` of every layout, `workers` at once, in no particular order.
+    pub fn judge_all<T: Send>(&self, workers: usize, judge: impl Fn(usize) -> T + Sync) -> Vec<T> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let judge = &judge;
+                    scope.spawn(move || {
+                        (w..self.count)
+                            .step_by(workers)
+                            .map(judge)
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a layout's judge panicked"))
+                .collect()
+        })
+    }
+}
+
+/// What `explain --netns NS ARGS --format json` says `component` picks: the addresses, and its
+/// reasoning (one line each, indented for a failure's text).
+pub fn explained_pick(ns: &Netns, component: &str, args: &[&str]) -> Result<(Vec<String>, String)> {
+    let out = Command::new(crate::tool())
+        .args(["explain", "--netns", &ns.name, "--format", "json"])
+        .args(args)
+        .output()?;
+    // 3: a known failure pattern was found (an answer all the same).
+    anyhow::ensure!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "explain failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let pick = json["picks"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["component"] == component))
+        .with_context(|| format!("no {component} pick in explain's JSON"))?;
+    let picked = pick["picked"]
+        .as_array()
+        .with_context(|| format!("{component}'s pick has no `picked`"))?
+        .iter()
+        .filter_map(|p| p.as_str().map(str::to_string))
+        .collect();
+    let reasoning = pick["reasoning"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join("\n    ")
+        })
+        .unwrap_or_default();
+    Ok((picked, reasoning))
+}

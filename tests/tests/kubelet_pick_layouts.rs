@@ -16,10 +16,12 @@
 use std::net::IpAddr;
 use std::process::Command;
 
-use anyhow::{Context, Result};
-use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
-use nodeip_trace_tests::layouts::{destination_pool, make_layout, run, Netns, Rng};
-use nodeip_trace_tests::{require_root, tool};
+use anyhow::Result;
+use nodeip_trace_tests::go::newest_pure_client;
+use nodeip_trace_tests::layouts::{
+    destination_pool, explained_pick, make_layout, run, Netns, RandomLayouts, Rng,
+};
+use nodeip_trace_tests::require_root;
 
 const DEFAULT_SEED: u64 = 0x6b75_6265_6c65_7400;
 const LAYOUTS: usize = 200;
@@ -122,73 +124,20 @@ fn make_scene(rng: &mut Rng, ns: &Netns) -> Result<(Vec<String>, String)> {
     Ok((commands, hosts))
 }
 
-/// `explain`'s kubelet pick in `ns` and its reasoning.
-fn explained(ns: &Netns, prefer6: bool) -> Result<(Vec<String>, String)> {
-    let mut cmd = Command::new(tool());
-    cmd.args(["explain", "--netns", &ns.name, "--node-name", "node"])
-        .args(["--kubelet-resolver", "go", "--format", "json"]);
-    if prefer6 {
-        cmd.args(["--node-ip", "::"]);
-    }
-    let out = cmd.output()?;
-    // 3: a known failure pattern was found (an answer all the same).
-    anyhow::ensure!(
-        matches!(out.status.code(), Some(0 | 3)),
-        "explain failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    let kubelet = json["picks"]
-        .as_array()
-        .and_then(|p| p.iter().find(|p| p["component"] == "kubelet"))
-        .context("no kubelet pick in explain's JSON")?;
-    let picked = kubelet["picked"]
-        .as_array()
-        .context("kubelet's pick has no `picked`")?
-        .iter()
-        .filter_map(|p| p.as_str().map(str::to_string))
-        .collect();
-    let reasoning = kubelet["reasoning"]
-        .as_array()
-        .map(|r| {
-            r.iter()
-                .filter_map(|l| l.as_str())
-                .collect::<Vec<_>>()
-                .join("\n    ")
-        })
-        .unwrap_or_default();
-    Ok((picked, reasoning))
-}
-
 #[test]
 fn explain_s_kubelet_pick_is_kubelet_s_own_on_random_layouts() {
     require_root();
-    let seed = match std::env::var("KUBELET_SEED") {
-        Ok(s) => u64::from_str_radix(s.trim_start_matches("0x"), 16)
-            .or_else(|_| s.parse())
-            .expect("KUBELET_SEED: a number"),
-        Err(_) => DEFAULT_SEED,
-    };
-    let layouts: usize = std::env::var("KUBELET_LAYOUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(LAYOUTS);
-    eprintln!(
-        "kubelet_pick_layouts: seed {seed:#x} (set KUBELET_SEED to replay), {layouts} layouts"
+    let run_of = RandomLayouts::from_env(
+        "kubelet_pick_layouts",
+        ("KUBELET_SEED", DEFAULT_SEED),
+        ("KUBELET_LAYOUTS", LAYOUTS),
     );
-    let newest = require_go_toolchains().pop().unwrap();
-    let how = GoBuild {
-        cgo: false,
-        stripped: true,
-        static_musl: false,
-    };
-    let oracle = newest
-        .client("kubelet_node_ip.go", how)
-        .expect("building the kubelet oracle");
+    let (seed, layouts) = (run_of.seed, run_of.count);
+    let oracle = newest_pure_client("kubelet_node_ip.go");
     // Each layout has a generator of its own (a failing one replays alone), judged by
     // [`WORKERS`] threads at once.
     let judge = |n: usize| -> (Option<Judged>, String) {
-        let mut rng = Rng::new(seed.wrapping_add((n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        let mut rng = run_of.rng(n);
         let ns = Netns::create(format!("nit-kpl-{}-{n}", std::process::id())).unwrap();
         let (commands, hosts) = make_scene(&mut rng, &ns).unwrap();
         let prefer6 = rng.chance(25);
@@ -200,7 +149,11 @@ fn explain_s_kubelet_pick_is_kubelet_s_own_on_random_layouts() {
             cmd.arg("-prefer6");
         }
         let own = run(cmd.arg("node")).unwrap();
-        let (picked, reasoning) = explained(&ns, prefer6).unwrap();
+        let mut args = vec!["--node-name", "node", "--kubelet-resolver", "go"];
+        if prefer6 {
+            args.extend(["--node-ip", "::"]);
+        }
+        let (picked, reasoning) = explained_pick(&ns, "kubelet", &args).unwrap();
         let expected: Vec<String> = oracle_answer(&own).into_iter().collect();
         let wrong = (picked != expected).then(|| Judged {
             scene: format!(
@@ -219,18 +172,7 @@ fn explain_s_kubelet_pick_is_kubelet_s_own_on_random_layouts() {
         });
         (wrong, own)
     };
-    let results: Vec<(Option<Judged>, String)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..WORKERS)
-            .map(|w| {
-                let judge = &judge;
-                scope.spawn(move || (w..layouts).step_by(WORKERS).map(judge).collect::<Vec<_>>())
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("a worker panicked"))
-            .collect()
-    });
+    let results = run_of.judge_all(WORKERS, judge);
     let own = |pred: &dyn Fn(&str) -> bool| results.iter().filter(|(_, o)| pred(o)).count();
     let fallbacks = own(&|o| o.starts_with("pick none"));
     let errors = own(&|o| o.contains("fallback error:"));
