@@ -15,12 +15,15 @@
 //! - `route-get-resolves-to-lo` (seed 003): an `RTM_GETROUTE` for an address assigned on this
 //!   node was answered from the local table with `dev lo`.
 //! - `node-ip-picked` (information): what kubelet takes as its node IP, its NodeAddress rule
-//!   replayed on its own lookup and address dump ([`kubelet_pick`]).
+//!   replayed on its own lookup and address dump ([`kubelet_pick`]); what calico-node detects
+//!   as its IPv4 address, first-found replayed on its own link and address dumps
+//!   ([`calico_pick`]).
 //! - `added-address-picked`: a lookup's first address (the pick) is one another process added
 //!   to an interface earlier in the trace (`RTM_NEWADDR` by keepalived, kube-vip, ...): both
 //!   named.
 //!
 //! Local addresses are learned from the address dumps and address changes in the same trace.
+mod calico_pick;
 mod kubelet_pick;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -75,6 +78,8 @@ pub struct Diagnoser {
     added: BTreeMap<IpAddr, AddedAddress>,
     /// kubelet's lookups waiting for the dump that validates them.
     kubelet: kubelet_pick::KubeletPicks,
+    /// calico-node's link dumps waiting for the address dump after them.
+    calico: calico_pick::CalicoPicks,
 }
 
 /// An address a process added during the trace: who, where, and the request's reference.
@@ -109,6 +114,17 @@ fn who(e: &Event) -> String {
         "a process (capture without attribution)".into()
     } else {
         format!("{}[{}]", e.comm, e.pid)
+    }
+}
+
+/// A `node-ip-picked` diagnosis (information): what a node-IP picker takes, and why.
+fn node_ip_picked(summary: String, evidence: Vec<String>, remedy: &str) -> Diagnosis {
+    Diagnosis {
+        id: DiagnosisId::NodeIpPicked,
+        severity: Severity::Info,
+        summary,
+        evidence,
+        remedy: remedy.into(),
     }
 }
 
@@ -153,7 +169,11 @@ impl Diagnoser {
                 self.learn(&c.facts);
                 found.extend(self.route_get_to_lo(e, c));
                 found.extend(self.requested_addresses(e, c));
-                if let Some((subject, d)) = self.kubelet.conversation(e, c) {
+                let picks = [
+                    self.kubelet.conversation(e, c),
+                    self.calico.conversation(e, c),
+                ];
+                for (subject, d) in picks.into_iter().flatten() {
                     found.extend(self.diagnosis(e, &subject, d));
                 }
                 if c.dump && is_route_get(c) {

@@ -307,6 +307,9 @@ pub const REMEDY_NETWORK_ADDRESS: &str = "calico v3.22.0â€“v3.22.3 and v3.23.0â€
 /// The remedy of `node-ip-picked`.
 pub const REMEDY_NODE_IP_PICKED: &str = "if it is not the address wanted, set kubelet's --node-ip (it is then validated, not looked up); the pick follows the resolver's order of the node name's answers";
 
+/// The remedy of `node-ip-picked` for calico-node's live pick.
+pub const REMEDY_CALICO_PICKED: &str = "if it is not the address wanted, pin calico-node's IP_AUTODETECTION_METHOD (interface=, skip-interface=, cidr= or can-reach=) or set IP; `nodeip-trace explain --from RECORDING --calico-method METHOD` replays another method on the same dumps";
+
 /// The remedy of `added-address-picked`.
 pub const REMEDY_ADDED_ADDRESS_PICKED: &str = "if this is kubelet choosing its InternalIP, set --node-ip (a VIP can move to another node); keep floating addresses out of the node name's answers (hosts file, DNS), or give them a lower precedence; for calico, pin the method (interface= or cidr=) so a VIP's interface or prefix is not taken";
 

@@ -6,16 +6,15 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::decode::netlink::NetlinkDecoder;
+use crate::model::netlink::rtm::{
+    GETADDR as RTM_GETADDR, GETLINK as RTM_GETLINK, GETROUTE as RTM_GETROUTE,
+};
 use crate::model::netlink::{MessageBody, NetlinkMessage, GENL_ID_CTRL};
 
 /// `NLM_F_REQUEST | NLM_F_DUMP`.
 const REQUEST_DUMP: u16 = 0x1 | 0x300;
 /// `CTRL_CMD_GETFAMILY`: nlctrl's request for its families.
 const CTRL_CMD_GETFAMILY: u8 = 3;
-/// `RTM_GETLINK`, `RTM_GETADDR`, `RTM_GETROUTE`.
-const RTM_GETLINK: u16 = 18;
-const RTM_GETADDR: u16 = 22;
-const RTM_GETROUTE: u16 = 26;
 /// `nlmsg_seq` of every request the tracer itself sends ("nitr"): an nlmon capture taken while
 /// tracing shows the tracer's own lookups (and the kernel's replies, which echo it) by it.
 pub const OWN_REQUEST_SEQ: u32 = 0x6e69_7472;

@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::{address_of, reference, who};
+use super::{address_of, node_ip_picked, reference, who};
 use crate::explain::go_net;
 use crate::explain::node_audit::kubelet::refused_kind;
 use crate::explain::node_audit::REMEDY_NODE_IP_PICKED;
-use crate::model::event::{Diagnosis, DiagnosisId, Event, NetlinkConversation, Severity};
+use crate::model::event::{Diagnosis, Event, NetlinkConversation};
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::model::ip_text::ip_list as list;
 use crate::model::netlink::rtm;
@@ -152,12 +152,6 @@ fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagn
     );
     (
         subject,
-        Diagnosis {
-            id: DiagnosisId::NodeIpPicked,
-            severity: Severity::Info,
-            summary,
-            evidence,
-            remedy: REMEDY_NODE_IP_PICKED.into(),
-        },
+        node_ip_picked(summary, evidence, REMEDY_NODE_IP_PICKED),
     )
 }

@@ -544,3 +544,68 @@ fn kubelet_s_repeated_syncs_say_the_pick_once_and_a_change_again() {
     let found = run(&[lookup, kubelet_dump(), changed, kubelet_dump()]);
     assert_eq!(summaries(&found).len(), 2, "{found:?}");
 }
+
+/// calico-node[30]'s link dump (`net.Interfaces()`): index 2 `eth0`, index 3 `br-3f2a9c`.
+fn calico_link_dump() -> Event {
+    event(
+        30,
+        "calico-node",
+        7,
+        &conversation(
+            true,
+            r#""type":"RTM_GETLINK","flags":["REQUEST","DUMP"],"body":{"kind":"empty"}"#,
+            r#"{"links":[{"index":1,"ifname":"lo"},{"index":2,"ifname":"eth0"},
+                {"index":3,"ifname":"br-3f2a9c","kind":"bridge"}]}"#,
+        ),
+    )
+}
+
+/// calico-node[30]'s address dump after it: `ADDRESS_DUMP` plus a Docker bridge's address.
+fn calico_address_dump() -> Event {
+    event(
+        30,
+        "calico-node",
+        8,
+        &conversation(
+            true,
+            r#""type":"RTM_GETADDR","flags":["REQUEST","DUMP"],"body":{"kind":"empty"}"#,
+            r#"{"addresses":[
+                {"ifname":"eth0","address":"192.0.2.10","prefix_len":24,"secondary":false},
+                {"ifname":"br-3f2a9c","address":"172.18.0.1","prefix_len":16,"secondary":false}]}"#,
+        ),
+    )
+}
+
+#[test]
+fn calico_node_s_link_and_address_dumps_say_its_first_found_pick_once() {
+    let found = run(&[
+        calico_link_dump(),
+        calico_address_dump(),
+        calico_address_dump(),
+    ]);
+    assert_eq!(ids(&found), ["node-ip-picked"]);
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert_eq!(d.severity, Severity::Info);
+    assert!(
+        d.summary
+            .starts_with("calico-node[30] detects 192.0.2.10 as its IPv4 address with IP_AUTODETECTION_METHOD first-found"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.evidence
+            .iter()
+            .any(|e| e.contains("br-3f2a9c (excluded: ^br-.*)")),
+        "{:?}",
+        d.evidence
+    );
+    assert!(d.evidence[0].starts_with("link dump: conversation at"));
+    assert!(d.remedy.contains("IP_AUTODETECTION_METHOD"));
+    // An address dump with no link dump before it, or another process's: nothing said.
+    assert!(run(&[calico_address_dump()]).is_empty());
+    let mut other = calico_link_dump();
+    other.comm = "ip".into();
+    assert!(run(&[other, calico_address_dump()]).is_empty());
+}

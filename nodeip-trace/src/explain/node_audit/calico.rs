@@ -501,7 +501,7 @@ fn kubernetes_internal_ip(
 
 /// calico's IPv4 autodetection with `method` (`IP_AUTODETECTION_METHOD`; `None`: first-found).
 /// `internal_ips` are the Node's InternalIPs (kubelet's pick) for `kubernetes-internal-ip`.
-pub(super) fn calico(
+pub(crate) fn calico(
     s: &NodeSnapshot,
     method: Option<&str>,
     settings: &CalicoSettings,

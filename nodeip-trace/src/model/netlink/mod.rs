@@ -29,6 +29,8 @@ pub const GENL_ID_CTRL: u16 = 0x10;
 pub mod rtm {
     /// `RTM_NEWLINK`.
     pub const NEWLINK: u16 = 16;
+    /// `RTM_GETLINK`.
+    pub const GETLINK: u16 = 18;
     /// `RTM_NEWADDR`.
     pub const NEWADDR: u16 = 20;
     /// `RTM_DELADDR`.
