@@ -5,7 +5,7 @@
 //! diagnose the lookup's pick with both names. VRRP adverts go out of the veth into its peer
 //! namespace only.
 use nodeip_trace_tests::seeds::{in_ns, node};
-use nodeip_trace_tests::{require_root, trace_json, ScratchDir};
+use nodeip_trace_tests::{require_root, tool, trace_json, ScratchDir};
 
 const VIP: &str = "10.77.0.100";
 
@@ -79,5 +79,48 @@ fn a_lookup_that_picks_keepalived_s_vip_names_keepalived() {
             && summary.contains(&format!("got {VIP} first: keepalived["))
             && summary.contains(&format!("added {VIP}/32 to eth0")),
         "{summary}"
+    );
+
+    // The ledger: the text timeline's closing list and the report's table name keepalived as
+    // the one that added the VIP, and removed it when it stopped.
+    let recording = dir.file("rec.jsonl");
+    let lines: Vec<String> = run.events.iter().map(|e| e.to_string()).collect();
+    std::fs::write(&recording, lines.join("\n") + "\n").unwrap();
+    let replay = std::process::Command::new(tool())
+        .arg("replay")
+        .arg(&recording)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&replay.stdout);
+    let ledger = text
+        .split_once("address change(s) asked for ===\n")
+        .unwrap_or_else(|| panic!("no address changes in the replay:\n{text}"))
+        .1;
+    let added = format!("added {VIP}/32 to eth0 by keepalived[");
+    let removed = format!("removed {VIP}/32 from eth0 by keepalived[");
+    assert!(
+        ledger.lines().any(|l| l.contains(&added)) && ledger.lines().any(|l| l.contains(&removed)),
+        "{ledger}"
+    );
+    let page = dir.file("report.html");
+    let report = std::process::Command::new(tool())
+        .arg("report")
+        .arg(&recording)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let table = html
+        .split_once("<section id=\"addresses\">")
+        .and_then(|(_, rest)| rest.split_once("</section>"))
+        .map(|(table, _)| table)
+        .expect("the report has an address changes section");
+    assert!(
+        table.contains(&format!(
+            "<td class=\"mono\">{VIP}/32</td><td>eth0</td><td>keepalived["
+        )),
+        "{table}"
     );
 }

@@ -3,6 +3,7 @@
 //! known failure patterns ([`diagnose`]), and the node address audit ([`node_audit`]: kubelet's
 //! and calico's own rules for the node IP, kube-proxy's and OpenELB's), with Go's `net.IP`
 //! classification they share ([`go_net`]).
+pub mod address_ledger;
 pub mod diagnose;
 pub mod go_net;
 pub mod node_audit;

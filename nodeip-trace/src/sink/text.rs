@@ -1,12 +1,13 @@
 //! The human timeline: one line per event, what a person needs to see — time, process, what it
 //! asked and what it got. Events that happened inside a getaddrinfo call are indented under it.
-//! Diagnoses are collected and printed prominently at the end. Each line's words are the view's
+//! The address changes asked for during the trace, then the diagnoses, are printed at the end. Each line's words are the view's
 //! ([`super::view::wording`]).
 use std::io::Write;
 
 use super::view::wording::{render_why, write_event};
-use super::view::{diagnosis_text, present, Presentation};
+use super::view::{address_ledger_text, diagnosis_text, present, Presentation};
 use super::{EventSink, SinkError};
+use crate::explain::address_ledger::AddressLedger;
 use crate::model::event::{Event, EventBody};
 use crate::model::netlink::MessageDetail;
 
@@ -17,6 +18,8 @@ pub struct TextTimelineSink<W: Write> {
     /// Inside a resolver call's span: its events are shown nested under the call.
     in_span: bool,
     diagnoses: Vec<String>,
+    /// Address changes asked for during the trace, listed at the end.
+    ledger: AddressLedger,
     flush_each: bool,
 }
 
@@ -28,6 +31,7 @@ impl<W: Write> TextTimelineSink<W> {
             name: name.into(),
             in_span: false,
             diagnoses: Vec::new(),
+            ledger: AddressLedger::new(),
             flush_each,
         }
     }
@@ -56,6 +60,7 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
     }
 
     fn event(&mut self, e: &Event) -> Result<(), SinkError> {
+        self.ledger.observe(e);
         match present(e) {
             Presentation::Hidden => return Ok(()),
             Presentation::Diagnosis(d) => {
@@ -93,6 +98,10 @@ impl<W: Write> EventSink for TextTimelineSink<W> {
     }
 
     fn finish(&mut self) -> Result<(), SinkError> {
+        let ledger = address_ledger_text(&self.ledger);
+        self.out
+            .write_all(ledger.as_bytes())
+            .map_err(|s| self.io(s))?;
         if !self.diagnoses.is_empty() {
             let mut text = format!("\n=== {} diagnosis(es) ===\n", self.diagnoses.len());
             for d in &self.diagnoses {

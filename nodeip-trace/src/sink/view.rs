@@ -5,6 +5,7 @@
 //! (its line, its actor, a message's summary, a call's `why`) is [`wording`]'s.
 pub mod wording;
 
+use crate::explain::address_ledger::AddressLedger;
 use crate::model::event::{Diagnosis, Event, EventBody};
 
 /// How a human-facing sink presents one event.
@@ -27,6 +28,25 @@ pub fn diagnosis_text(d: &Diagnosis) -> String {
         text.push_str(&format!("    evidence: {ev}\n"));
     }
     text.push_str(&format!("    remedy:   {}\n", d.remedy));
+    text
+}
+
+/// The address changes of a trace as people read them: a heading and a line each (time, what,
+/// by whom); empty when there were none.
+pub fn address_ledger_text(ledger: &AddressLedger) -> String {
+    if ledger.changes().is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "\n=== {} address change(s) asked for ===\n",
+        ledger.changes().len() as u64 + ledger.left_out()
+    );
+    for c in ledger.changes() {
+        text.push_str(&format!("{} {}\n", c.ts, c.text()));
+    }
+    if ledger.left_out() > 0 {
+        text.push_str(&format!("({} more not listed)\n", ledger.left_out()));
+    }
     text
 }
 

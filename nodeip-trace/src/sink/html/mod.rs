@@ -15,6 +15,7 @@ use self::swimlane::{Mark, Row};
 use super::text::TextTimelineSink;
 use super::view::{present, Presentation};
 use super::{EventSink, SinkError};
+use crate::explain::address_ledger::AddressLedger;
 use crate::explain::node_audit::{self, ComponentSettings, NodeSnapshot};
 use crate::explain::resolver::glibc::gai_conf::GaiConf;
 use crate::model::clock::Timestamp;
@@ -60,6 +61,7 @@ pub struct HtmlReportSink<W: Write> {
     open_call_end: Option<Row>,
     calls: Vec<CallEntry>,
     diagnoses: Vec<Diagnosis>,
+    ledger: AddressLedger,
     subtitles: BTreeMap<String, String>,
     answers: Vec<NetlinkMessage>,
     text: TextTimelineSink<Vec<u8>>,
@@ -83,6 +85,7 @@ impl<W: Write> HtmlReportSink<W> {
             open_call_end: None,
             calls: Vec::new(),
             diagnoses: Vec::new(),
+            ledger: AddressLedger::new(),
             subtitles: BTreeMap::new(),
             answers: Vec::new(),
             text: TextTimelineSink::new(Vec::new(), "the report's text timeline", false),
@@ -109,6 +112,7 @@ impl<W: Write> HtmlReportSink<W> {
 
     /// Takes note of an event for the header, the audit and the lanes' subtitles.
     fn observe(&mut self, e: &Event) {
+        self.ledger.observe(e);
         match &e.body {
             EventBody::Header(h) => {
                 self.header = Some((**h).clone());
@@ -275,6 +279,7 @@ impl<W: Write> HtmlReportSink<W> {
                 lost: &self.lost,
                 diagnoses: &self.diagnoses,
                 diagnosis_rows: &diagnosis_rows,
+                ledger: &self.ledger,
                 rows: &self.rows,
                 rows_left_out: self.rows_left_out,
                 plan: &plan,

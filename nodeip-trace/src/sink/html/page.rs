@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use super::escape::Escaped;
 use super::swimlane::{self, LanePlan, Row};
+use crate::explain::address_ledger::AddressLedger;
 use crate::explain::node_audit::AuditReport;
 use crate::model::event::{Diagnosis, DiagnosisId, RecordingHeader};
 use crate::model::getaddrinfo::GetaddrinfoCall;
@@ -76,6 +77,8 @@ pub struct Page<'a> {
     pub diagnoses: &'a [Diagnosis],
     /// For each diagnosis, each evidence's row (index into `rows`) when it names a drawn event.
     pub diagnosis_rows: &'a [Vec<Option<usize>>],
+    /// The address changes asked for during the trace.
+    pub ledger: &'a AddressLedger,
     /// The swimlane's rows.
     pub rows: &'a [Row],
     /// Rows not drawn (past the budget).
@@ -114,6 +117,7 @@ pub fn write_page(out: &mut String, p: &Page<'_>) {
     write_header(out, p, &title);
     write_diagnoses(out, p);
     write_timeline(out, p);
+    write_address_changes(out, p.ledger);
     write_audit(out, p.audit);
     write_calls(out, p.calls);
     let _ = write!(
@@ -333,6 +337,44 @@ fn write_audit(out: &mut String, audit: Option<(&AuditReport, &[String])>) {
         write_local_sources(out, a);
     }
     write_findings(out, a);
+    out.push_str("</section>\n");
+}
+
+/// Every address a traced process asked to add or remove, in order, with who and the kernel's
+/// answer.
+fn write_address_changes(out: &mut String, ledger: &AddressLedger) {
+    let changes = ledger.changes();
+    let _ = writeln!(
+        out,
+        "<section id=\"addresses\">\n<h2>Address changes ({})</h2>",
+        changes.len() as u64 + ledger.left_out()
+    );
+    if changes.is_empty() {
+        out.push_str("<p>No traced process asked to add or remove an address in these events (changes the kernel makes on its own, as SLAAC or DAD, are not requests and are not listed).</p>\n</section>\n");
+        return;
+    }
+    out.push_str("<p class=\"muted\">Each <code>RTM_NEWADDR</code>/<code>RTM_DELADDR</code> a traced process sent (keepalived's or kube-vip's VIP, kube-proxy's kube-ipvs0 addresses), and whether the kernel did it. Changes the kernel makes on its own (SLAAC, DAD) are not requests and are not listed.</p>\n<table class=\"address-changes\">\n<thead><tr><th>Time</th><th>Change</th><th>Address</th><th>Interface</th><th>By</th><th>Kernel</th></tr></thead>\n<tbody>\n");
+    for c in changes {
+        let _ = writeln!(
+            out,
+            "<tr><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            Escaped(&c.ts),
+            if c.added { "added" } else { "removed" },
+            Escaped(&c.address),
+            Escaped(&c.ifname),
+            Escaped(&c.by),
+            if c.refused.is_some() { "bad" } else { "" },
+            Escaped(c.refused.as_deref().map_or("done", |why| why))
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
+    if ledger.left_out() > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"notice\">{} more changes are not listed.</p>",
+            ledger.left_out()
+        );
+    }
     out.push_str("</section>\n");
 }
 

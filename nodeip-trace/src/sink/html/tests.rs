@@ -1,5 +1,5 @@
 //! Report tests: the page of each seed recording against its golden file
-//! (`tests/golden/report/`; `NODEIP_TRACE_UPDATE_GOLDEN=1` rewrites them), and what a person
+//! (`tests/golden/report/`; `cargo xtask bless` rewrites them), and what a person
 //! must be able to rely on — hostile names are text, links resolve, nothing is fetched.
 use std::path::{Path, PathBuf};
 
@@ -34,27 +34,10 @@ fn ids(html: &str) -> Vec<&str> {
 #[test]
 fn each_seed_report_matches_its_golden_file() {
     let golden_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/report");
-    let update = std::env::var_os("NODEIP_TRACE_UPDATE_GOLDEN").is_some();
     for seed in seeds() {
         let html = report_of(&seed).replace(env!("CARGO_PKG_VERSION"), "VERSION");
         let golden = golden_dir.join(seed.with_extension("html").file_name().unwrap());
-        if update {
-            std::fs::create_dir_all(&golden_dir).unwrap();
-            std::fs::write(&golden, &html).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (NODEIP_TRACE_UPDATE_GOLDEN=1 writes it)",
-                golden.display()
-            )
-        });
-        assert!(
-            html == want,
-            "{} differs from {} (NODEIP_TRACE_UPDATE_GOLDEN=1 rewrites it after a deliberate change)",
-            seed.display(),
-            golden.display()
-        );
+        crate::golden::assert_golden(&golden, html.as_bytes());
     }
 }
 
