@@ -214,6 +214,10 @@ pub struct ExecWatcher {
     probed: HashMap<(u64, u64), ProbedExecutable>,
     /// When [`Self::release_gone`] last looked.
     release_looked: Option<Instant>,
+    /// The tracer runs in the initial PID namespace, so `/proc` lists every process of the
+    /// node: only then can "no process runs it" be told (a pod without `hostPID` keeps every
+    /// program's probes for the trace's life).
+    sees_every_process: bool,
 }
 
 /// An executable the watcher attached probes to, kept open to tell when it is deleted.
@@ -281,6 +285,7 @@ impl ExecWatcher {
             // Pid 1's where it can be read (a DaemonSet's tracer sits in its pod's own), else
             // ours (pid 1 of a micro-VM may refuse it).
             host_mount_ns: mount_ns_of(1).or_else(|| mount_ns_of(std::process::id())),
+            sees_every_process: in_initial_pid_ns(),
             ..Self::default()
         };
         for l in libcs.iter().filter(|l| attached(l)) {
@@ -322,6 +327,7 @@ impl ExecWatcher {
     /// kept). Their inodes are then forgotten: a new file given the same number is looked at.
     pub fn release_gone(&mut self, tracer: &mut LiveTracer) -> Vec<ReleasedProbes> {
         if self.probed.is_empty()
+            || !self.sees_every_process
             || self
                 .release_looked
                 .is_some_and(|at| at.elapsed() < RELEASE_PERIOD)
@@ -643,6 +649,14 @@ fn running_executable_inodes() -> HashSet<(u64, u64)> {
         .filter_map(|exe| std::fs::metadata(exe).ok())
         .map(|m| (m.dev(), m.ino()))
         .collect()
+}
+
+/// The inode of the initial PID namespace (`PROC_PID_INIT_INO`, fixed by the kernel).
+const INITIAL_PID_NS_INODE: u64 = 0xEFFF_FFFC;
+
+/// Whether this process runs in the initial PID namespace (`/proc/self/ns/pid`).
+fn in_initial_pid_ns() -> bool {
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() == INITIAL_PID_NS_INODE)
 }
 
 /// The target of the link `path` (`/proc/PID/exe`), else `path` itself.
