@@ -225,7 +225,7 @@ fn write_header(out: &mut String, p: &Page<'_>, title: &str) {
     if !p.source.is_empty() {
         fact(out, "Made from", p.source);
     }
-    out.push_str("</dl>\n<nav><a href=\"#diagnoses\">Diagnoses</a><a href=\"#timeline\">Timeline</a><a href=\"#audit\">Address audit</a><a href=\"#calls\">Resolver calls</a><a href=\"#events\">Every event</a></nav>\n</header>\n");
+    out.push_str("</dl>\n<nav><a href=\"#diagnoses\">Diagnoses</a><a href=\"#timeline\">Timeline</a><a href=\"#addresses\">Address changes</a><a href=\"#audit\">Address audit</a><a href=\"#calls\">Resolver calls</a><a href=\"#events\">Every event</a></nav>\n</header>\n");
 }
 
 fn write_diagnoses(out: &mut String, p: &Page<'_>) {
@@ -357,13 +357,17 @@ fn write_address_changes(out: &mut String, ledger: &AddressLedger) {
     for c in changes {
         let _ = writeln!(
             out,
-            "<tr><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td{}>{}</td></tr>",
             Escaped(&c.ts),
             if c.added { "added" } else { "removed" },
             Escaped(&c.address),
             Escaped(&c.ifname),
             Escaped(&c.by),
-            if c.refused.is_some() { "bad" } else { "" },
+            if c.refused.is_some() {
+                " class=\"bad\""
+            } else {
+                ""
+            },
             Escaped(c.refused.as_deref().map_or("done", |why| why))
         );
     }
