@@ -358,7 +358,6 @@ impl ExecHold {
         }
     }
 
-    /// The counts so far, with the execs the guard let go while the tracer was stopped.
     /// Counts a held exec whose probes failed to attach.
     pub fn count_probes_failed(&self) {
         self.shared
@@ -368,7 +367,7 @@ impl ExecHold {
             .probes_failed += 1;
     }
 
-    /// The counts so far (the guard's let-go included).
+    /// The counts so far, with the execs the guard let go while the tracer was stopped.
     pub fn counts(&self) -> HoldCounts {
         let mut shared = self.shared.lock().expect("exec hold lock");
         shared.count_guard_let_go();
