@@ -173,12 +173,13 @@ pub fn require_go_toolchains() -> Vec<GoToolchain> {
     found
 }
 
-/// The test program `tests/clients/SOURCE` built by the newest toolchain, stripped, with Go's
-/// own resolver (`CGO_ENABLED=0`): the oracles that run a component's rule for real.
-pub fn newest_pure_client(source: &str) -> PathBuf {
+/// The test program `tests/clients/SOURCE` built by the newest toolchain, stripped, with cgo
+/// (the net package may take libc's getaddrinfo) or without (Go's own resolver): the clients
+/// fresh copies are made of, and the oracles that run a component's rule for real.
+pub fn newest_client(source: &str, cgo: bool) -> PathBuf {
     let newest = require_go_toolchains().pop().expect("a Go toolchain");
     let how = GoBuild {
-        cgo: false,
+        cgo,
         stripped: true,
         static_musl: false,
     };

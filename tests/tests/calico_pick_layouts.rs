@@ -18,7 +18,7 @@
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-use nodeip_trace_tests::go::newest_pure_client;
+use nodeip_trace_tests::go::newest_client;
 use nodeip_trace_tests::layouts::{explained_pick, run, Netns, RandomLayouts, Rng};
 use nodeip_trace_tests::require_root;
 
@@ -235,7 +235,7 @@ fn explain_s_calico_pick_is_calico_s_own_on_random_layouts() {
         ("CALICO_LAYOUTS", LAYOUTS),
     );
     let (seed, layouts) = (run_of.seed, run_of.count);
-    let oracle = newest_pure_client("calico_autodetect.go");
+    let oracle = newest_client("calico_autodetect.go", false);
     let judge = |n: usize| -> (Option<String>, String, String) {
         let mut rng = run_of.rng(n);
         let ns = Netns::create(format!("nit-cpl-{}-{n}", std::process::id())).unwrap();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nodeip_trace_tests::go::{require_go_toolchains, GoBuild};
+use nodeip_trace_tests::go::{newest_client, require_go_toolchains, GoBuild};
 use nodeip_trace_tests::{require_root, tool, BackgroundTrace, Netns, ScratchDir};
 use serde_json::Value;
 
@@ -144,21 +144,6 @@ fn fresh_copy(built: &Path, dir: &ScratchDir, n: usize) -> PathBuf {
     copy
 }
 
-/// The Go client built stripped by the newest toolchain, pure or with cgo.
-fn newest_go_client(cgo: bool) -> PathBuf {
-    let toolchains = require_go_toolchains();
-    toolchains[toolchains.len() - 1]
-        .client(
-            "lookup_ip.go",
-            GoBuild {
-                cgo,
-                stripped: true,
-                static_musl: false,
-            },
-        )
-        .expect("building the Go client")
-}
-
 /// The addresses a client printed for `name` (`name ip ip ...`).
 fn printed(stdout: &[u8], name: &str) -> Vec<String> {
     let text = String::from_utf8_lossy(stdout);
@@ -270,7 +255,7 @@ fn a_fresh_go_program_exec_d_200_times_gives_200_lookups() {
     let _one = one_trace_at_a_time();
     let ns = namespace("hold-200", 1);
     let dir = ScratchDir::new("hold-200");
-    let built = newest_go_client(false);
+    let built = newest_client("lookup_ip.go", false);
     let copy = fresh_copy(&built, &dir, 0);
     let trace = BackgroundTrace::start("hold-200", &[]).expect("starting the trace");
     let script = format!("for i in $(seq 200); do '{}' r0; done", copy.display());
@@ -313,7 +298,7 @@ fn probes_of_a_deleted_program_are_released_and_its_successor_probed() {
     let _one = one_trace_at_a_time();
     let ns = namespace("hold-release", 1);
     let dir = ScratchDir::new("hold-release");
-    let built = newest_go_client(false);
+    let built = newest_client("lookup_ip.go", false);
     let trace = BackgroundTrace::start("hold-release", &[]).expect("starting the trace");
     let open_fds = || {
         std::fs::read_dir(format!("/proc/{}/fd", trace.pid()))
@@ -800,7 +785,7 @@ fn a_program_on_a_filesystem_mounted_during_the_trace_is_held() {
     let _one = one_trace_at_a_time();
     let ns = namespace("hold-mount", 1);
     let dir = ScratchDir::new("hold-mount");
-    let built = newest_go_client(false);
+    let built = newest_client("lookup_ip.go", false);
     let point = dir.path.join("mnt");
     std::fs::create_dir(&point).unwrap();
     struct Mounted(PathBuf);
@@ -903,7 +888,7 @@ fn a_container_started_during_the_trace_is_traced_from_its_first_lookup() {
     require_root();
     let _one = one_trace_at_a_time();
     let dir = ScratchDir::new("hold-podman");
-    let built = newest_go_client(false);
+    let built = newest_client("lookup_ip.go", false);
     let client = fresh_copy(&built, &dir, 0);
     let image = format!("localhost/nit-hold-{}", std::process::id());
     let buildah = |args: &[&str]| -> String {

@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use std::process::Command;
 
 use anyhow::Result;
-use nodeip_trace_tests::go::newest_pure_client;
+use nodeip_trace_tests::go::newest_client;
 use nodeip_trace_tests::layouts::{
     destination_pool, explained_pick, make_layout, run, Netns, RandomLayouts, Rng,
 };
@@ -136,7 +136,7 @@ fn explain_s_kubelet_pick_is_kubelet_s_own_on_random_layouts() {
         ("KUBELET_LAYOUTS", LAYOUTS),
     );
     let (seed, layouts) = (run_of.seed, run_of.count);
-    let oracle = newest_pure_client("kubelet_node_ip.go");
+    let oracle = newest_client("kubelet_node_ip.go", false);
     // Each layout has a generator of its own (a failing one replays alone), judged by
     // [`WORKERS`] threads at once.
     let judge = |n: usize| -> (Option<Judged>, String) {

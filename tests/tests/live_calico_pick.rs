@@ -6,7 +6,7 @@
 //! replayed from the link and address dumps the program made, must name the same address. A
 //! second namespace holds only addresses calico refuses (excluded interfaces, link-local):
 //! both say none.
-use nodeip_trace_tests::go::newest_pure_client;
+use nodeip_trace_tests::go::newest_client;
 use nodeip_trace_tests::seeds::in_ns;
 use nodeip_trace_tests::{require_root, trace_json, workspace_root, Netns};
 
@@ -40,7 +40,7 @@ fn traced_pick(summary: &str) -> String {
 #[test]
 fn the_live_calico_pick_is_calico_s_own() {
     require_root();
-    let built = newest_pure_client("calico_autodetect.go");
+    let built = newest_client("calico_autodetect.go", false);
     let dir = workspace_root().join("target/calico-pick");
     std::fs::create_dir_all(&dir).unwrap();
     let program = dir.join("calico-node");
