@@ -6,8 +6,9 @@
 //!
 //! Changes the kernel makes on its own (SLAAC, DAD, an address that expires) come with no
 //! request and are not in it.
-use crate::model::event::{ConversationOutcome, Event, EventBody};
-use crate::model::facts::ConversationFacts;
+use super::diagnose::who;
+use crate::model::event::{ConversationOutcome, Event, EventBody, NetlinkConversation};
+use crate::model::facts::{AddressFact, ConversationFacts};
 use crate::model::netlink::{rtm, MessageBody, NETLINK_ROUTE};
 
 /// Changes kept at most; beyond, they are counted only.
@@ -26,7 +27,7 @@ pub struct AddressChange {
     pub address: String,
     /// The interface (or its index when the trace could not name it).
     pub ifname: String,
-    /// Who asked: `comm[pid]`.
+    /// Who asked: `comm[pid]` (or a process a capture does not name).
     pub by: String,
     /// The kernel's answer: `None` when it did it, else its error (`EEXIST`, ...).
     pub refused: Option<String>,
@@ -51,22 +52,16 @@ impl AddressLedger {
         let EventBody::Conversation(c) = &e.body else {
             return;
         };
-        let type_id = c.request.header.type_id;
-        if c.protocol_id != NETLINK_ROUTE
-            || !matches!(c.request.body, MessageBody::Address(_))
-            || !(type_id == rtm::NEWADDR || type_id == rtm::DELADDR)
-        {
+        let Some((added, addresses)) = address_request(c) else {
             return;
-        }
-        let mut facts = ConversationFacts::default();
-        facts.add(&c.request);
+        };
         let refused = (c.outcome == ConversationOutcome::Error).then(|| {
             c.error
                 .as_ref()
                 .map(|err| err.errno.to_string())
                 .unwrap_or_else(|| "an error".into())
         });
-        for a in facts.addresses {
+        for a in addresses {
             if self.changes.len() >= MAX_CHANGES {
                 self.left_out += 1;
                 continue;
@@ -74,10 +69,10 @@ impl AddressLedger {
             self.changes.push(AddressChange {
                 ts: e.ts.to_string(),
                 ts_ns: e.ts_ns,
-                added: type_id == rtm::NEWADDR,
+                added,
                 address: format!("{}/{}", a.address, a.prefix_len),
                 ifname: a.ifname.to_string(),
-                by: format!("{}[{}]", e.comm, e.pid),
+                by: who(e),
                 refused: refused.clone(),
             });
         }
@@ -92,6 +87,23 @@ impl AddressLedger {
     pub fn left_out(&self) -> u64 {
         self.left_out
     }
+}
+
+/// What an address request asks for: whether it adds (`RTM_NEWADDR`) or removes
+/// (`RTM_DELADDR`), and the addresses; `None` for any other conversation.
+pub fn address_request(c: &NetlinkConversation) -> Option<(bool, Vec<AddressFact>)> {
+    let type_id = c.request.header.type_id;
+    let added = match type_id {
+        rtm::NEWADDR => true,
+        rtm::DELADDR => false,
+        _ => return None,
+    };
+    if c.protocol_id != NETLINK_ROUTE || !matches!(c.request.body, MessageBody::Address(_)) {
+        return None;
+    }
+    let mut facts = ConversationFacts::default();
+    facts.add(&c.request);
+    Some((added, facts.addresses))
 }
 
 impl AddressChange {

@@ -31,6 +31,7 @@ use std::net::IpAddr;
 
 use compact_str::CompactString;
 
+use super::address_ledger::address_request;
 use super::node_audit::{
     network_and_broadcast, REMEDY_ADDED_ADDRESS_PICKED, REMEDY_NETWORK_ADDRESS,
     REMEDY_SECONDARY_SKIPPED,
@@ -109,7 +110,7 @@ fn address_of(text: &str) -> Option<IpAddr> {
 }
 
 /// The process in a summary: `comm[pid]`, or the netlink port for unattributed captures.
-fn who(e: &Event) -> String {
+pub(crate) fn who(e: &Event) -> String {
     if e.pid == 0 && e.comm.is_empty() {
         "a process (capture without attribution)".into()
     } else {
@@ -457,16 +458,16 @@ impl Diagnoser {
         };
         let mut found = Vec::new();
         let done = c.outcome != ConversationOutcome::Error;
-        match (&c.request.body, c.request.header.type_id) {
-            (MessageBody::Address(_), rtm::DELADDR) if done => {
-                for a in &facts().addresses {
+        match address_request(c) {
+            Some((false, addresses)) if done => {
+                for a in &addresses {
                     if let Some(addr) = address_of(&a.address) {
                         self.added.remove(&addr);
                     }
                 }
             }
-            (MessageBody::Address(_), rtm::NEWADDR) => {
-                for a in &facts().addresses {
+            Some((true, addresses)) => {
+                for a in &addresses {
                     let Some(addr) = address_of(&a.address) else {
                         continue;
                     };
@@ -487,6 +488,9 @@ impl Diagnoser {
                     found.extend(self.network_address(e, addr, "an address added to an interface"));
                 }
             }
+            _ => {}
+        }
+        match (&c.request.body, c.request.header.type_id) {
             (MessageBody::Route(_), rtm::NEWROUTE) => {
                 for r in &facts().routes {
                     if let Some(src) = r.src.as_deref().and_then(address_of) {
