@@ -6,7 +6,6 @@
 //!
 //! Changes the kernel makes on its own (SLAAC, DAD, an address that expires) come with no
 //! request and are not in it.
-use super::diagnose::who;
 use crate::model::event::{ConversationOutcome, Event, EventBody, NetlinkConversation};
 use crate::model::facts::{AddressFact, ConversationFacts};
 use crate::model::netlink::{rtm, MessageBody, NETLINK_ROUTE};
@@ -72,7 +71,7 @@ impl AddressLedger {
                 added,
                 address: format!("{}/{}", a.address, a.prefix_len),
                 ifname: a.ifname.to_string(),
-                by: who(e),
+                by: e.who(),
                 refused: refused.clone(),
             });
         }

@@ -109,15 +109,6 @@ fn address_of(text: &str) -> Option<IpAddr> {
     text.split('/').next()?.parse().ok()
 }
 
-/// The process in a summary: `comm[pid]`, or the netlink port for unattributed captures.
-pub(crate) fn who(e: &Event) -> String {
-    if e.pid == 0 && e.comm.is_empty() {
-        "a process (capture without attribution)".into()
-    } else {
-        format!("{}[{}]", e.comm, e.pid)
-    }
-}
-
 /// A `node-ip-picked` diagnosis (information): what a node-IP picker takes, and why.
 fn node_ip_picked(summary: String, evidence: Vec<String>, remedy: &str) -> Diagnosis {
     Diagnosis {
@@ -136,7 +127,7 @@ fn reference(e: &Event) -> String {
         e.body.kind(),
         e.ts,
         e.ts_ns,
-        who(e)
+        e.who()
     )
 }
 
@@ -306,7 +297,7 @@ impl Diagnoser {
                 summary: format!(
                     "{node:?} resolves to {first} first through {} ({}) but to {other_first} first through {}{split}",
                     call.resolver.name(),
-                    who(e),
+                    e.who(),
                     other.name(),
                 ),
                 evidence: vec![
@@ -354,7 +345,7 @@ impl Diagnoser {
                 severity: Severity::Warning,
                 summary: format!(
                     "{} looked up {node:?} and got {got} first, but its resolver listed {listed} first: {} moved it ({}){}",
-                    who(e),
+                    e.who(),
                     call.resolver.sort_name(),
                     rules.join(", "),
                     if call.caller.is_some() {
@@ -390,7 +381,7 @@ impl Diagnoser {
                 severity: Severity::Warning,
                 summary: format!(
                     "{} looked up {node:?} and got {picked} first: {} added {} {earlier:.3} s earlier in this trace",
-                    who(e),
+                    e.who(),
                     added.who,
                     added.what
                 ),
@@ -428,7 +419,7 @@ impl Diagnoser {
                 severity: Severity::Warning,
                 summary: format!(
                     "{} asked the kernel for the route to {dst} and got type local, dev lo: {dst} is assigned on this node ({holder}), so an interface chosen by \"which interface reaches {dst}\" is lo",
-                    who(e)
+                    e.who()
                 ),
                 evidence: vec![
                     reference(e),
@@ -476,7 +467,7 @@ impl Diagnoser {
                             addr,
                             AddedAddress {
                                 pid: e.pid,
-                                who: who(e),
+                                who: e.who(),
                                 what: format!("{}/{} to {}", a.address, a.prefix_len, a.ifname),
                                 reference: reference(e),
                                 ts_ns: e.ts_ns,
@@ -528,7 +519,7 @@ impl Diagnoser {
                 severity: Severity::Error,
                 summary: format!(
                     "{} used {addr} as {use_}, but {addr} is not assigned on this node",
-                    who(e)
+                    e.who()
                 ),
                 evidence: vec![
                     reference(e),
@@ -560,7 +551,7 @@ impl Diagnoser {
                 severity: Severity::Error,
                 summary: format!(
                     "{} used {addr} as {use_}: it is the {which} address of {owner}",
-                    who(e)
+                    e.who()
                 ),
                 evidence: vec![reference(e), format!("{owner} is configured on this node")],
                 remedy: REMEDY_NETWORK_ADDRESS.into(),
@@ -598,7 +589,7 @@ impl Diagnoser {
                     severity: Severity::Warning,
                     summary: format!(
                         "{} created IPVS services for local address {src} but none for {addr}: it read local addresses from the local table, where {addr}'s route has src {src} (a secondary address on {dev})",
-                        who(about)
+                        about.who()
                     ),
                     evidence: vec![
                         format!("local table dump: {dump}"),

@@ -46,6 +46,18 @@ pub struct Event {
     pub body: EventBody,
 }
 
+impl Event {
+    /// The process that made the event as people read it: `comm[pid]`, or, for a capture
+    /// without attribution (pid 0, no name), "a process (capture without attribution)".
+    pub fn who(&self) -> String {
+        if self.pid == 0 && self.comm.is_empty() {
+            "a process (capture without attribution)".into()
+        } else {
+            format!("{}[{}]", self.comm, self.pid)
+        }
+    }
+}
+
 /// Kind-specific event contents.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -8,7 +8,7 @@
 //! `explain --from` replays another on the same dumps.
 use std::collections::BTreeMap;
 
-use super::{node_ip_picked, reference, who};
+use super::{node_ip_picked, reference};
 use crate::explain::node_audit::calico::{calico, CalicoSettings};
 use crate::explain::node_audit::{NodeLink, NodeSnapshot, REMEDY_CALICO_PICKED};
 use crate::model::event::{Diagnosis, Event, NetlinkConversation};
@@ -88,11 +88,11 @@ fn pick(
     let summary = match replayed.picked.first() {
         Some(ip) => format!(
             "{} detects {ip} as its IPv4 address with {method}, from the interfaces and addresses it listed",
-            who(e)
+            e.who()
         ),
         None => format!(
             "{} detects no IPv4 address with {method}: it keeps its Node's address, or exits",
-            who(e)
+            e.who()
         ),
     };
     let mut evidence = vec![

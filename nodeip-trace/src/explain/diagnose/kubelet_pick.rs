@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::{address_of, node_ip_picked, reference, who};
+use super::{address_of, node_ip_picked, reference};
 use crate::explain::go_net;
 use crate::explain::node_audit::kubelet::refused_kind;
 use crate::explain::node_audit::REMEDY_NODE_IP_PICKED;
@@ -124,7 +124,7 @@ fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagn
     let summary = match picked {
         Some(ip) => format!(
             "{} takes {ip} as its node IP (InternalIP): {answer}, and {ip} is the first {} on an interface here",
-            who(e),
+            e.who(),
             if go_net::is_ipv4(ip) {
                 "IPv4 address"
             } else {
@@ -133,7 +133,7 @@ fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagn
         ),
         None => format!(
             "{} finds no valid node IP in its lookup: {answer}, none passes validateNodeIP; it falls back to the default-route interface's first global address (ChooseHostInterface)",
-            who(e)
+            e.who()
         ),
     };
     let mut evidence = vec![
