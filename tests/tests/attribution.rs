@@ -5,7 +5,7 @@
 //! `--pod`, `--container` and `--cgroup` keep only it. The same command's events from before the
 //! move carry no container. The lookups run in a network namespace of their own (a veth pair,
 //! both ends inside) so that they succeed on a machine whose only address is loopback.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nodeip_trace_tests::{require_root, trace_json, Netns};
 use serde_json::Value;
@@ -17,8 +17,45 @@ fn cgroup2_root() -> Option<PathBuf> {
     )
 }
 
+/// Held by each test while it makes and removes kubepods cgroups: the two share the
+/// hierarchy's top slices, which the one that made them removes.
+static KUBEPODS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Directories this test made, removed deepest first (even when it fails).
 struct Made(Vec<PathBuf>);
+
+impl Made {
+    /// `root/parts[0]/parts[1]/…`, each directory made where missing (and remembered).
+    fn directories(&mut self, root: &Path, parts: &[&str]) -> PathBuf {
+        let mut dir = root.to_path_buf();
+        for part in parts {
+            dir.push(part);
+            if !dir.exists() {
+                std::fs::create_dir(&dir)
+                    .unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+                self.0.push(dir.clone());
+            }
+        }
+        dir
+    }
+}
+
+/// A network namespace for getent's lookups, with an IPv4 address: its AI_ADDRCONFIG finds
+/// none where only the loopback has one (the VM guest's own namespace), and its lookups
+/// would fail.
+fn lookup_netns(name: &str) -> Netns {
+    let netns = Netns::new(name);
+    for cmd in [
+        "link add eth0 type veth peer name peer0",
+        "addr add 10.1.0.5/24 dev eth0",
+        "link set eth0 up",
+        "link set peer0 up",
+        "link set lo up",
+    ] {
+        netns.ip(&cmd.split_whitespace().collect::<Vec<_>>());
+    }
+    netns
+}
 
 impl Drop for Made {
     fn drop(&mut self) {
@@ -39,6 +76,7 @@ fn lookups(events: &[Value]) -> Vec<&Value> {
 #[test]
 fn events_carry_pod_and_container_and_filters_keep_only_them() {
     require_root();
+    let _kubepods = KUBEPODS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(root) = cgroup2_root() else {
         nodeip_trace_tests::skip_or_fail("no cgroup2 hierarchy is mounted (a v1-only node); the cgroup path parsers' unit tests cover v1 paths");
         return;
@@ -50,19 +88,15 @@ fn events_carry_pod_and_container_and_filters_keep_only_them() {
     let pod_slice = format!("kubepods-besteffort-pod{}.slice", uid.replace('-', "_"));
     let scope = format!("cri-containerd-{id}.scope");
     let mut made = Made(Vec::new());
-    let mut dir = root.clone();
-    for part in [
-        "kubepods.slice",
-        "kubepods-besteffort.slice",
-        &pod_slice,
-        &scope,
-    ] {
-        dir.push(part);
-        if !dir.exists() {
-            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-            made.0.push(dir.clone());
-        }
-    }
+    let dir = made.directories(
+        &root,
+        &[
+            "kubepods.slice",
+            "kubepods-besteffort.slice",
+            &pod_slice,
+            &scope,
+        ],
+    );
     // kubelet's log layout names the pod (created only where no kubelet keeps it).
     let logs = PathBuf::from("/var/log/pods");
     let log_dir = logs.join(format!("{ns}_{pod}_{uid}"));
@@ -74,19 +108,8 @@ fn events_carry_pod_and_container_and_filters_keep_only_them() {
     made.0.push(log_dir.clone());
     made.0.push(log_dir.join("resolver"));
 
-    // getent in a network namespace with an IPv4 address: its AI_ADDRCONFIG finds none where
-    // only the loopback has one (the VM guest's own namespace), and its lookups would fail.
     // `ip netns exec` execs getent (a child of the shell, in the shell's cgroup).
-    let netns = Netns::new("attr");
-    for cmd in [
-        "link add eth0 type veth peer name peer0",
-        "addr add 10.1.0.5/24 dev eth0",
-        "link set eth0 up",
-        "link set peer0 up",
-        "link set lo up",
-    ] {
-        netns.ip(&cmd.split_whitespace().collect::<Vec<_>>());
-    }
+    let netns = lookup_netns("attr");
     let getent = format!(
         "ip netns exec {} getent ahostsv4 localhost >/dev/null",
         netns.name
@@ -151,4 +174,54 @@ fn events_carry_pod_and_container_and_filters_keep_only_them() {
             "{header}"
         );
     }
+}
+
+/// Containers made during the trace and started back to back, faster than the tracer's
+/// rescans of the cgroup hierarchy (at most one a second), each with a process that looks a
+/// name up and exits at once: every lookup carries its own container. The tracer asks the
+/// kernel for a new cgroup id's path by the id itself (`open_by_handle_at`). On an idle
+/// machine the `/proc/PID/cgroup` fallback also finds these; where the tracer lags (the soak's
+/// load: a container every 0.5 s), it found 3 of 120 before and finds 120 of 120 now
+/// (`guest_soak`'s "glibc in a new container" count, judged by `cargo xtask soak --vm`).
+#[test]
+fn containers_started_back_to_back_are_each_attributed() {
+    require_root();
+    let _kubepods = KUBEPODS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(root) = cgroup2_root() else {
+        nodeip_trace_tests::skip_or_fail("no cgroup2 hierarchy is mounted (a v1-only node)");
+        return;
+    };
+    let pid = std::process::id();
+    let mut made = Made(Vec::new());
+    let dir = made.directories(&root, &["kubepods.slice", "kubepods-besteffort.slice"]);
+    let netns = lookup_netns("attrq");
+    let ids: Vec<String> = (0..5u32)
+        .map(|n| format!("{:0>64}", format!("5ca1e{pid:x}0{n}")))
+        .collect();
+    let mut script = String::new();
+    for (n, id) in ids.iter().enumerate() {
+        let pod = dir.join(format!(
+            "kubepods-besteffort-pod0e1d2c3b_4a59_4687_9786_{pid:08x}{n:04x}.slice"
+        ));
+        let scope = pod.join(format!("cri-containerd-{id}.scope"));
+        // Made during the trace (the tracer's first scan of the hierarchy does not see it),
+        // removed by the test after it.
+        made.0.push(pod.clone());
+        made.0.push(scope.clone());
+        // A shell per container: it moves itself in, then becomes the lookup.
+        script += &format!(
+            "mkdir -p {0} && sh -c 'echo $$ > {0}/cgroup.procs && exec ip netns exec {1} getent ahostsv4 localhost >/dev/null' || exit {2};\n",
+            scope.display(),
+            netns.name,
+            10 + n
+        );
+    }
+    let run = trace_json(&[], &["sh", "-c", &script]);
+    assert!(run.output.status.success(), "{}", run.stderr);
+    let attributed: Vec<&str> = lookups(&run.events)
+        .iter()
+        .map(|e| e["process"]["container"]["id"].as_str().unwrap_or("none"))
+        .collect();
+    let wanted: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert_eq!(attributed, wanted, "{}", run.stderr);
 }

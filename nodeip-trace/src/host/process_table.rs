@@ -7,7 +7,7 @@
 //! readable. Nothing here fails: what cannot be read is left out.
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,7 +63,9 @@ impl CgroupIds {
         Self::new(cgroup2_mount(&mounts))
     }
 
-    /// The path of cgroup `id`, rescanning (at most once a second) when it is new.
+    /// The path of cgroup `id`: asked of the kernel by the id itself when it is new (a
+    /// container's first process may be gone before any rescan could see its cgroup), else
+    /// found by rescanning the hierarchy (at most once a second).
     pub fn path_of(&mut self, id: u64) -> Option<String> {
         if id == 0 {
             return None;
@@ -71,11 +73,57 @@ impl CgroupIds {
         if let Some(p) = self.by_id.get(&id) {
             return Some(p.clone());
         }
+        if let Some(path) = self.path_by_handle(id) {
+            if self.by_id.len() < MAX_CGROUPS {
+                self.by_id.insert(id, path.clone());
+            }
+            return Some(path);
+        }
         if self.scanned.is_some_and(|t| t.elapsed() < RESCAN_AFTER) {
             return None;
         }
         self.rescan();
         self.by_id.get(&id).cloned()
+    }
+
+    /// The path of cgroup `id` from the kernel: the id is the cgroup directory's file handle
+    /// on cgroupfs (`FILEID_KERNFS`, as systemd's `cg_path_from_cgroupid` asks), so
+    /// `open_by_handle_at` opens the directory and its `/proc/self/fd` link names it. None
+    /// where the kernel or the tracer's privileges refuse it, or the cgroup is gone.
+    fn path_by_handle(&self, id: u64) -> Option<String> {
+        use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+        /// `FILEID_KERNFS` (include/linux/exportfs.h).
+        const FILEID_KERNFS: libc::c_int = 0xfe;
+        /// `struct file_handle` with room for kernfs's 8-byte handle.
+        #[repr(C)]
+        struct KernfsHandle {
+            handle_bytes: libc::c_uint,
+            handle_type: libc::c_int,
+            id: [u8; 8],
+        }
+        let root = self.root.as_ref()?;
+        let mount = std::fs::File::open(root).ok()?;
+        let mut handle = KernfsHandle {
+            handle_bytes: 8,
+            handle_type: FILEID_KERNFS,
+            id: id.to_ne_bytes(),
+        };
+        // SAFETY: the handle is a `struct file_handle` whose `handle_bytes` says how many
+        // bytes follow its header; the kernel reads no more.
+        let fd = unsafe {
+            libc::open_by_handle_at(
+                mount.as_raw_fd(),
+                (&raw mut handle).cast(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` was just opened and is owned here.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())).ok()?;
+        relative_to_root(&path, root)
     }
 
     fn rescan(&mut self) {
@@ -109,6 +157,13 @@ impl CgroupIds {
             }
         }
     }
+}
+
+/// `path` (a cgroup directory's absolute path) relative to the hierarchy mounted at `root`, as
+/// the index names cgroups: `/` for the root itself, `/a/b` below it.
+fn relative_to_root(path: &Path, root: &Path) -> Option<String> {
+    let below = path.strip_prefix(root).ok()?;
+    Some(format!("/{}", below.to_str()?))
 }
 
 /// What was read about a process while it lived.
@@ -388,6 +443,17 @@ impl ProcessDirectory for ProcProcessDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_path_is_named_relative_to_its_hierarchy() {
+        let root = Path::new("/sys/fs/cgroup/unified");
+        assert_eq!(relative_to_root(root, root).as_deref(), Some("/"));
+        assert_eq!(
+            relative_to_root(&root.join("kubepods.slice/x.scope"), root).as_deref(),
+            Some("/kubepods.slice/x.scope")
+        );
+        assert_eq!(relative_to_root(Path::new("/elsewhere/x"), root), None);
+    }
 
     #[test]
     fn finds_the_unified_hierarchy_in_each_layout() {
