@@ -8,7 +8,8 @@
 //! its end.
 //!
 //! `cargo xtask soak --vm [--kernel K]` runs it in a VM lane guest instead (`guest_soak`,
-//! tests/src/bin/guest_soak.rs: more resolvers, fresh programs held at exec, process churn) and
+//! tests/src/bin/guest_soak.rs: more resolvers, fresh programs held at exec, process churn,
+//! container starts) and
 //! also fails on any kernel fault in the guest's console; `cargo xtask test` runs a short one.
 //! Both judge the tracer's RSS and fds with [`Footprint`].
 use std::collections::BTreeMap;
@@ -48,10 +49,21 @@ const OTHER_FDS_SLACK: usize = 4;
 /// round's burst makes single samples swing by a few MiB, so a window's median judges a trend,
 /// not the phase one sample happened to catch); 0 without samples there.
 fn median_rss(samples: &[Sample], from: Duration, window: Duration) -> u64 {
+    median_of(samples, from, window, |s| s.rss_kib)
+}
+
+/// The median of `value` over the samples taken from `from` on, for `window` (see
+/// [`median_rss`]); 0 without samples there.
+fn median_of(
+    samples: &[Sample],
+    from: Duration,
+    window: Duration,
+    value: impl Fn(&Sample) -> u64,
+) -> u64 {
     let mut rss: Vec<u64> = samples
         .iter()
         .filter(|s| s.at >= from && s.at < from + window)
-        .map(|s| s.rss_kib)
+        .map(value)
         .collect();
     rss.sort_unstable();
     rss.get(rss.len() / 2).copied().unwrap_or(0)
@@ -64,11 +76,40 @@ pub(crate) struct Sample {
     pub(crate) at: Duration,
     /// Its resident set (`VmRSS`).
     pub(crate) rss_kib: u64,
+    /// Of it, anonymous memory (`RssAnon`: the heap, stacks), file pages (`RssFile`: its
+    /// executable's pages, mapped files) and shared memory (`RssShmem`): which one grows says
+    /// where to look.
+    pub(crate) rss_kinds: RssKinds,
     /// Its open file descriptors.
     pub(crate) fds: usize,
     /// Of them, its probes' links (`perf_event` and `bpf_link` descriptors): one set per
     /// program it probed, kept while the program can run.
     pub(crate) probe_fds: usize,
+}
+
+/// A resident set by kind (KiB), from `/proc/PID/status`; zeros where a report lacks them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+pub(crate) struct RssKinds {
+    /// `RssAnon`.
+    #[serde(default)]
+    pub(crate) anon_kib: u64,
+    /// `RssFile`.
+    #[serde(default)]
+    pub(crate) file_kib: u64,
+    /// `RssShmem`.
+    #[serde(default)]
+    pub(crate) shmem_kib: u64,
+}
+
+impl RssKinds {
+    /// Process `pid`'s now.
+    pub(crate) fn of(pid: u32) -> RssKinds {
+        RssKinds {
+            anon_kib: bench::proc_kib(pid, "status", "RssAnon"),
+            file_kib: bench::proc_kib(pid, "status", "RssFile"),
+            shmem_kib: bench::proc_kib(pid, "status", "RssShmem"),
+        }
+    }
 }
 
 impl Sample {
@@ -117,6 +158,9 @@ pub(crate) struct Footprint {
     warm_rss: u64,
     /// Median RSS of the load's last window.
     end_rss: u64,
+    /// The medians of each kind in the same two windows.
+    warm_kinds: RssKinds,
+    end_kinds: RssKinds,
     peak: u64,
 }
 
@@ -134,17 +178,24 @@ impl Footprint {
             .unwrap_or(start);
         let under_load = &samples[..samples.len().saturating_sub(1).max(1)];
         let load_end = under_load.last().map(|s| s.at).unwrap_or_default();
+        let (end_from, end_window) = (
+            load_end.saturating_sub(warmup),
+            warmup + Duration::from_secs(1),
+        );
+        let kinds = |from, window| RssKinds {
+            anon_kib: median_of(under_load, from, window, |s| s.rss_kinds.anon_kib),
+            file_kib: median_of(under_load, from, window, |s| s.rss_kinds.file_kib),
+            shmem_kib: median_of(under_load, from, window, |s| s.rss_kinds.shmem_kib),
+        };
         Footprint {
             warmup,
             start,
             warm,
             end,
             warm_rss: median_rss(under_load, warmup, warmup),
-            end_rss: median_rss(
-                under_load,
-                load_end.saturating_sub(warmup),
-                warmup + Duration::from_secs(1),
-            ),
+            end_rss: median_rss(under_load, end_from, end_window),
+            warm_kinds: kinds(warmup, warmup),
+            end_kinds: kinds(end_from, end_window),
             peak: samples.iter().map(|s| s.rss_kib).max().unwrap_or(0),
         }
     }
@@ -167,6 +218,19 @@ impl Footprint {
         self.end.probe_fds as i64 - self.warm.probe_fds as i64
     }
 
+    /// How each kind of resident memory changed between the two windows, in MiB:
+    /// `anon +1.2, file +0.0, shmem +0.0`.
+    fn kinds_change(&self) -> String {
+        let change = |end: u64, warm: u64| (end as f64 - warm as f64) / 1024.0;
+        let (w, e) = (self.warm_kinds, self.end_kinds);
+        format!(
+            "anon {:+.1}, file {:+.1}, shmem {:+.1}",
+            change(e.anon_kib, w.anon_kib),
+            change(e.file_kib, w.file_kib),
+            change(e.shmem_kib, w.shmem_kib)
+        )
+    }
+
     /// The RSS and fd rows, keyed `PREFIX.rss` and `PREFIX.fds`, their words after `what`.
     pub(crate) fn rows(&self, prefix: &str, what: &str) -> [bench::Row; 2] {
         let w = self.warmup.as_secs_f64();
@@ -176,10 +240,11 @@ impl Footprint {
                 "rss",
                 &format!("{what}tracer RSS"),
                 format!(
-                    "start {} MiB; median of the {w:.0} s after the {w:.0} s warm-up {} MiB, of the load's last {w:.0} s {} MiB; after the load {} MiB, peak {} MiB",
+                    "start {} MiB; median of the {w:.0} s after the {w:.0} s warm-up {} MiB, of the load's last {w:.0} s {} MiB (MiB by kind: {}); after the load {} MiB, peak {} MiB",
                     self.start.rss_kib >> 10,
                     self.warm_rss >> 10,
                     self.end_rss >> 10,
+                    self.kinds_change(),
                     self.end.rss_kib >> 10,
                     self.peak >> 10
                 ),
@@ -247,6 +312,7 @@ fn sample(pid: u32, at: Duration) -> Sample {
     Sample {
         at,
         rss_kib: bench::proc_kib(pid, "status", "VmRSS"),
+        rss_kinds: RssKinds::of(pid),
         fds,
         probe_fds,
     }
@@ -534,6 +600,9 @@ struct GuestSeen {
 struct GuestSample {
     at_secs: f64,
     rss_kib: u64,
+    /// `RssAnon`, `RssFile`, `RssShmem` (reports of before they were sampled lack them).
+    #[serde(flatten)]
+    rss_kinds: RssKinds,
     fds: usize,
     probe_fds: usize,
     /// Fresh programs the load had made by then.
@@ -634,6 +703,7 @@ pub(crate) fn guest_verdict(
         .map(|s| Sample {
             at: Duration::from_secs_f64(s.at_secs.max(0.0)),
             rss_kib: s.rss_kib,
+            rss_kinds: s.rss_kinds,
             fds: s.fds,
             probe_fds: s.probe_fds,
         })
@@ -979,6 +1049,7 @@ mod tests {
         let at = |i: u64, rss_kib: u64| Sample {
             at: Duration::from_secs(i * 5),
             rss_kib,
+            rss_kinds: RssKinds::default(),
             fds: 10,
             probe_fds: 4,
         };

@@ -19,9 +19,13 @@
 //!   file, counted exactly;
 //! - every N rounds (default 10) fresh copies of the Go clients (new inodes: their first exec is
 //!   held until probed), the copies before them deleted;
-//! - process churn: 20 short processes from a shell loop.
+//! - process churn: 20 short processes from a shell loop;
+//! - a container start as the kernel sees one: a new pod's and container's cgroups (named as
+//!   containerd's under kubelet's systemd driver), a process moved into them that unshares its
+//!   PID, mount, UTS and IPC namespaces and looks a name up with glibc, the cgroups removed after
+//!   it; counted exactly (an event of that name attributed to that container);
 //!
-//! Every 5 s it samples the tracer's RSS and open fds (and how many are probe links); at the end it stops the load, samples
+//! Every 5 s it samples the tracer's RSS (and of it anonymous, file and shared memory) and open fds (and how many are probe links); at the end it stops the load, samples
 //! once more, stops the tracer with SIGINT and writes what it made, what the trace saw, the
 //! samples and the tracer's summary line as JSON to FILE (`cargo xtask` judges them).
 use std::io::BufRead as _;
@@ -47,6 +51,13 @@ const LOOKUPS: [(&str, &str); 3] = [
 /// How often the tracer is sampled.
 const SAMPLE_PERIOD: Duration = Duration::from_secs(5);
 
+/// The name a round's container looks up (glibc), and how its lookups are keyed in the report.
+const CONTAINER_NAME: &str = "soak-container";
+const CONTAINER_LOOKUPS: &str = "glibc in a new container";
+
+/// The start of a container ID of the soak's (64 hex digits with the round number after it).
+const CONTAINER_ID_PREFIX: &str = "5eed";
+
 /// Short processes each round starts from a shell loop.
 const CHURN: u32 = 20;
 
@@ -69,6 +80,7 @@ struct Made {
     go: AtomicU64,
     fresh_programs: AtomicU64,
     processes: AtomicU64,
+    containers: AtomicU64,
 }
 
 impl Made {
@@ -87,6 +99,8 @@ struct Seen {
     gai: u64,
     netlink_messages: u64,
     lookups: [u64; 3],
+    /// Lookups of [`CONTAINER_NAME`] attributed to a container of the soak's.
+    container_lookups: u64,
     exec_holds: u64,
     lines: u64,
     ends_with_summary: bool,
@@ -102,30 +116,40 @@ struct Load {
     /// Where fresh copies of the Go clients go.
     copies: PathBuf,
     fresh_every: u64,
+    /// The cgroup2 hierarchy's root (none: no container starts).
+    cgroup_root: Option<PathBuf>,
 }
 
 impl Load {
     /// `ip netns exec NS PROGRAM ARGS…` to completion, stdout dropped; fails on a failure.
     fn in_ns(&self, program: &Path, args: &[&str]) -> Result<()> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.ns])
-            .arg(program)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .with_context(|| format!("starting {}", program.display()))?;
-        if !out.status.success() {
-            bail!(
-                "{} {args:?} failed ({}): {}",
-                program.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &self.ns]).arg(program);
+        run_quietly(command, program, args)
     }
+}
 
+/// Runs `command` (`program` and its `args` at its end) to completion, stdout dropped; fails on
+/// a failure.
+fn run_quietly(mut command: Command, program: &Path, args: &[&str]) -> Result<()> {
+    let out = command
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("starting {}", program.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} {args:?} failed ({}): {}",
+            program.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+impl Load {
     /// The current copies of the Go clients: fresh ones every `fresh_every` rounds.
     fn go_copies(&self, round: u64, made: &Made) -> Result<Vec<PathBuf>> {
         let generation = round / self.fresh_every;
@@ -144,6 +168,27 @@ impl Load {
             }
         }
         Ok(copies)
+    }
+
+    /// Starts round `round`'s container under `root` (the cgroup2 hierarchy), after removing
+    /// the cgroups of the round before's: a pod lives on a while after its first process, so
+    /// its events are attributed however late the trace reads them (a cgroup deleted before
+    /// that is a limit of the trace, not of this load).
+    fn start_container(&self, root: &Path, round: u64) -> Result<()> {
+        if let Some(before) = round.checked_sub(1) {
+            remove_container(root, before)?;
+        }
+        let (_, scope) = container_cgroups(root, round);
+        std::fs::create_dir_all(&scope)
+            .with_context(|| format!("creating the cgroup {}", scope.display()))?;
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec unshare -f -p -m -u -i ip netns exec {} getent ahosts {CONTAINER_NAME}",
+            scope.display(),
+            self.ns
+        );
+        // Into the cgroup before the namespace: `ip netns exec` mounts a /sys of its own.
+        let sh = Path::new("sh");
+        run_quietly(Command::new(sh), sh, &["-c", &script])
     }
 
     /// One round of the load; adds what it made to `made`.
@@ -171,12 +216,82 @@ impl Load {
             self.in_ns(&copy, &[name("go")])?;
             made.go.fetch_add(1, Ordering::Relaxed);
         }
+        if let Some(root) = &self.cgroup_root {
+            self.start_container(root, round)?;
+            made.containers.fetch_add(1, Ordering::Relaxed);
+        }
         let churn = format!("i=0; while [ $i -lt {CHURN} ]; do /bin/true; i=$((i+1)); done");
         self.in_ns(Path::new("sh"), &["-c", &churn])?;
         made.processes
             .fetch_add(u64::from(CHURN), Ordering::Relaxed);
         made.rounds.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// Lookups by key: each resolver's (counts in [`LOOKUPS`]' order), and the containers' (when
+/// the load starts containers: `containers` is not 0).
+fn lookups(
+    by_resolver: impl IntoIterator<Item = u64>,
+    containers: u64,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut map: serde_json::Map<_, _> = LOOKUPS
+        .iter()
+        .zip(by_resolver)
+        .map(|((r, _), n)| (r.to_string(), json!(n)))
+        .collect();
+    if containers > 0 {
+        map.insert(CONTAINER_LOOKUPS.to_string(), json!(containers));
+    }
+    map
+}
+
+/// Round `round`'s pod and container cgroups under `root`, named as containerd's under
+/// kubelet's systemd cgroup driver.
+fn container_cgroups(root: &Path, round: u64) -> (PathBuf, PathBuf) {
+    let pod = root.join(format!(
+        "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod5eed0000_0000_4000_8000_{round:012x}.slice"
+    ));
+    let scope = pod.join(format!(
+        "cri-containerd-{CONTAINER_ID_PREFIX}{round:060x}.scope"
+    ));
+    (pod, scope)
+}
+
+/// Removes round `round`'s container cgroups (they go once the kernel has seen their last task
+/// leave, a moment after it was reaped); none there is no error.
+fn remove_container(root: &Path, round: u64) -> Result<()> {
+    let (pod, scope) = container_cgroups(root, round);
+    for dir in [&scope, &pod] {
+        for attempt in 0.. {
+            match std::fs::remove_dir(dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) if attempt == 50 => {
+                    return Err(e).with_context(|| format!("removing {}", dir.display()))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the kubepods slices the containers' cgroups were made in (when empty) at the end.
+struct KubepodsSlices(Option<PathBuf>, Arc<Made>);
+
+impl Drop for KubepodsSlices {
+    fn drop(&mut self) {
+        if let Some(root) = &self.0 {
+            // The last rounds' containers (the untraced first round's is round 0's).
+            let rounds = self.1.rounds.load(Ordering::Relaxed);
+            for round in [0, rounds.saturating_sub(1), rounds] {
+                let _ = remove_container(root, round);
+            }
+            for dir in ["kubepods.slice/kubepods-besteffort.slice", "kubepods.slice"] {
+                let _ = std::fs::remove_dir(root.join(dir));
+            }
+        }
     }
 }
 
@@ -204,6 +319,16 @@ fn count_stream(stdout: std::process::ChildStdout) -> Seen {
                         seen.netlink_messages += 1
                     }
                     (Some("exec_hold"), _) => seen.exec_holds += 1,
+                    (Some("getaddrinfo"), _) if e["node"] == CONTAINER_NAME => {
+                        let container = &e["process"]["container"];
+                        if container["runtime"] == "containerd"
+                            && container["id"]
+                                .as_str()
+                                .is_some_and(|id| id.starts_with(CONTAINER_ID_PREFIX))
+                        {
+                            seen.container_lookups += 1;
+                        }
+                    }
                     (Some("getaddrinfo"), _) => {
                         let resolver = nodeip_trace_tests::clients::event_resolver(&e);
                         if let Some(i) = LOOKUPS
@@ -226,12 +351,14 @@ fn count_stream(stdout: std::process::ChildStdout) -> Seen {
 /// The tracer's RSS (KiB), open fds and how many of them are probe links (`perf_event`,
 /// `bpf_link`) now, with the fresh programs made so far.
 fn sample(pid: u32, at: Duration, fresh: u64) -> serde_json::Value {
-    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
     let (mut fds, mut probe_fds) = (0, 0);
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
         .into_iter()
@@ -246,7 +373,8 @@ fn sample(pid: u32, at: Duration, fresh: u64) -> serde_json::Value {
         }
     }
     json!({
-        "at_secs": at.as_secs_f64(), "rss_kib": rss_kib, "fds": fds, "probe_fds": probe_fds,
+        "at_secs": at.as_secs_f64(), "rss_kib": kib("VmRSS"), "anon_kib": kib("RssAnon"),
+        "file_kib": kib("RssFile"), "shmem_kib": kib("RssShmem"), "fds": fds, "probe_fds": probe_fds,
         "fresh": fresh,
     })
 }
@@ -345,6 +473,9 @@ fn main() -> Result<()> {
         .iter()
         .enumerate()
         .map(|(i, (_, name))| format!("10.77.1.{} {name}\nfd00::{} {name}\n", i + 1, i + 1))
+        .chain([format!(
+            "10.77.2.1 {CONTAINER_NAME}\nfd00::2:1 {CONTAINER_NAME}\n"
+        )])
         .collect();
     ns.etc_file(
         "hosts",
@@ -365,7 +496,11 @@ fn main() -> Result<()> {
         go,
         copies: dir.clone(),
         fresh_every: args.fresh_every,
+        cgroup_root: nodeip_trace::host::process_table::cgroup2_mount(
+            &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
+        ),
     };
+    let cgroup_root = load.cgroup_root.clone();
     // One round untraced first: a client that cannot run here fails the soak before it starts.
     load.round(0, &Made::default())?;
 
@@ -417,6 +552,7 @@ fn main() -> Result<()> {
     let duration = Duration::from_secs_f64(args.minutes * 60.0);
     let t0 = Instant::now();
     let made = Arc::new(Made::default());
+    let _containers = KubepodsSlices(cgroup_root, made.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let loader = {
         let (made, stop, period) = (made.clone(), stop.clone(), args.round);
@@ -486,14 +622,14 @@ fn main() -> Result<()> {
             "netlink_messages": load(&made.netlink_messages),
             "route_gets": load(&made.route_gets),
             "dumps": load(&made.dumps),
-            "lookups": LOOKUPS.iter().map(|(r, _)| (r.to_string(), json!(load(made.lookups(r))))).collect::<serde_json::Map<_, _>>(),
+            "lookups": lookups(LOOKUPS.iter().map(|(r, _)| load(made.lookups(r))), load(&made.containers)),
             "fresh_programs": load(&made.fresh_programs),
             "processes": load(&made.processes),
         },
         "seen": {
             "gai": seen.gai,
             "netlink_messages": seen.netlink_messages,
-            "lookups": LOOKUPS.iter().zip(seen.lookups).map(|((r, _), n)| (r.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            "lookups": lookups(seen.lookups, seen.container_lookups),
             "exec_holds": seen.exec_holds,
             "lines": seen.lines,
             "ends_with_summary": seen.ends_with_summary,
