@@ -684,6 +684,32 @@ pub mod go_flags {
     pub const FAILED: u32 = 64;
 }
 
+/// Kind tag of [`CgroupMkdirRecord`].
+pub const KIND_CGROUP_MKDIR: u32 = 16;
+/// Bytes of a new cgroup's path copied (a kubepods container's is about 170).
+pub const CGROUP_PATH_LEN: usize = 256;
+
+/// `cgroup:cgroup_mkdir`: a cgroup was made. Its id is what every record's `cgroup_id` says of
+/// the processes in it, and its path names their pod and container: with this record first in
+/// the ring, userspace names a container's events however soon the cgroup is removed again.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CgroupMkdirRecord {
+    /// Common header (the task that made the cgroup: a runtime, systemd).
+    pub header: EventHeader,
+    /// The cgroup's id (its kernfs node id, the inode number of its directory).
+    pub id: u64,
+    /// The hierarchy's id (`root`: 0 is the unified one, cgroup v2).
+    pub root: i32,
+    /// Padding, always 0.
+    pub _pad: u32,
+    /// The path in its hierarchy (`/kubepods.slice/…`), NUL-terminated; cut at
+    /// [`CGROUP_PATH_LEN`] − 1 bytes (userspace then asks the kernel by the id).
+    pub path: [u8; CGROUP_PATH_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<CgroupMkdirRecord>() == 48 + 16 + CGROUP_PATH_LEN);
+
 /// Kind tag of [`GoHostRecord`].
 pub const KIND_GO_HOST: u32 = 15;
 /// Bytes copied of each address string a host lookup returns (an IPv6 text with zone fits).

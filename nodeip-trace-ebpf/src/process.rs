@@ -1,5 +1,6 @@
 //! Process lifecycle: follow forks of traced thread groups (so `trace -- COMMAND` sees the
-//! command's descendants) and report execs of traced processes.
+//! command's descendants), report execs of traced processes, and the cgroups made (whose
+//! paths name a container's processes).
 //!
 //! Minimum kernel: 4.7 (tracepoint programs); `__data_loc` comm fields since 6.x are skipped by
 //! reading only the pid fields, whose offsets userspace sets from the format file.
@@ -9,7 +10,7 @@ use aya_ebpf::{
     programs::TracePointContext,
     EbpfContext, Global,
 };
-use nodeip_trace_common::{counter, ExecRecord, KIND_EXEC};
+use nodeip_trace_common::{counter, CgroupMkdirRecord, ExecRecord, KIND_CGROUP_MKDIR, KIND_EXEC};
 
 use crate::{count, filter::traced, write_header, EVENTS, TRACED_TGIDS};
 
@@ -112,5 +113,46 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     } else {
         crate::WAKE_NOW
     });
+    0
+}
+
+/// Offsets of `root`, `id` and `path` (its `__data_loc` word) in `cgroup:cgroup_mkdir`, from its
+/// format file (the defaults are every kernel's since 5.5, when `id` became 64 bits).
+#[unsafe(no_mangle)]
+static CGROUP_MKDIR_OFFSETS: Global<[u32; 3]> = Global::new([8, 16, 24]);
+
+/// `cgroup:cgroup_mkdir`: every cgroup made on the node (a runtime makes them, not the traced
+/// process that will run in them, so no filter; a node makes a few a second at most).
+#[tracepoint]
+pub fn cgroup_mkdir(ctx: TracePointContext) -> u32 {
+    let [root_off, id_off, path_off] = CGROUP_MKDIR_OFFSETS.load();
+    if root_off > 64 || id_off > 64 || path_off > 64 {
+        return 0;
+    }
+    let Some(mut entry) = EVENTS.reserve::<CgroupMkdirRecord>(0) else {
+        count(counter::OTHER_RINGBUF_FULL, 1);
+        return 0;
+    };
+    let rec = entry.as_mut_ptr();
+    // SAFETY: the record was reserved for this type; the tracepoint reads are checked.
+    unsafe {
+        write_header(
+            &mut (*rec).header,
+            KIND_CGROUP_MKDIR,
+            aya_ebpf::helpers::bpf_get_current_pid_tgid(),
+        );
+        (*rec).root = ctx.read_at::<i32>(root_off as usize).unwrap_or(-1);
+        (*rec)._pad = 0;
+        (*rec).id = ctx.read_at::<u64>(id_off as usize).unwrap_or(0);
+        let loc: u32 = ctx.read_at(path_off as usize).unwrap_or(0);
+        (*rec).path[0] = 0;
+        let src = (ctx.as_ptr() as *const u8).wrapping_add((loc & 0xffff) as usize);
+        if bpf_probe_read_kernel_str_bytes(src, &mut (*rec).path).is_err() {
+            (*rec).path[0] = 0;
+        }
+    }
+    // Woken at once: the processes moved into it come right after, and their records are
+    // named by it only if it is read first (it is: the ring keeps order).
+    entry.submit(crate::WAKE_NOW);
     0
 }

@@ -185,6 +185,22 @@ fn events_carry_pod_and_container_and_filters_keep_only_them() {
 /// (`guest_soak`'s "glibc in a new container" count, judged by `cargo xtask soak --vm`).
 #[test]
 fn containers_started_back_to_back_are_each_attributed() {
+    containers_in_a_trace("attrq", false);
+}
+
+/// The same, each container's cgroups removed as soon as its process ended (a pod that
+/// checked something and went): the lookups' records are read after that, when neither the
+/// kernel nor `/proc` can name the cgroup any more. The `cgroup:cgroup_mkdir` tracepoint's
+/// record, read before them, names it (by the handle alone 2 of 5 were named).
+#[test]
+fn containers_removed_at_once_are_still_named() {
+    containers_in_a_trace("attrr", true);
+}
+
+/// Five containers made during a trace, one after the other, each running one glibc lookup
+/// (and `removed_at_once`: its cgroups removed right after); every lookup must carry its
+/// container's ID.
+fn containers_in_a_trace(netns_name: &str, removed_at_once: bool) {
     require_root();
     let _kubepods = KUBEPODS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(root) = cgroup2_root() else {
@@ -194,18 +210,24 @@ fn containers_started_back_to_back_are_each_attributed() {
     let pid = std::process::id();
     let mut made = Made(Vec::new());
     let dir = made.directories(&root, &["kubepods.slice", "kubepods-besteffort.slice"]);
-    let netns = lookup_netns("attrq");
+    let netns = lookup_netns(netns_name);
     let ids: Vec<String> = (0..5u32)
-        .map(|n| format!("{:0>64}", format!("5ca1e{pid:x}0{n}")))
+        .map(|n| {
+            format!(
+                "{:0>64}",
+                format!("5ca1e{pid:x}{}{n}", removed_at_once as u8)
+            )
+        })
         .collect();
     let mut script = String::new();
     for (n, id) in ids.iter().enumerate() {
         let pod = dir.join(format!(
-            "kubepods-besteffort-pod0e1d2c3b_4a59_4687_9786_{pid:08x}{n:04x}.slice"
+            "kubepods-besteffort-pod0e1d2c3b_4a59_4687_9786_{pid:08x}{}{n:03x}.slice",
+            removed_at_once as u8
         ));
         let scope = pod.join(format!("cri-containerd-{id}.scope"));
         // Made during the trace (the tracer's first scan of the hierarchy does not see it),
-        // removed by the test after it.
+        // removed by the test after it if not by the script.
         made.0.push(pod.clone());
         made.0.push(scope.clone());
         // A shell per container: it moves itself in, then becomes the lookup.
@@ -215,6 +237,14 @@ fn containers_started_back_to_back_are_each_attributed() {
             netns.name,
             10 + n
         );
+        if removed_at_once {
+            // Empty a moment after its last task was reaped.
+            script += &format!(
+                "for i in 1 2 3 4 5 6 7 8 9 10; do rmdir {0} 2>/dev/null && break; sleep 0.02; done; rmdir {1};\n",
+                scope.display(),
+                pod.display()
+            );
+        }
     }
     let run = trace_json(&[], &["sh", "-c", &script]);
     assert!(run.output.status.success(), "{}", run.stderr);

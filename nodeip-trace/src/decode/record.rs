@@ -58,6 +58,8 @@ pub enum KernelRecord {
     GoSort(Box<common::GoSortRecord>),
     /// A Go host lookup (`LookupHost`) answered from `/etc/hosts`, unsorted.
     GoHost(Box<common::GoHostRecord>),
+    /// A cgroup was made (its id and path).
+    CgroupMkdir(Box<common::CgroupMkdirRecord>),
 }
 
 impl KernelRecord {
@@ -76,6 +78,7 @@ impl KernelRecord {
             KernelRecord::KernelHandler(r) => &r.header,
             KernelRecord::GoSort(r) => &r.header,
             KernelRecord::GoHost(r) => &r.header,
+            KernelRecord::CgroupMkdir(r) => &r.header,
         }
     }
 }
@@ -154,6 +157,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_KERNEL_HANDLER => KernelRecord::KernelHandler(Box::new(read(kind, bytes)?)),
         common::KIND_GO_SORT => KernelRecord::GoSort(Box::new(read(kind, bytes)?)),
         common::KIND_GO_HOST => KernelRecord::GoHost(Box::new(read(kind, bytes)?)),
+        common::KIND_CGROUP_MKDIR => KernelRecord::CgroupMkdir(Box::new(read(kind, bytes)?)),
         other => return Err(RecordError::UnknownKind(other)),
     })
 }
@@ -252,6 +256,26 @@ mod tests {
                 need: common::GETADDRINFO_FIXED_LEN + 2 * entry,
             })
         );
+    }
+
+    #[test]
+    fn a_cgroup_mkdir_record_gives_the_id_and_path() {
+        // SAFETY: CgroupMkdirRecord is plain integers and byte arrays; all zeros is a value.
+        let mut rec: common::CgroupMkdirRecord = unsafe { std::mem::zeroed() };
+        rec.header = header(common::KIND_CGROUP_MKDIR);
+        rec.id = 0x1234;
+        let path = b"/kubepods.slice/x.scope";
+        rec.path[..path.len()].copy_from_slice(path);
+        let bytes = record_bytes(&rec);
+        let Ok(KernelRecord::CgroupMkdir(got)) = parse_record(&bytes) else {
+            panic!("a cgroup_mkdir record")
+        };
+        assert_eq!((got.id, got.root), (0x1234, 0));
+        assert_eq!(c_string(&got.path), "/kubepods.slice/x.scope");
+        assert!(matches!(
+            parse_record(&bytes[..bytes.len() - 1]),
+            Err(RecordError::Short { .. })
+        ));
     }
 
     #[test]

@@ -46,7 +46,14 @@ pub struct CgroupIds {
     root: Option<PathBuf>,
     by_id: HashMap<u64, String>,
     scanned: Option<Instant>,
+    /// Cgroups the kernel said it made ([`Self::learn`]), and when: a rescan keeps them for
+    /// [`KEEP_LEARNED`] though they are gone from the hierarchy, since their processes'
+    /// records may still be on their way.
+    learned: HashMap<u64, Instant>,
 }
+
+/// How long a cgroup the kernel said it made stays named after it is removed.
+const KEEP_LEARNED: Duration = Duration::from_secs(30);
 
 impl CgroupIds {
     /// The index of the hierarchy mounted at `root` (scanned lazily).
@@ -126,12 +133,29 @@ impl CgroupIds {
         relative_to_root(&path, root)
     }
 
+    /// Cgroup `id` is at `path` (relative to the hierarchy's root), as the kernel said when it
+    /// made it.
+    pub fn learn(&mut self, id: u64, path: &str) {
+        if id == 0 || path.is_empty() || self.by_id.len() >= MAX_CGROUPS {
+            return;
+        }
+        self.by_id.insert(id, path.to_string());
+        self.learned.insert(id, Instant::now());
+    }
+
     fn rescan(&mut self) {
         self.scanned = Some(Instant::now());
         let Some(root) = self.root.clone() else {
             return;
         };
+        self.learned.retain(|_, at| at.elapsed() < KEEP_LEARNED);
+        let learned: Vec<(u64, String)> = self
+            .learned
+            .keys()
+            .filter_map(|id| Some((*id, self.by_id.get(id)?.clone())))
+            .collect();
         self.by_id.clear();
+        self.by_id.extend(learned);
         let mut stack = vec![(root.clone(), String::from("/"))];
         while let Some((dir, rel)) = stack.pop() {
             if self.by_id.len() >= MAX_CGROUPS {
@@ -381,6 +405,13 @@ impl ProcessDirectory for ProcProcessDirectory {
         Some(made)
     }
 
+    fn cgroup_made(&mut self, id: u64, root: i32, path: &str) {
+        // Hierarchy 0 is the unified one, whose ids the records carry.
+        if root == 0 {
+            self.cgroups.learn(id, path);
+        }
+    }
+
     fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str, cgroup_id: u64) {
         self.asked.insert(pid, ());
         self.made.remove(&pid);
@@ -443,6 +474,29 @@ impl ProcessDirectory for ProcProcessDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_the_kernel_made_is_named_after_it_is_gone_for_a_while() {
+        let dir = std::env::temp_dir().join(format!("cgroup-ids-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("present")).unwrap();
+        let mut ids = CgroupIds::new(Some(dir.clone()));
+        ids.learn(0xdead_beef, "/kubepods.slice/gone.scope");
+        assert_eq!(
+            ids.path_of(0xdead_beef).as_deref(),
+            Some("/kubepods.slice/gone.scope")
+        );
+        // A rescan (for an id not known) keeps what the kernel said, and finds the rest.
+        let present = std::fs::metadata(dir.join("present")).unwrap().ino();
+        assert_eq!(ids.path_of(present).as_deref(), Some("/present"));
+        assert_eq!(
+            ids.by_id.get(&0xdead_beef).map(String::as_str),
+            Some("/kubepods.slice/gone.scope")
+        );
+        ids.learn(0, "/zero");
+        ids.learn(7, "");
+        assert!(!ids.by_id.contains_key(&0) && !ids.by_id.contains_key(&7));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_cgroup_path_is_named_relative_to_its_hierarchy() {

@@ -44,6 +44,9 @@ pub trait ProcessDirectory {
     /// `pid` (child of `ppid` named `parent_comm`; 0 and empty when unknown; in cgroup
     /// `cgroup_id`, 0 when unknown) exec'd `filename`: what was known about it is read again.
     fn exec(&mut self, pid: u32, ppid: u32, parent_comm: &str, filename: &str, cgroup_id: u64);
+    /// Cgroup `id` was made at `path` in hierarchy `root` (0: the unified one, cgroup v2): it is
+    /// named from now on without asking the kernel, however soon it is removed again.
+    fn cgroup_made(&mut self, _id: u64, _root: i32, _path: &str) {}
     /// Forgets the processes that have exited and were not asked about since the last call
     /// (called every few seconds: their late records are decoded by then), so that a node's
     /// short-lived processes do not pile up until a bound; returns their pids (so the other

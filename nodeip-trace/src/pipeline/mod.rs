@@ -486,6 +486,18 @@ impl Pipeline {
             }
             // The live source rescans that process's sockets; not a timeline event.
             KernelRecord::UnknownNetlinkSocket(_) => {}
+            // Read before the records of the processes moved into it (the ring keeps order).
+            // A path cut at the record's end is not a name: the kernel is asked by the id.
+            KernelRecord::CgroupMkdir(r) => {
+                let path = c_string(&r.path);
+                if let Some(processes) = self
+                    .processes
+                    .as_mut()
+                    .filter(|_| path.len() < nodeip_trace_common::CGROUP_PATH_LEN - 1)
+                {
+                    processes.cgroup_made(r.id, r.root, &path);
+                }
+            }
         }
     }
 

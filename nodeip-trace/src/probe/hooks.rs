@@ -232,7 +232,7 @@ const fn tp(
 const FLOOR: &str = "5.8";
 
 /// Every tracepoint hook, in the order doctor lists them.
-pub const TRACEPOINT_HOOKS: [TracepointHook; 21] = {
+pub const TRACEPOINT_HOOKS: [TracepointHook; 22] = {
     use HookGroup::*;
     [
         tp("socket_enter", "syscalls", "sys_enter_socket", NetlinkSyscalls, "learn netlink sockets as they are opened", FLOOR),
@@ -256,6 +256,7 @@ pub const TRACEPOINT_HOOKS: [TracepointHook; 21] = {
         tp("gai_socket_exit", "syscalls", "sys_exit_getsockname", ResolverSort, "getaddrinfo's sort: the source chosen per candidate", FLOOR),
         tp("process_fork", "sched", "sched_process_fork", Processes, "follow descendants of traced processes", FLOOR),
         tp("process_exec", "sched", "sched_process_exec", Processes, "new programs (libc attach, attribution)", FLOOR),
+        tp("cgroup_mkdir", "cgroup", "cgroup_mkdir", Processes, "new cgroups' paths (containers named however short-lived)", FLOOR),
     ]
 };
 

@@ -292,6 +292,26 @@ fn fork_child_pid_offset(tracefs: Option<&Path>) -> u32 {
     tracepoint_field_offset(tracefs, "sched", "sched_process_fork", "child_pid").unwrap_or(20)
 }
 
+/// Offsets of `root`, `id` and `path` in `cgroup:cgroup_mkdir`'s records, from its format file:
+/// the defaults (every kernel's since 5.5) where the file is unreadable, and past the
+/// program's bound (it then sends nothing) where `id` is not 64 bits (kernels before 5.5).
+fn cgroup_mkdir_offsets(tracefs: Option<&Path>) -> [u32; 3] {
+    let Some(layout) = tracefs
+        .and_then(|r| super::tracefs::event_format(r, "cgroup", "cgroup_mkdir"))
+        .map(|f| crate::decode::tracepoint_format::TracepointLayout::parse(&f))
+    else {
+        return [8, 16, 24];
+    };
+    match (
+        layout.field("root"),
+        layout.field("id"),
+        layout.field("path"),
+    ) {
+        (Some((root, _)), Some((id, 8)), Some((path, _))) => [root as u32, id as u32, path as u32],
+        _ => [u32::MAX; 3],
+    }
+}
+
 /// Where `field` is in the records of tracepoint `category:name`, from its format file.
 fn tracepoint_field_offset(
     tracefs: Option<&Path>,
@@ -359,6 +379,7 @@ impl LiveTracer {
         let self_tgid: u32 = std::process::id();
         let confirm: u32 = features.tracepoint_available("sock", "sock_send_length") as u32;
         let fork_off = fork_child_pid_offset(tracefs.as_deref());
+        let cgroup_mkdir_offsets = cgroup_mkdir_offsets(tracefs.as_deref());
         let route_dport_offsets: [u32; 2] = [
             tracepoint_field_offset(tracefs.as_deref(), "fib", "fib_table_lookup", "dport")
                 .unwrap_or(0),
@@ -383,6 +404,7 @@ impl LiveTracer {
             .override_global("NETLINK_PROTOCOLS", &config.netlink_protocols, true)
             .override_global("CONFIRM_WITH_SOCK_TP", &confirm, true)
             .override_global("FORK_CHILD_PID_OFFSET", &fork_off, true)
+            .override_global("CGROUP_MKDIR_OFFSETS", &cgroup_mkdir_offsets, true)
             .override_global("ROUTE_DPORT_OFFSETS", &route_dport_offsets, true)
             .override_global("FOLLOW_FORKS", &follow, true)
             .override_global("NETNS_OFFSETS", &netns_offsets, true)
