@@ -119,8 +119,8 @@ enum Task {
         minutes: f64,
         /// Instead, in a VM lane guest (`--kernel`, default 6.1) tracing the whole guest under
         /// a mixed load (route-get storms, glibc, musl and Go lookups, fresh Go programs held at
-        /// exec, process churn, dumps); also fails on any kernel fault in the guest's console
-        /// (soft lockup, hung task, RCU stall, oops).
+        /// exec, process churn, container starts, dumps); also fails on any kernel fault in the
+        /// guest's console (soft lockup, hung task, RCU stall, oops).
         #[arg(long)]
         vm: bool,
         #[command(flatten)]
