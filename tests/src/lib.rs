@@ -115,6 +115,14 @@ pub fn tool() -> PathBuf {
     p
 }
 
+/// Where this machine's cgroup2 hierarchy is mounted, from /proc/mounts (none on a v1-only
+/// node), as the tracer finds it.
+pub fn cgroup2_mount_point() -> Option<PathBuf> {
+    nodeip_trace::host::process_table::cgroup2_mount(
+        &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
+    )
+}
+
 /// Fails loudly unless running as root: these tests need eBPF and namespaces, and CI has both.
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.

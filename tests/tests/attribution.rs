@@ -7,15 +7,8 @@
 //! both ends inside) so that they succeed on a machine whose only address is loopback.
 use std::path::{Path, PathBuf};
 
-use nodeip_trace_tests::{require_root, trace_json, Netns};
+use nodeip_trace_tests::{cgroup2_mount_point, require_root, trace_json, Netns};
 use serde_json::Value;
-
-/// The cgroup2 mount point, from /proc/mounts.
-fn cgroup2_root() -> Option<PathBuf> {
-    nodeip_trace::host::process_table::cgroup2_mount(
-        &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
-    )
-}
 
 /// Held by each test while it makes and removes kubepods cgroups: the two share the
 /// hierarchy's top slices, which the one that made them removes.
@@ -77,7 +70,7 @@ fn lookups(events: &[Value]) -> Vec<&Value> {
 fn events_carry_pod_and_container_and_filters_keep_only_them() {
     require_root();
     let _kubepods = KUBEPODS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(root) = cgroup2_root() else {
+    let Some(root) = cgroup2_mount_point() else {
         nodeip_trace_tests::skip_or_fail("no cgroup2 hierarchy is mounted (a v1-only node); the cgroup path parsers' unit tests cover v1 paths");
         return;
     };
@@ -203,7 +196,7 @@ fn containers_removed_at_once_are_still_named() {
 fn containers_in_a_trace(netns_name: &str, removed_at_once: bool) {
     require_root();
     let _kubepods = KUBEPODS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(root) = cgroup2_root() else {
+    let Some(root) = cgroup2_mount_point() else {
         nodeip_trace_tests::skip_or_fail("no cgroup2 hierarchy is mounted (a v1-only node)");
         return;
     };

@@ -46,10 +46,13 @@ pub struct CgroupIds {
     root: Option<PathBuf>,
     by_id: HashMap<u64, String>,
     scanned: Option<Instant>,
-    /// Cgroups the kernel said it made ([`Self::learn`]), and when: a rescan keeps them for
+    /// Cgroups the kernel named ([`Self::learn`]: made, or asked by id), and when: a rescan keeps them for
     /// [`KEEP_LEARNED`] though they are gone from the hierarchy, since their processes'
     /// records may still be on their way.
     learned: HashMap<u64, Instant>,
+    /// The hierarchy's root, opened at the first [`Self::path_by_handle`] (the mount its
+    /// handles are opened on).
+    mount: Option<std::fs::File>,
 }
 
 /// How long a cgroup the kernel said it made stays named after it is removed.
@@ -81,9 +84,7 @@ impl CgroupIds {
             return Some(p.clone());
         }
         if let Some(path) = self.path_by_handle(id) {
-            if self.by_id.len() < MAX_CGROUPS {
-                self.by_id.insert(id, path.clone());
-            }
+            self.learn(id, &path);
             return Some(path);
         }
         if self.scanned.is_some_and(|t| t.elapsed() < RESCAN_AFTER) {
@@ -97,7 +98,7 @@ impl CgroupIds {
     /// on cgroupfs (`FILEID_KERNFS`, as systemd's `cg_path_from_cgroupid` asks), so
     /// `open_by_handle_at` opens the directory and its `/proc/self/fd` link names it. None
     /// where the kernel or the tracer's privileges refuse it, or the cgroup is gone.
-    fn path_by_handle(&self, id: u64) -> Option<String> {
+    fn path_by_handle(&mut self, id: u64) -> Option<String> {
         use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
         /// `FILEID_KERNFS` (include/linux/exportfs.h).
         const FILEID_KERNFS: libc::c_int = 0xfe;
@@ -109,7 +110,10 @@ impl CgroupIds {
             id: [u8; 8],
         }
         let root = self.root.as_ref()?;
-        let mount = std::fs::File::open(root).ok()?;
+        if self.mount.is_none() {
+            self.mount = Some(std::fs::File::open(root).ok()?);
+        }
+        let mount = self.mount.as_ref()?;
         let mut handle = KernfsHandle {
             handle_bytes: 8,
             handle_type: FILEID_KERNFS,
@@ -133,8 +137,8 @@ impl CgroupIds {
         relative_to_root(&path, root)
     }
 
-    /// Cgroup `id` is at `path` (relative to the hierarchy's root), as the kernel said when it
-    /// made it.
+    /// Cgroup `id` is at `path` (relative to the hierarchy's root), as the kernel said (when it
+    /// made it, or asked by the id).
     pub fn learn(&mut self, id: u64, path: &str) {
         if id == 0 || path.is_empty() || self.by_id.len() >= MAX_CGROUPS {
             return;

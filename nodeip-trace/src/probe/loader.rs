@@ -296,10 +296,7 @@ fn fork_child_pid_offset(tracefs: Option<&Path>) -> u32 {
 /// the defaults (every kernel's since 5.5) where the file is unreadable, and past the
 /// program's bound (it then sends nothing) where `id` is not 64 bits (kernels before 5.5).
 fn cgroup_mkdir_offsets(tracefs: Option<&Path>) -> [u32; 3] {
-    let Some(layout) = tracefs
-        .and_then(|r| super::tracefs::event_format(r, "cgroup", "cgroup_mkdir"))
-        .map(|f| crate::decode::tracepoint_format::TracepointLayout::parse(&f))
-    else {
+    let Some(layout) = tracepoint_layout(tracefs, "cgroup", "cgroup_mkdir") else {
         return [8, 16, 24];
     };
     match (
@@ -312,6 +309,17 @@ fn cgroup_mkdir_offsets(tracefs: Option<&Path>) -> [u32; 3] {
     }
 }
 
+/// The record layout of tracepoint `category:name`, from its format file.
+fn tracepoint_layout(
+    tracefs: Option<&Path>,
+    category: &str,
+    name: &str,
+) -> Option<crate::decode::tracepoint_format::TracepointLayout> {
+    tracefs
+        .and_then(|r| super::tracefs::event_format(r, category, name))
+        .map(|f| crate::decode::tracepoint_format::TracepointLayout::parse(&f))
+}
+
 /// Where `field` is in the records of tracepoint `category:name`, from its format file.
 fn tracepoint_field_offset(
     tracefs: Option<&Path>,
@@ -319,9 +327,7 @@ fn tracepoint_field_offset(
     name: &str,
     field: &str,
 ) -> Option<u32> {
-    tracefs
-        .and_then(|r| super::tracefs::event_format(r, category, name))
-        .map(|f| crate::decode::tracepoint_format::TracepointLayout::parse(&f))
+    tracepoint_layout(tracefs, category, name)
         .and_then(|l| l.field(field))
         .map(|(off, _)| off as u32)
 }

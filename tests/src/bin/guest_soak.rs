@@ -496,9 +496,7 @@ fn main() -> Result<()> {
         go,
         copies: dir.clone(),
         fresh_every: args.fresh_every,
-        cgroup_root: nodeip_trace::host::process_table::cgroup2_mount(
-            &std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
-        ),
+        cgroup_root: nodeip_trace_tests::cgroup2_mount_point(),
     };
     let cgroup_root = load.cgroup_root.clone();
     // One round untraced first: a client that cannot run here fails the soak before it starts.
