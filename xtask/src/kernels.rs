@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context as _};
 
-use crate::run;
+use crate::{run, run_within};
 
 /// One kernel line of the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +49,13 @@ pub fn by_name(name: &str) -> anyhow::Result<Kernel> {
 
 /// Index files younger than this are not fetched again.
 const LISTS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// How long `apt-get update` may take before it is stopped and tried once more (a whole
+/// update of two suites takes seconds on the registries this lane reaches).
+const UPDATE_LIMIT: Duration = Duration::from_secs(150);
+
+/// How long `apt-get download` of one kernel package (20–40 MB) may take.
+const DOWNLOAD_LIMIT: Duration = Duration::from_secs(300);
 
 /// The private apt configuration of one suite (main and its security suite).
 struct PrivateApt {
@@ -98,6 +105,9 @@ impl PrivateApt {
             ("Dir::Cache", format!("{d}/cache")),
             ("Acquire::Languages", "none".into()),
             ("APT::Sandbox::User", "root".into()),
+            // A stalled connection fails after 30 s and is retried, rather than waiting forever.
+            ("Acquire::http::Timeout", "30".into()),
+            ("Acquire::Retries", "3".into()),
         ] {
             c.arg("-o").arg(format!("{key}={value}"));
         }
@@ -121,20 +131,26 @@ impl PrivateApt {
         if fresh {
             return Ok(());
         }
-        let status = self
-            .command("apt-get")
-            .args(["-q", "update"])
-            .stdout(std::process::Stdio::null())
-            .status()
-            .context("starting apt-get update")?;
-        if !status.success() {
-            if newest.is_some() {
-                eprintln!("vm-test: apt-get update failed ({status}); using the older index");
-                return Ok(());
+        let update = || {
+            run_within(
+                self.command("apt-get")
+                    .args(["-q", "update"])
+                    .stdout(std::process::Stdio::null()),
+                UPDATE_LIMIT,
+            )
+        };
+        let Err(first) = update() else {
+            return Ok(());
+        };
+        eprintln!("vm-test: apt-get update failed ({first:#}); trying once more");
+        match update() {
+            Ok(()) => Ok(()),
+            Err(e) if newest.is_some() => {
+                eprintln!("vm-test: apt-get update failed again ({e:#}); using the older index");
+                Ok(())
             }
-            bail!("apt-get update of {} failed: {status}", self.dir.display());
+            Err(e) => Err(e.context(format!("apt-get update of {}", self.dir.display()))),
         }
-        Ok(())
     }
 
     /// The `linux-image-N…` package `linux-image-cloud-amd64` depends on (the suite's newest).
@@ -198,10 +214,12 @@ pub fn tree(cache: &Path, kernel: Kernel, package: &str) -> anyhow::Result<(Path
             eprintln!("vm-test: apt-get download {package} ({})", kernel.suite);
             let apt = PrivateApt::new(cache, kernel.suite)?;
             apt.update()?;
-            run(apt
-                .command("apt-get")
-                .args(["-q", "download", package])
-                .current_dir(&debs))?;
+            run_within(
+                apt.command("apt-get")
+                    .args(["-q", "download", package])
+                    .current_dir(&debs),
+                DOWNLOAD_LIMIT,
+            )?;
         }
         let deb = have_deb(&debs)?.context("apt-get download left no .deb")?;
         let _ = std::fs::remove_dir_all(&root);

@@ -212,6 +212,31 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a command that reaches the network, killing it (and failing) when it has not finished
+/// within `limit`: a stalled mirror connection must cost the run minutes, not the CI's whole
+/// budget (an `apt-get update` that never returned once took a CI run past its 90 minutes).
+pub fn run_within(cmd: &mut Command, limit: std::time::Duration) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("{cmd:?} failed: {status}");
+            }
+            return Ok(());
+        }
+        if started.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{cmd:?} had not finished after {} s and was stopped; is the package mirror reachable?",
+                limit.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// Runs a command to completion and gives its stdout, failing with its command line and stderr
 /// when it fails.
 pub fn output(cmd: &mut Command) -> anyhow::Result<String> {
@@ -390,5 +415,27 @@ fn main() -> anyhow::Result<()> {
         Task::Bless => run(cargo()
             .args(["test", "--workspace", "--exclude", "nodeip-trace-ebpf"])
             .env("BLESS", "1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn run_within_stops_a_command_that_outlives_its_limit() {
+        let started = Instant::now();
+        let e =
+            run_within(Command::new("sleep").arg("30"), Duration::from_millis(500)).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5), "{e:#}");
+        assert!(format!("{e:#}").contains("had not finished after"), "{e:#}");
+    }
+
+    #[test]
+    fn run_within_passes_success_and_failure_through() {
+        run_within(&mut Command::new("true"), Duration::from_secs(10)).unwrap();
+        let e = run_within(&mut Command::new("false"), Duration::from_secs(10)).unwrap_err();
+        assert!(format!("{e:#}").contains("failed"), "{e:#}");
     }
 }
