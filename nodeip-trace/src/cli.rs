@@ -693,6 +693,7 @@ pub fn run() -> anyhow::Result<Exit> {
         }
         Command::Trace(args) => {
             crate::purge_freed_memory_at_once();
+            nodeip_trace::host::huge_pages::opt_out();
             let opts = trace_options(args)?;
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

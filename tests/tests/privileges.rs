@@ -110,7 +110,7 @@ fn status_field(status: &str, field: &str) -> u64 {
 /// process that starts later needs: container_libc.rs and runtime_attribution.rs prove that
 /// still works) — effective, permitted and bounding sets alike, nothing inheritable or ambient,
 /// no_new_privs set — while `trace -- COMMAND` still runs the command with the caller's
-/// capabilities.
+/// capabilities. The tracer runs without transparent huge pages, the command with them.
 #[test]
 fn the_running_tracer_keeps_only_what_late_attach_needs() {
     require_root();
@@ -152,6 +152,9 @@ fn the_running_tracer_keeps_only_what_late_attach_needs() {
     assert_eq!(status_field(&status, "CapInh:"), 0, "{status}");
     assert_eq!(status_field(&status, "CapAmb:"), 0, "{status}");
     assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // No transparent huge pages for the tracer (khugepaged made its heap resident 2 MiB at a
+    // time on kernels whose THP is `always`: host::huge_pages).
+    assert!(status.contains("THP_enabled:\t0"), "{status}");
     assert!(
         stderr.contains("capabilities dropped; kept CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH"),
         "{stderr}"
@@ -172,6 +175,18 @@ fn the_running_tracer_keeps_only_what_late_attach_needs() {
         .find(|l| l.starts_with("CapEff:"))
         .unwrap_or_else(|| panic!("{text}{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(status_field(line, "CapEff:"), own, "{line}");
+
+    // … and the caller's huge-page setting, not the tracer's.
+    let out = Command::new(tool())
+        .args(["trace", "--", "grep", "THP_enabled:", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("THP_enabled:\t1"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `sudo trace --pcapng ~/x.pcapng`: the directory is another user's, which root may write only

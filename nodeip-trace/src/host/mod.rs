@@ -13,6 +13,7 @@ pub mod elf;
 pub mod error;
 pub mod file_identity;
 pub mod go_binary;
+pub mod huge_pages;
 pub mod kernel_btf;
 pub mod kernel_dump;
 pub mod libc_locator;

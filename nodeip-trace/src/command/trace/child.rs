@@ -31,15 +31,18 @@ pub(super) fn spawn_command(
     use std::os::fd::{AsFd, OwnedFd};
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
-    if let Some(limit) = crate::probe::loader::started_open_files_limit() {
-        // SAFETY: the closure runs in the child between fork and exec and only calls
-        // setrlimit, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
+    let limit = crate::probe::loader::started_open_files_limit();
+    // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit
+    // and prctl, which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(limit) = limit {
                 libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-                Ok(())
-            });
-        }
+            }
+            // The command runs with the caller's huge-page setting, not the tracer's.
+            crate::host::huge_pages::restore_in_child();
+            Ok(())
+        });
     }
     if stdout_to_stderr {
         let stderr: Result<OwnedFd, _> = std::io::stderr().as_fd().try_clone_to_owned();
