@@ -17,20 +17,32 @@
 //! - `node-ip-picked` (information): what kubelet takes as its node IP, its NodeAddress rule
 //!   replayed on its own lookup and address dump ([`kubelet_pick`]); what calico-node detects
 //!   as its IPv4 address, first-found replayed on its own link and address dumps
-//!   ([`calico_pick`]).
+//!   ([`calico_pick`]); flannel's (flanneld's, k3s's) public IP, its default-route interface
+//!   rule replayed on its own route and address dumps (`flannel_pick`); which interface
+//!   kube-vip puts its VIP on, replayed at its address request on its route and address dumps
+//!   (`kube_vip_pick`); kube-proxy's IPVS NodePort addresses, each of its local-table or
+//!   address dumps replayed by that path (`kube_proxy_pick`). The dumps are kept per process
+//!   by `process_dumps`.
+//! - `vip-off-subnet-interface` (kube-vip#903): kube-vip added its VIP to another interface than
+//!   the one whose prefix holds it (`kube_vip_pick`).
 //! - `added-address-picked`: a lookup's first address (the pick) is one another process added
 //!   to an interface earlier in the trace (`RTM_NEWADDR` by keepalived, kube-vip, ...): both
 //!   named.
 //!
 //! Local addresses are learned from the address dumps and address changes in the same trace.
 mod calico_pick;
+mod flannel_pick;
+mod kube_proxy_pick;
+mod kube_vip_pick;
 mod kubelet_pick;
+mod process_dumps;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use compact_str::CompactString;
 
+use self::process_dumps::LivePick;
 use super::address_ledger::address_request;
 use super::node_audit::{
     network_and_broadcast, REMEDY_ADDED_ADDRESS_PICKED, REMEDY_NETWORK_ADDRESS,
@@ -79,8 +91,14 @@ pub struct Diagnoser {
     added: BTreeMap<IpAddr, AddedAddress>,
     /// kubelet's lookups waiting for the dump that validates them.
     kubelet: kubelet_pick::KubeletPicks,
-    /// calico-node's link dumps waiting for the address dump after them.
-    calico: calico_pick::CalicoPicks,
+    /// calico-node's link and address dumps, until it has both.
+    calico: LivePick<calico_pick::CalicoNode>,
+    /// flannel's (and k3s's) route and address dumps, until it has both.
+    flannel: LivePick<flannel_pick::Flannel>,
+    /// kube-vip's dumps, read when it adds an address.
+    kube_vip: LivePick<kube_vip_pick::KubeVip>,
+    /// kube-proxy's dumps, each replayed as it comes.
+    kube_proxy: LivePick<kube_proxy_pick::KubeProxy>,
 }
 
 /// An address a process added during the trace: who, where, and the request's reference.
@@ -161,11 +179,13 @@ impl Diagnoser {
                 self.learn(&c.facts);
                 found.extend(self.route_get_to_lo(e, c));
                 found.extend(self.requested_addresses(e, c));
-                let picks = [
-                    self.kubelet.conversation(e, c),
-                    self.calico.conversation(e, c),
-                ];
-                for (subject, d) in picks.into_iter().flatten() {
+                let mut picks: Vec<(String, Diagnosis)> =
+                    self.kubelet.conversation(e, c).into_iter().collect();
+                picks.extend(self.calico.conversation(e, c));
+                picks.extend(self.flannel.conversation(e, c));
+                picks.extend(self.kube_vip.conversation(e, c));
+                picks.extend(self.kube_proxy.conversation(e, c));
+                for (subject, d) in picks {
                     found.extend(self.diagnosis(e, &subject, d));
                 }
                 if c.dump && is_route_get(c) {
@@ -208,8 +228,13 @@ impl Diagnoser {
     /// Forgets the local-table routes read by `pids` (processes that have exited) where they
     /// created no IPVS service: such a process cannot create one any more, so no end-of-trace
     /// diagnosis needs them (a process's views otherwise stay until the end, and a node's
-    /// `ip route show` runs are a new process each).
+    /// `ip route show` runs are a new process each). The dumps the live picks keep of them go
+    /// too.
     pub fn forget_processes(&mut self, pids: &[u32]) {
+        self.calico.forget_processes(pids);
+        self.flannel.forget_processes(pids);
+        self.kube_vip.forget_processes(pids);
+        self.kube_proxy.forget_processes(pids);
         for pid in pids {
             if self
                 .processes

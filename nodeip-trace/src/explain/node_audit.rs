@@ -310,6 +310,15 @@ pub const REMEDY_NODE_IP_PICKED: &str = "if it is not the address wanted, set ku
 /// The remedy of `node-ip-picked` for calico-node's live pick.
 pub const REMEDY_CALICO_PICKED: &str = "if it is not the address wanted, pin calico-node's IP_AUTODETECTION_METHOD (interface=, skip-interface=, cidr= or can-reach=) or set IP; `nodeip-trace explain --from RECORDING --calico-method METHOD` replays another method on the same dumps";
 
+/// The remedy of `node-ip-picked` for flannel's live pick (flanneld, k3s).
+pub const REMEDY_FLANNEL_PICKED: &str = "if it is not the address wanted, set flannel's --iface (k3s: --flannel-iface) to the interface or to the address itself: without it, a static address on the default-route interface wins over a DHCP one (permanent before dynamic, k3s#12459); `nodeip-trace explain --from RECORDING --flannel-iface IFACE` replays it with one";
+
+/// The remedy of `node-ip-picked` for kube-vip's live pick.
+pub const REMEDY_KUBE_VIP_PICKED: &str = "if the VIP's subnet is on another interface, set kube-vip's vip_interface to that interface (kube-vip#903); `nodeip-trace explain --from RECORDING --kube-vip-address VIP --kube-vip-interface IFACE` replays another choice";
+
+/// The remedy of `node-ip-picked` for kube-proxy's live pick.
+pub const REMEDY_KUBE_PROXY_PICKED: &str = "if an address is missing, set kube-proxy's nodePortAddresses (a kube-proxy that reads the address dump takes secondary addresses too, k8s#75443) or make the address a primary; `nodeip-trace explain --from RECORDING --node-port-addresses LIST` replays a setting";
+
 /// The remedy of `added-address-picked`.
 pub const REMEDY_ADDED_ADDRESS_PICKED: &str = "if this is kubelet choosing its InternalIP, set --node-ip (a VIP can move to another node); keep floating addresses out of the node name's answers (hosts file, DNS), or give them a lower precedence; for calico, pin the method (interface= or cidr=) so a VIP's interface or prefix is not taken";
 
@@ -633,8 +642,9 @@ fn node_port_filter(
         .collect()
 }
 
-/// kube-proxy IPVS NodePort addresses by both discovery paths, and the seed 002/004 finding.
-fn kube_proxy(
+/// kube-proxy IPVS NodePort addresses by both discovery paths (the local-table path first), and
+/// the seed 002/004 finding.
+pub(crate) fn kube_proxy(
     s: &NodeSnapshot,
     settings: &ComponentSettings,
     findings: &mut Vec<Diagnosis>,

@@ -348,8 +348,8 @@ pub enum DiagnosisId {
     /// A lookup's first address is one another process added to an interface earlier in the
     /// trace (a VIP that came up before the component looked its name up).
     AddedAddressPicked,
-    /// What kubelet takes as its node IP, replayed from its own lookup and address dump
-    /// (information, not a failure).
+    /// What a node-IP picker (kubelet, calico-node, flannel, kube-vip, kube-proxy) takes,
+    /// its rule replayed on the answers it received (information, not a failure).
     NodeIpPicked,
     /// kube-vip announces its VIP on another interface than the one holding its subnet.
     VipOffSubnetInterface,

@@ -3,106 +3,45 @@
 //! addresses (`Interface.Addrs()`: an `RTM_GETADDR` dump each). This replays calico's default
 //! method, `first-found` (the newest release's exclusion list, interfaces walked in reverse, the
 //! first global unicast IPv4 address; [`crate::explain::node_audit::calico`]), on the two dumps
-//! it received, and says the pick as a `node-ip-picked` diagnosis (info). The trace does not
+//! it received (decided when it has both, in either order; [`super::process_dumps`]), and says the pick as a `node-ip-picked` diagnosis (info). The trace does not
 //! read the process's `IP_AUTODETECTION_METHOD`: the summary says the method replayed, and
 //! `explain --from` replays another on the same dumps.
-use std::collections::BTreeMap;
-
-use super::{node_ip_picked, reference};
+use super::process_dumps::{DumpKind, DumpRule, ProcessDumps, Said};
 use crate::explain::node_audit::calico::{calico, CalicoSettings};
-use crate::explain::node_audit::{NodeLink, NodeSnapshot, REMEDY_CALICO_PICKED};
-use crate::model::event::{Diagnosis, Event, NetlinkConversation};
-use crate::model::facts::LinkFact;
-use crate::model::ip_text::ip_list;
-use crate::model::netlink::{rtm, NETLINK_ROUTE};
+use crate::explain::node_audit::REMEDY_CALICO_PICKED;
+use crate::model::event::Event;
 
-/// The comm calico's node agent runs as.
-const CALICO_NODE: &str = "calico-node";
+/// calico's first-found on calico-node's dumps.
+pub(super) struct CalicoNode;
 
-/// Link dumps waiting for their address dump at most.
-const MAX_PENDING: usize = 256;
+impl DumpRule for CalicoNode {
+    const COMMS: &'static [&'static str] = &["calico-node"];
 
-/// Replays calico's first-found on each link dump by calico-node and the address dump after it.
-#[derive(Default)]
-pub(super) struct CalicoPicks {
-    /// By process: its last link dump's links and that conversation's reference.
-    links: BTreeMap<u32, (Vec<LinkFact>, String)>,
-}
+    /// A link dump and an address dump; forgotten once used, so calico's further
+    /// per-interface address dumps do not decide again.
+    const NEEDED: &'static [DumpKind] = &[DumpKind::Links, DumpKind::Addresses];
 
-impl CalicoPicks {
-    /// A conversation by calico-node: a link dump is remembered, the address dump after it
-    /// decides the pick (the subject, for saying it once, and the diagnosis).
-    pub(super) fn conversation(
-        &mut self,
-        e: &Event,
-        c: &NetlinkConversation,
-    ) -> Option<(String, Diagnosis)> {
-        if e.comm != CALICO_NODE || !c.dump || c.protocol_id != NETLINK_ROUTE {
-            return None;
-        }
-        match c.request.header.type_id {
-            rtm::GETLINK => {
-                if self.links.len() < MAX_PENDING || self.links.contains_key(&e.pid) {
-                    self.links
-                        .insert(e.pid, (c.facts.links.clone(), reference(e)));
-                }
-                None
-            }
-            rtm::GETADDR => {
-                let (links, link_dump) = self.links.remove(&e.pid)?;
-                Some(pick(e, c, &links, &link_dump))
-            }
-            _ => None,
-        }
+    /// calico's first-found on calico-node `e`'s dumps.
+    fn pick(e: &Event, dumps: &ProcessDumps) -> Option<Said> {
+        let snapshot = dumps.snapshot();
+        let replayed = calico(
+            &snapshot,
+            Some("first-found"),
+            &CalicoSettings::default(),
+            &[],
+            &mut Vec::new(),
+        );
+        let method = "IP_AUTODETECTION_METHOD first-found (the default; the trace does not read the process's environment)";
+        let summary = match replayed.picked.first() {
+            Some(ip) => format!(
+                "{} detects {ip} as its IPv4 address with {method}, from the interfaces and addresses it listed",
+                e.who()
+            ),
+            None => format!(
+                "{} detects no IPv4 address with {method}: it keeps its Node's address, or exits",
+                e.who()
+            ),
+        };
+        Some(dumps.picked(e, summary, replayed, REMEDY_CALICO_PICKED))
     }
-}
-
-/// calico's first-found on `links` (the link dump `link_dump`) and the address dump `c`.
-fn pick(
-    e: &Event,
-    c: &NetlinkConversation,
-    links: &[LinkFact],
-    link_dump: &str,
-) -> (String, Diagnosis) {
-    let snapshot = NodeSnapshot {
-        links: links
-            .iter()
-            .map(|l| NodeLink {
-                index: l.index,
-                ifname: l.ifname.clone(),
-                kind: l.kind.clone(),
-                ..NodeLink::default()
-            })
-            .collect(),
-        addresses: c.facts.addresses.clone(),
-        ..NodeSnapshot::default()
-    };
-    let replayed = calico(
-        &snapshot,
-        Some("first-found"),
-        &CalicoSettings::default(),
-        &[],
-        &mut Vec::new(),
-    );
-    let method = "IP_AUTODETECTION_METHOD first-found (the default; the trace does not read the process's environment)";
-    let summary = match replayed.picked.first() {
-        Some(ip) => format!(
-            "{} detects {ip} as its IPv4 address with {method}, from the interfaces and addresses it listed",
-            e.who()
-        ),
-        None => format!(
-            "{} detects no IPv4 address with {method}: it keeps its Node's address, or exits",
-            e.who()
-        ),
-    };
-    let mut evidence = vec![
-        format!("link dump: {link_dump}"),
-        format!("address dump: {}", reference(e)),
-    ];
-    evidence.extend(replayed.reasoning);
-    let subject = format!("{} {}", e.pid, ip_list(&replayed.picked));
-    (
-        subject,
-        node_ip_picked(summary, evidence, REMEDY_CALICO_PICKED),
-    )
 }

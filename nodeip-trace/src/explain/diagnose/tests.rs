@@ -96,6 +96,17 @@ fn new_service(pid: u32, ts_ns: u64, address: &str) -> Event {
     )
 }
 
+/// The diagnoses but kube-proxy's live pick (`node-ip-picked`, said at each local-table dump
+/// of a process named kube-proxy; tested with the other live picks below).
+fn without_picks(found: Vec<Event>) -> Vec<Event> {
+    found
+        .into_iter()
+        .filter(
+            |e| !matches!(&e.body, EventBody::Diagnosis(d) if d.id == DiagnosisId::NodeIpPicked),
+        )
+        .collect()
+}
+
 #[test]
 fn secondary_skipped_after_a_local_table_dump() {
     let found = run(&[
@@ -103,7 +114,8 @@ fn secondary_skipped_after_a_local_table_dump() {
         new_service(7, 3, "192.0.2.10"),
         new_service(7, 4, "127.0.0.1"),
     ]);
-    assert_eq!(ids(&found), ["secondary-address-skipped"]);
+    assert_eq!(ids(&found), ["node-ip-picked", "secondary-address-skipped"]);
+    let found = without_picks(found);
     let EventBody::Diagnosis(d) = &found[0].body else {
         unreachable!()
     };
@@ -149,6 +161,7 @@ fn repeated_local_table_dumps_keep_each_route_once_and_the_first_dump_as_evidenc
     );
     found.extend(d.observe(&new_service(7, 10, "192.0.2.10")));
     found.extend(d.finish());
+    let found = without_picks(found);
     assert_eq!(ids(&found), ["secondary-address-skipped"]);
     let EventBody::Diagnosis(diagnosis) = &found[0].body else {
         unreachable!()
@@ -167,10 +180,10 @@ fn no_secondary_diagnosis_when_every_address_got_a_service_or_none_were_made() {
         new_service(7, 3, "192.0.2.10"),
         new_service(7, 4, "192.0.2.20"),
     ]);
-    assert!(all.is_empty(), "{all:?}");
-    assert!(run(&[local_table_dump(7)]).is_empty());
+    assert!(without_picks(all).is_empty());
+    assert!(without_picks(run(&[local_table_dump(7)])).is_empty());
     // Another process's services do not count against this one's dump.
-    assert!(run(&[local_table_dump(7), new_service(8, 3, "192.0.2.10")]).is_empty());
+    assert!(without_picks(run(&[local_table_dump(7), new_service(8, 3, "192.0.2.10")])).is_empty());
 }
 
 fn route_get(dst: &str, table: &str, kind: &str, dev: &str) -> Event {
@@ -608,4 +621,396 @@ fn calico_node_s_link_and_address_dumps_say_its_first_found_pick_once() {
     let mut other = calico_link_dump();
     other.comm = "ip".into();
     assert!(run(&[other, calico_address_dump()]).is_empty());
+}
+
+/// `comm[pid]`'s rtnetlink dump at `ts_ns`: `request` the request's type (`RTM_GETROUTE`, …),
+/// `facts` what the kernel answered.
+fn dump(pid: u32, comm: &str, ts_ns: u64, request: &str, facts: &str) -> Event {
+    let request =
+        format!(r#""type":"{request}","flags":["REQUEST","DUMP"],"body":{{"kind":"empty"}}"#);
+    event(pid, comm, ts_ns, &conversation(true, &request, facts))
+}
+
+/// The one `node-ip-picked` diagnosis of `found` (panics unless exactly one).
+#[track_caller]
+fn the_pick(found: &[Event]) -> &Diagnosis {
+    let picks: Vec<&Diagnosis> = found
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Diagnosis(d) if d.id == DiagnosisId::NodeIpPicked => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(picks.len(), 1, "{found:?}");
+    picks[0]
+}
+
+/// Panics unless `text` starts with `start`.
+#[track_caller]
+fn assert_starts(text: &str, start: &str) {
+    assert!(
+        text.starts_with(start),
+        "{text:?}\ndoes not start with\n{start:?}"
+    );
+}
+
+/// Panics unless a line of `evidence` contains `part`.
+#[track_caller]
+fn assert_cites(evidence: &[String], part: &str) {
+    assert!(
+        evidence.iter().any(|e| e.contains(part)),
+        "{part:?} not in {evidence:#?}"
+    );
+}
+
+/// A main-table IPv4 default route via 192.0.2.1 on `dev`, after a local route (the kernel
+/// dumps the local table first) and the node's prefix.
+fn main_routes(dev: &str) -> String {
+    format!(
+        r#"{{"routes":[
+        {{"table":"local","type":"local","dst":"192.0.2.10/32","dev":"{dev}","src":"192.0.2.10"}},
+        {{"table":"main","type":"unicast","dst":"192.0.2.0/24","dev":"{dev}","src":"192.0.2.10"}},
+        {{"table":"main","type":"unicast","dst":"default","dev":"{dev}","gateway":"192.0.2.1"}}]}}"#
+    )
+}
+
+const NODE_LINKS: &str = r#"{"links":[{"index":1,"ifname":"lo"},{"index":2,"ifname":"eth0"},
+    {"index":3,"ifname":"eth1"}]}"#;
+
+/// eth0 with a DHCP address (no `IFA_F_PERMANENT`: `dynamic`) listed before a static alias,
+/// eth1 with another prefix: k3s#12459's default-route interface.
+const DHCP_AND_STATIC_ALIAS: &str = r#"{"addresses":[
+    {"ifname":"lo","address":"127.0.0.1","prefix_len":8,"secondary":false},
+    {"ifname":"eth0","address":"192.0.2.50","prefix_len":24,"secondary":false,"flags":["dynamic"]},
+    {"ifname":"eth0","address":"192.0.2.10","prefix_len":24,"secondary":true},
+    {"ifname":"eth1","address":"10.10.0.5","prefix_len":24,"secondary":false}]}"#;
+
+/// `comm[pid]`'s route (default on `dev`), link and address (`addresses`) dumps at 7, 8, 9:
+/// flannel's `GetDefaultGatewayInterface`, `net.InterfaceByIndex`, `netlink.AddrList`.
+fn flannel_dumps(pid: u32, comm: &str, dev: &str, addresses: &str) -> [Event; 3] {
+    [
+        dump(pid, comm, 7, "RTM_GETROUTE", &main_routes(dev)),
+        dump(pid, comm, 8, "RTM_GETLINK", NODE_LINKS),
+        dump(pid, comm, 9, "RTM_GETADDR", addresses),
+    ]
+}
+
+#[test]
+fn flanneld_takes_the_default_route_interface_s_first_address_from_its_dumps() {
+    let found = run(&flannel_dumps(40, "flanneld", "eth0", ADDRESS_DUMP));
+    assert_eq!(ids(&found), ["node-ip-picked"]);
+    assert_eq!(found[0].ts_ns, 9, "decided at the address dump");
+    let d = the_pick(&found);
+    assert_eq!(d.severity, Severity::Info);
+    assert_starts(
+        &d.summary,
+        "flanneld[40] takes 192.0.2.10 as its public IP with flannel's rule without --iface (the trace does not read its flags)",
+    );
+    for (line, dump) in ["route dump", "link dump", "address dump"]
+        .iter()
+        .enumerate()
+    {
+        assert_starts(&d.evidence[line], &format!("{dump}: conversation at"));
+    }
+    assert_cites(
+        &d.evidence,
+        "default-gateway interface: eth0 (the first IPv4 default route of the main table: default via 192.0.2.1)",
+    );
+    assert!(d.remedy.contains("--iface"));
+}
+
+/// k3s#12459: a DHCP address and a static alias on the default-route interface; flannel in k3s
+/// takes the static alias (permanent before dynamic), whatever the DHCP address is.
+#[test]
+fn k3s_s_flannel_takes_the_static_alias_over_the_dhcp_address_k3s_12459() {
+    let found = run(&flannel_dumps(
+        41,
+        "k3s-server",
+        "eth0",
+        DHCP_AND_STATIC_ALIAS,
+    ));
+    let d = the_pick(&found);
+    assert_starts(
+        &d.summary,
+        "k3s-server[41] (k3s's embedded flannel) takes 192.0.2.10 as its public IP with flannel's rule without --flannel-iface",
+    );
+    assert_cites(&d.evidence, "[192.0.2.10, 192.0.2.50 dynamic]");
+    assert!(d.remedy.contains("k3s#12459"));
+    // The wrapper-less binary's and an agent's comm too.
+    for comm in ["k3s", "k3s-agent"] {
+        let found = run(&flannel_dumps(42, comm, "eth0", DHCP_AND_STATIC_ALIAS));
+        assert_starts(
+            &the_pick(&found).summary,
+            &format!("{comm}[42] (k3s's embedded flannel) takes 192.0.2.10"),
+        );
+    }
+}
+
+#[test]
+fn flannel_without_a_route_dump_or_by_another_comm_says_nothing() {
+    let [_, links, addresses] = flannel_dumps(40, "flanneld", "eth0", ADDRESS_DUMP);
+    assert!(run(&[links, addresses]).is_empty());
+    assert!(run(&flannel_dumps(40, "flannel-cni", "eth0", ADDRESS_DUMP)).is_empty());
+    // Dumps by two processes are not joined.
+    let [routes, ..] = flannel_dumps(40, "flanneld", "eth0", ADDRESS_DUMP);
+    let [.., addresses] = flannel_dumps(43, "flanneld", "eth0", ADDRESS_DUMP);
+    assert!(run(&[routes, addresses.clone()]).is_empty());
+    // No default route: flannel does not start, and that is said.
+    let no_default =
+        r#"{"routes":[{"table":"main","type":"unicast","dst":"192.0.2.0/24","dev":"eth0"}]}"#;
+    let found = run(&[
+        dump(43, "flanneld", 7, "RTM_GETROUTE", no_default),
+        addresses,
+    ]);
+    assert!(
+        the_pick(&found).summary.ends_with(
+            "finds no public IP with flannel's rule without --iface (the trace does not read its flags): flannel fails to start: failed to get default interface: unable to find default route"
+        ),
+        "{found:?}"
+    );
+}
+
+/// Dumps that come in another order (a trace started mid-way, two processes interleaved) are
+/// joined per process and decided at the last one needed; a route dump naming its device by
+/// index is named by the process's link dump.
+#[test]
+fn flannel_s_dumps_out_of_order_and_interleaved_are_joined_per_process() {
+    let found = run(&[
+        dump(40, "flanneld", 5, "RTM_GETADDR", ADDRESS_DUMP),
+        dump(44, "flanneld", 6, "RTM_GETROUTE", &main_routes("eth1")),
+        dump(40, "flanneld", 7, "RTM_GETLINK", NODE_LINKS),
+        dump(40, "flanneld", 8, "RTM_GETROUTE", &main_routes("2")),
+        dump(44, "flanneld", 9, "RTM_GETADDR", DHCP_AND_STATIC_ALIAS),
+    ]);
+    let at: Vec<(u32, u64)> = found.iter().map(|e| (e.pid, e.ts_ns)).collect();
+    assert_eq!(at, [(40, 8), (44, 9)]);
+    let picks = summaries(&found);
+    assert_starts(picks[0], "flanneld[40] takes 192.0.2.10");
+    assert_starts(picks[1], "flanneld[44] takes 10.10.0.5");
+    let EventBody::Diagnosis(d) = &found[0].body else {
+        unreachable!()
+    };
+    assert_cites(&d.evidence, "default-gateway interface: eth0");
+    // The dumps are used once: another address dump alone decides nothing again.
+    let mut again = flannel_dumps(40, "flanneld", "eth0", ADDRESS_DUMP).to_vec();
+    again.push(dump(
+        40,
+        "flanneld",
+        10,
+        "RTM_GETADDR",
+        DHCP_AND_STATIC_ALIAS,
+    ));
+    assert_eq!(summaries(&run(&again)).len(), 1);
+}
+
+#[test]
+fn calico_node_s_dumps_out_of_order_decide_at_the_link_dump() {
+    let mut link = calico_link_dump();
+    link.ts_ns = 9;
+    let found = run(&[calico_address_dump(), link]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].ts_ns, 9);
+    assert_starts(
+        &the_pick(&found).summary,
+        "calico-node[30] detects 192.0.2.10",
+    );
+}
+
+/// `comm[pid]` adding `address/32` to `ifname` (index `index`) at `ts_ns`.
+fn vip_add(pid: u32, comm: &str, ts_ns: u64, address: &str, ifname: &str, index: u32) -> Event {
+    let request = format!(
+        r#""type":"RTM_NEWADDR","flags":["REQUEST","ACK","CREATE","EXCL"],"body":{{"kind":"address","family":"inet","prefix_len":32,"flags":[],"flags_raw":0,"secondary":false,"scope":"global","index":{index},"ifname":"{ifname}","local":"{address}","address":"{address}"}}"#
+    );
+    event(pid, comm, ts_ns, &conversation(false, &request, "{}"))
+}
+
+/// kube-vip[50]'s dumps before its VIP (at 5, 6, 7): routes (default on eth0), links, and
+/// addresses (eth0 192.0.2.10/24 and .50, eth1 10.10.0.5/24); then its VIP 10.10.0.100 added
+/// to `dev` at 8.
+fn kube_vip_adds_on(ifname: &str, index: u32) -> Vec<Event> {
+    let mut events: Vec<Event> = flannel_dumps(50, "kube-vip", "eth0", DHCP_AND_STATIC_ALIAS)
+        .into_iter()
+        .map(|mut e| {
+            e.ts_ns -= 2;
+            e
+        })
+        .collect();
+    events.push(vip_add(50, "kube-vip", 8, "10.10.0.100", ifname, index));
+    events
+}
+
+/// kube-vip#903: the VIP is in eth1's prefix, but kube-vip puts it on the default-route
+/// interface, eth0: ARP for it leaves eth0.
+#[test]
+fn kube_vip_puts_its_vip_on_the_default_route_interface_off_its_subnet_kube_vip_903() {
+    let mut events = kube_vip_adds_on("eth0", 2);
+    let found = run(&events);
+    assert_eq!(ids(&found), ["node-ip-picked", "vip-off-subnet-interface"]);
+    let d = the_pick(&found);
+    assert_starts(
+        &d.summary,
+        "kube-vip[50] puts its VIP 10.10.0.100 on eth0, the default-route interface of the routes it listed (vip_interface unset",
+    );
+    assert_starts(&d.evidence[3], "address added: conversation at");
+    assert_cites(
+        &d.evidence,
+        "adds 10.10.0.100/32 to eth0, and answers ARP for it there",
+    );
+    assert_cites(&d.evidence, "eth1 holds its subnet (10.10.0.5/24)");
+    let EventBody::Diagnosis(warning) = &found[1].body else {
+        unreachable!()
+    };
+    assert_eq!(warning.severity, Severity::Warning);
+    assert!(
+        warning
+            .summary
+            .ends_with("but eth1 holds 10.10.0.5/24: ARP for the VIP leaves eth0 (kube-vip#903)"),
+        "{warning:?}"
+    );
+    assert_starts(&warning.evidence[0], "route dump: conversation at");
+    assert_eq!(warning.remedy, "set kube-vip's vip_interface to eth1");
+    // Re-added after a leader election: said once.
+    events.push(vip_add(50, "kube-vip", 9, "10.10.0.100", "eth0", 2));
+    assert_eq!(run(&events).len(), 2);
+}
+
+#[test]
+fn kube_vip_on_another_interface_than_the_default_route_s_has_a_vip_interface() {
+    // The request names the interface by index only: the link dump names it.
+    let found = run(&kube_vip_adds_on("3", 3));
+    assert_eq!(
+        ids(&found),
+        ["node-ip-picked"],
+        "on its subnet's interface: no warning"
+    );
+    assert_starts(
+        &the_pick(&found).summary,
+        "kube-vip[50] puts its VIP 10.10.0.100 on eth1, not on eth0, the default-route interface of the routes it listed: its vip_interface names eth1",
+    );
+    // Without an address dump, whose subnet it is is not known (and not guessed).
+    let mut events = kube_vip_adds_on("eth0", 2);
+    events.remove(2);
+    let found = run(&events);
+    assert_eq!(ids(&found), ["node-ip-picked"]);
+    assert_cites(
+        &the_pick(&found).evidence,
+        "which interface holds the VIP's subnet is not known",
+    );
+}
+
+#[test]
+fn kube_vip_s_address_before_its_route_dump_or_another_comm_s_says_nothing() {
+    // Out of order: the VIP added before the route dump is seen (a trace started mid-way):
+    // nothing to replay; the next add, after it, is.
+    let early = vip_add(50, "kube-vip", 4, "10.10.0.100", "eth0", 2);
+    let routes = dump(50, "kube-vip", 5, "RTM_GETROUTE", &main_routes("eth0"));
+    assert!(run(&[early.clone(), routes.clone()]).is_empty());
+    let found = run(&[
+        early,
+        routes,
+        vip_add(50, "kube-vip", 6, "10.10.0.100", "eth0", 2),
+    ]);
+    assert_eq!(ids(&found), ["node-ip-picked"]);
+    assert_eq!(found[0].ts_ns, 6);
+    // keepalived adding a VIP is not kube-vip.
+    let mut keepalived = kube_vip_adds_on("eth0", 2);
+    for e in &mut keepalived {
+        e.comm = "keepalived".into();
+    }
+    assert!(run(&keepalived).is_empty());
+}
+
+/// k8s#75443's node: eth0's primary 100.64.2.10 and secondary VIP 100.64.2.65 (whose local
+/// route's src is the primary), lo, and a Service address on kube-ipvs0.
+const K8S_75443_LOCAL_TABLE: &str = r#"{"routes":[
+    {"table":"local","type":"local","dst":"100.64.2.10/32","dev":"eth0","src":"100.64.2.10"},
+    {"table":"local","type":"local","dst":"100.64.2.65/32","dev":"eth0","src":"100.64.2.10"},
+    {"table":"local","type":"broadcast","dst":"100.64.2.255/32","dev":"eth0","src":"100.64.2.10"},
+    {"table":"local","type":"local","dst":"127.0.0.0/8","dev":"lo","src":"127.0.0.1"},
+    {"table":"local","type":"local","dst":"10.96.0.10/32","dev":"kube-ipvs0","src":"10.96.0.10"},
+    {"table":"main","type":"unicast","dst":"default","dev":"eth0","gateway":"100.64.2.1"}]}"#;
+
+const K8S_75443_ADDRESSES: &str = r#"{"addresses":[
+    {"ifname":"lo","address":"127.0.0.1","prefix_len":8,"secondary":false},
+    {"ifname":"eth0","address":"100.64.2.10","prefix_len":24,"secondary":false},
+    {"ifname":"eth0","address":"100.64.2.65","prefix_len":24,"secondary":true},
+    {"ifname":"kube-ipvs0","address":"10.96.0.10","prefix_len":32,"secondary":false}]}"#;
+
+/// kube-proxy[60]'s local-table dump (`RTM_GETROUTE`) or address dump at `ts_ns`.
+fn kube_proxy_dump(ts_ns: u64, request: &str) -> Event {
+    let facts = match request {
+        "RTM_GETROUTE" => K8S_75443_LOCAL_TABLE,
+        _ => K8S_75443_ADDRESSES,
+    };
+    dump(60, "kube-proxy", ts_ns, request, facts)
+}
+
+/// k8s#75443: the local-table path gives the secondary VIP no NodePort (its local route's src
+/// is the primary); the address-dump path takes it.
+#[test]
+fn kube_proxy_s_local_table_path_skips_the_secondary_vip_k8s_75443() {
+    let found = run(&[kube_proxy_dump(5, "RTM_GETROUTE")]);
+    let d = the_pick(&found);
+    assert_starts(
+        &d.summary,
+        "kube-proxy[60] takes [100.64.2.10] as its IPVS NodePort addresses by the local-table path",
+    );
+    assert!(
+        d.summary
+            .contains("nodePortAddresses is not read from the trace"),
+        "{d:?}"
+    );
+    assert_starts(&d.evidence[0], "route dump: conversation at");
+    assert_cites(
+        &d.evidence,
+        "gives 100.64.2.65 no NodePort service: its local route's src is 100.64.2.10",
+    );
+    assert!(d.remedy.contains("nodePortAddresses"));
+    let found = run(&[kube_proxy_dump(6, "RTM_GETADDR")]);
+    let d = the_pick(&found);
+    assert_starts(
+        &d.summary,
+        "kube-proxy[60] takes [100.64.2.10, 100.64.2.65] as its IPVS NodePort addresses by the address-dump path",
+    );
+    assert_starts(&d.evidence[0], "address dump: conversation at");
+}
+
+#[test]
+fn kube_proxy_s_syncs_say_each_pick_once_and_other_dumps_or_comms_nothing() {
+    let sync = |ts_ns| kube_proxy_dump(ts_ns, "RTM_GETADDR");
+    assert_eq!(summaries(&run(&[sync(5), sync(6), sync(7)])).len(), 1);
+    // Dumps in either order, interleaved with another kube-proxy's: each its own path's pick.
+    let found = run(&[
+        sync(5),
+        dump(61, "kube-proxy", 6, "RTM_GETADDR", ADDRESS_DUMP),
+        kube_proxy_dump(7, "RTM_GETROUTE"),
+    ]);
+    let picks = summaries(&found);
+    assert_eq!(picks.len(), 3, "{picks:?}");
+    assert_starts(picks[1], "kube-proxy[61] takes [192.0.2.10, 192.0.2.20]");
+    assert_starts(
+        picks[2],
+        "kube-proxy[60] takes [100.64.2.10] as its IPVS NodePort addresses by the local-table path",
+    );
+    // A main-table-only route dump is not the local-table path; another comm's dumps are not
+    // kube-proxy's.
+    let main_only = r#"{"routes":[{"table":"main","type":"unicast","dst":"default","dev":"eth0","gateway":"192.0.2.1"}]}"#;
+    assert!(run(&[dump(60, "kube-proxy", 5, "RTM_GETROUTE", main_only)]).is_empty());
+    let mut other = sync(5);
+    other.comm = "kube-controller".into();
+    assert!(run(&[other]).is_empty());
+}
+
+/// A process that exited leaves no dumps behind: its pid, reused, starts afresh.
+#[test]
+fn an_exited_process_s_dumps_are_forgotten() {
+    let [routes, links, addresses] = flannel_dumps(40, "flanneld", "eth0", ADDRESS_DUMP);
+    let mut d = Diagnoser::new();
+    assert!(d.observe(&routes).is_empty());
+    d.forget_processes(&[40]);
+    assert!(d.observe(&links).is_empty());
+    assert!(
+        d.observe(&addresses).is_empty(),
+        "the route dump was the exited process's"
+    );
 }

@@ -70,7 +70,7 @@ fn interface_ip4_addrs<'a>(s: &'a NodeSnapshot, ifname: &'a str) -> Vec<(IpAddr,
 }
 
 /// flannel's pick with `iface` its `--iface` (`None`: the default-gateway interface).
-pub(super) fn flannel(s: &NodeSnapshot, iface: Option<&str>) -> ComponentPick {
+pub(crate) fn flannel(s: &NodeSnapshot, iface: Option<&str>) -> ComponentPick {
     let mut why = Vec::new();
     let setting = match iface {
         Some(i) => format!("--iface={i}"),

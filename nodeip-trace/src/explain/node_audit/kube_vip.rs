@@ -15,7 +15,7 @@ const KUBE_VIP: &str = "kube-vip";
 
 /// The default-gateway interface as kube-vip finds it: the first main-table default route with
 /// an interface, IPv4 before IPv6.
-fn default_gateway_interface(s: &NodeSnapshot) -> Option<&str> {
+pub(crate) fn default_gateway_interface(s: &NodeSnapshot) -> Option<&str> {
     [false, true]
         .into_iter()
         .find_map(|v6| main_defaults(s, v6).find_map(|r| r.dev.as_deref()))
@@ -31,7 +31,7 @@ fn subnet_interface(s: &NodeSnapshot, vip: IpAddr) -> Option<(&str, String)> {
 }
 
 /// kube-vip's interface for `vip` with `interface` its `vip_interface` (`None`: unset).
-pub(super) fn kube_vip(
+pub(crate) fn kube_vip(
     s: &NodeSnapshot,
     vip: IpAddr,
     interface: Option<&str>,
