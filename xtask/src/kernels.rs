@@ -105,12 +105,10 @@ impl PrivateApt {
             ("Dir::Cache", format!("{d}/cache")),
             ("Acquire::Languages", "none".into()),
             ("APT::Sandbox::User", "root".into()),
-            // A stalled connection fails after 30 s and is retried, rather than waiting forever.
-            ("Acquire::http::Timeout", "30".into()),
-            ("Acquire::Retries", "3".into()),
         ] {
             c.arg("-o").arg(format!("{key}={value}"));
         }
+        c.args(crate::APT_NO_STALL);
         c
     }
 

@@ -212,6 +212,15 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// apt's options that make a stalled mirror connection fail after 30 s and be retried, rather
+/// than wait forever (every apt-get of setup and of the VM lane's private apt takes them).
+pub const APT_NO_STALL: [&str; 4] = [
+    "-o",
+    "Acquire::http::Timeout=30",
+    "-o",
+    "Acquire::Retries=3",
+];
+
 /// Runs a command that reaches the network, killing it (and failing) when it has not finished
 /// within `limit`: a stalled mirror connection must cost the run minutes, not the CI's whole
 /// budget (an `apt-get update` that never returned once took a CI run past its 90 minutes).

@@ -201,14 +201,8 @@ fn install_packages(session: &mut Session, packages: &[&str], needs: Needs) -> a
         |session| {
             let apt = |args: &[&str]| {
                 let mut cmd = Command::new("apt-get");
-                // A stalled mirror connection fails after 30 s and is retried, never waited on.
                 cmd.args(["-qq", "-o", "Dpkg::Use-Pty=0"])
-                    .args([
-                        "-o",
-                        "Acquire::http::Timeout=30",
-                        "-o",
-                        "Acquire::Retries=3",
-                    ])
+                    .args(crate::APT_NO_STALL)
                     .args(args)
                     .env("DEBIAN_FRONTEND", "noninteractive")
                     .env("APT_LISTCHANGES_FRONTEND", "none");
