@@ -351,6 +351,17 @@ fn build() -> anyhow::Result<Built> {
 }
 
 /// The test executables cargo built for `GUEST_TESTS`, and the crate's binaries.
+/// The compiler's errors as it would have printed them: with `--message-format=json` they go to
+/// standard output as JSON, and cargo's standard error says only "due to 1 previous error".
+fn compiler_errors(json_lines: &str) -> String {
+    json_lines
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| msg["reason"] == "compiler-message" && msg["message"]["level"] == "error")
+        .filter_map(|msg| msg["message"]["rendered"].as_str().map(str::to_owned))
+        .collect()
+}
+
 fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
     let out = cargo()
         .args([
@@ -364,8 +375,10 @@ fn build_tests() -> anyhow::Result<Vec<(String, PathBuf)>> {
         .context("cargo test --no-run")?;
     if !out.status.success() {
         bail!(
-            "building the tests failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            "building the tests for the guest failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            compiler_errors(&String::from_utf8_lossy(&out.stdout))
         );
     }
     let mut found = Vec::new();
@@ -1519,6 +1532,19 @@ fn run_kernel(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compiler_errors_are_taken_from_cargo_json() {
+        let out = concat!(
+            r#"{"reason":"compiler-artifact","target":{"name":"x"}}"#,
+            "\n",
+            r#"{"reason":"compiler-message","message":{"level":"warning","rendered":"warning: w\n"}}"#,
+            "\n",
+            r#"{"reason":"compiler-message","message":{"level":"error","rendered":"error: No space left on device\n"}}"#,
+            "\nnot json\n"
+        );
+        assert_eq!(compiler_errors(out), "error: No space left on device\n");
+    }
 
     #[test]
     fn console_gives_results_test_lines_and_kernel() {
