@@ -320,6 +320,16 @@ fn a_capture_on_stdout_whose_reader_goes_away_ends_quietly() {
     held.assert_released("pcap on a closed pipe");
 }
 
+/// A scratch directory and a namespace named `name`, and in the directory an `ip -batch` file
+/// of `n` route gets.
+fn route_gets(name: &str, n: usize) -> (ScratchDir, nodeip_trace_tests::Netns, String) {
+    let scratch = ScratchDir::new(name);
+    let ns = nodeip_trace_tests::Netns::new(name);
+    let batch = scratch.file("gets.batch");
+    std::fs::write(&batch, "route get 127.0.0.1\n".repeat(n)).unwrap();
+    (scratch, ns, batch)
+}
+
 /// A tracer stopped (SIGSTOP) through a storm of route gets cannot empty its 1 MiB ring: the
 /// records that did not fit are counted by reason, and the summary line says how full the ring
 /// was found and how late its drain thread came, so a loss tells a late reader from a full
@@ -327,10 +337,7 @@ fn a_capture_on_stdout_whose_reader_goes_away_ends_quietly() {
 #[test]
 fn a_ring_overflow_is_counted_and_says_how_full_the_ring_was_found() {
     require_root();
-    let scratch = ScratchDir::new("ringfull");
-    let ns = nodeip_trace_tests::Netns::new("ringfull");
-    let batch = scratch.file("gets.batch");
-    std::fs::write(&batch, "route get 127.0.0.1\n".repeat(20_000)).unwrap();
+    let (scratch, ns, batch) = route_gets("ringfull", 20_000);
     let (rec, ready) = (scratch.file("rec.jsonl"), scratch.file("ready"));
     let child = Command::new(tool())
         .args(["trace", "--comm", "ip", "--ring-buffer-mib", "1"])
@@ -373,4 +380,111 @@ fn a_ring_overflow_is_counted_and_says_how_full_the_ring_was_found() {
         found >= 90,
         "a stopped reader finds the ring full: {stderr}"
     );
+}
+
+/// Waits up to `limit` for `child` to exit.
+fn exited_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ctrl_c_stops_a_trace_under_a_stream_it_cannot_keep_up_with() {
+    require_root();
+    let (scratch, ns, batch) = route_gets("streamstop", 50_000);
+    let (rec, ready) = (scratch.file("rec.jsonl"), scratch.file("ready"));
+    // The recording is cut at 16 MiB (the rest counted): the consumer decodes every record
+    // all the same, and the disk is spared gigabytes.
+    let mut tracer = Command::new(tool())
+        .args(["trace", "--comm", "ip", "--format", "json", "-o", &rec])
+        .args(["--max-output-mib", "16", "--ready-file", &ready])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ready(&ready, "stream stop");
+    // Two route-get storms, over and over for a minute at most: more records than the consumer
+    // decodes, so its queue is never empty.
+    let storm_script = format!(
+        "end=$(($(date +%s) + 60)); while [ $(date +%s) -lt $end ]; do \
+         ip -n {ns} -batch {batch} & ip -n {ns} -batch {batch}; wait; done",
+        ns = ns.name
+    );
+    struct StopStorm(std::process::Child);
+    impl Drop for StopStorm {
+        fn drop(&mut self) {
+            let _ = Command::new("pkill")
+                .args(["-P", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut storm = StopStorm(
+        Command::new("sh")
+            .args(["-c", &storm_script])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(
+        storm.0.try_wait().unwrap().is_none(),
+        "the storm ended early"
+    );
+    let pid = tracer.id() as i32;
+    let interrupt = || {
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+    };
+    interrupt();
+    // Whatever it queued before the stop is written out (a backlog of up to 536 MiB with the
+    // spill file takes its time), or a second Ctrl-C drops it: either way it ends while the
+    // stream goes on.
+    let mut twice = false;
+    let status = match exited_within(&mut tracer, std::time::Duration::from_secs(5)) {
+        Some(status) => status,
+        None => {
+            twice = true;
+            interrupt();
+            exited_within(&mut tracer, std::time::Duration::from_secs(10)).unwrap_or_else(|| {
+                let _ = tracer.kill();
+                panic!("the tracer did not stop within 10 s of a second SIGINT under the stream")
+            })
+        }
+    };
+    assert!(
+        storm.0.try_wait().unwrap().is_none(),
+        "the storm ended first"
+    );
+    drop(storm);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut tracer.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let events = json_lines(std::fs::read(&rec).unwrap().as_slice());
+    assert_eq!(
+        events.last().map(|e| e["kind"].clone()),
+        Some("summary".into()),
+        "the recording ends with its summary: {stderr}"
+    );
+    if twice {
+        assert!(stderr.contains("Ctrl-C again drops them"), "{stderr}");
+        let lost = events.iter().find(|e| e["kind"] == "lost").expect("lost");
+        assert!(
+            lost["counts"]["records_dropped_by_second_stop"].as_u64() > Some(0),
+            "{lost}"
+        );
+    }
+    println!("stopped under the stream; a second SIGINT needed: {twice}");
 }

@@ -314,6 +314,13 @@ impl RecordQueue {
         self.spill = Some(spill);
     }
 
+    /// Forgets every record waiting (in memory and in the spill): how many.
+    pub fn discard_all(&mut self) -> u64 {
+        let mut n = 0;
+        while self.pop_with(|_| n += 1) {}
+        n
+    }
+
     /// Record bytes held in memory now.
     pub fn bytes(&self) -> usize {
         self.bytes
@@ -486,6 +493,8 @@ struct RingAndQueue {
     /// Times the ring was found over half full after a wait for the kernel side's wake-up (see
     /// [`DrainDelays::missed_wakeups`]).
     missed_wakeups: u64,
+    /// The trace is stopping: the ring was emptied one last time and is read no more.
+    sealed: bool,
 }
 
 impl RingAndQueue {
@@ -494,6 +503,12 @@ impl RingAndQueue {
     /// side was to end by a wake-up, at the first record or at an eighth of the ring, so the
     /// ring should be far from half full.
     fn empty_ring(&mut self, after_wakeup_wait: bool) -> Emptied {
+        if self.sealed {
+            return Emptied {
+                moved: 0,
+                refused: false,
+            };
+        }
         let held = self.ring.held();
         self.fullest = self.fullest.max(held);
         if after_wakeup_wait && held > self.ring.size() as u64 / 2 {
@@ -638,6 +653,7 @@ impl LiveSource {
                     queue: RecordQueue::new(QUEUE_MAX_BYTES, spill),
                     fullest: 0,
                     missed_wakeups: 0,
+                    sealed: false,
                 }),
                 stop: std::sync::atomic::AtomicBool::new(false),
                 arrived: tokio::sync::Notify::new(),
@@ -648,6 +664,34 @@ impl LiveSource {
             drainer: None,
             batch: Segment::default(),
         })
+    }
+
+    /// Takes what the ring holds into the queue one last time and nothing after: a stopping
+    /// trace's records end here, so its last drain ends even while the node goes on making
+    /// records faster than they are decoded. Returns the records the ring still held that a full
+    /// queue refused (counted as lost: they were made before the stop).
+    pub fn seal(&self) -> u64 {
+        let mut inner = self.shared.lock();
+        let emptied = inner.empty_ring(false);
+        let mut refused = 0;
+        if emptied.refused {
+            inner.ring.read(|_, _| {
+                refused += 1;
+                true
+            });
+        }
+        inner.sealed = true;
+        refused
+    }
+
+    /// Record bytes waiting in the queue, its spill file included.
+    pub fn queued_bytes(&self) -> usize {
+        self.shared.lock().queue.waiting_bytes()
+    }
+
+    /// Forgets every record waiting in the queue (a stop asked for twice): how many.
+    pub fn discard_queued(&self) -> u64 {
+        self.shared.lock().queue.discard_all()
     }
 
     /// Makes the queue's spill file now (see [`RecordQueue::open_spill`]).
@@ -1052,6 +1096,19 @@ mod tests {
         assert_eq!(got, records);
         assert!(queue.spill_failure().is_none());
         assert_eq!(queue.spill_lost(), 0);
+    }
+
+    #[test]
+    fn discarding_empties_memory_and_spill_and_counts_every_record() {
+        let mut queue = RecordQueue::new(1000, spill_to(u64::MAX));
+        for i in 0..5_000u32 {
+            assert!(queue.push(&i.to_le_bytes().repeat(8), &[]));
+        }
+        assert!(queue.waiting_bytes() > 1000, "some spilled");
+        assert_eq!(queue.discard_all(), 5_000);
+        assert_eq!(queue.waiting_bytes(), 0);
+        assert!(!queue.pop_with(|_| {}));
+        assert_eq!(queue.discard_all(), 0);
     }
 
     #[test]

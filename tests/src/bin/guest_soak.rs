@@ -25,9 +25,12 @@
 //!   PID, mount, UTS and IPC namespaces and looks a name up with glibc, the cgroups removed after
 //!   it; counted exactly (an event of that name attributed to that container);
 //!
-//! Every 5 s it samples the tracer's RSS (and of it anonymous, file and shared memory) and open fds (and how many are probe links); at the end it stops the load, samples
-//! once more, stops the tracer with SIGINT and writes what it made, what the trace saw, the
-//! samples and the tracer's summary line as JSON to FILE (`cargo xtask` judges them).
+//! Every 5 s it samples the tracer's RSS (and of it anonymous, file and shared memory), open fds
+//! (and how many are probe links), threads, and the processes still running a deleted copy; it
+//! keeps the tracer's lines on attaching and detaching probes with their times. At the end it
+//! stops the load, samples once more, stops the tracer with SIGINT and writes what it made, what
+//! the trace saw, the samples, the probe lines and the tracer's summary line as JSON to FILE
+//! (`cargo xtask` judges them).
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -375,8 +378,39 @@ fn sample(pid: u32, at: Duration, fresh: u64) -> serde_json::Value {
     json!({
         "at_secs": at.as_secs_f64(), "rss_kib": kib("VmRSS"), "anon_kib": kib("RssAnon"),
         "file_kib": kib("RssFile"), "shmem_kib": kib("RssShmem"), "fds": fds, "probe_fds": probe_fds,
-        "fresh": fresh,
+        "fresh": fresh, "threads": kib("Threads"),
+        "running_deleted": running_deleted_copies(),
     })
+}
+
+/// The processes running a deleted copy of the soak's programs (`/proc/PID/exe` names it
+/// `(deleted)`), each as `PID COMM STATE EXE`: what keeps a deleted program's probes attached.
+fn running_deleted_copies() -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        // Not a process's directory: no `exe` link to read.
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
+        let exe = exe.to_string_lossy();
+        if !(exe.contains("guest-soak") && exe.ends_with("(deleted)")) {
+            continue;
+        }
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        found.push(format!(
+            "{pid} {} {} ppid {} {exe}",
+            field("Name:"),
+            field("State:"),
+            field("PPid:")
+        ));
+    }
+    found
 }
 
 /// The soft limit on `pid`'s open files (`Max open files` in `/proc/PID/limits`; 0 when
@@ -516,12 +550,21 @@ fn main() -> Result<()> {
     let stdout = tracer.stdout.take().context("tracer stdout")?;
     let counter = std::thread::spawn(move || count_stream(stdout));
     let stderr_text = Arc::new(Mutex::new(String::new()));
+    // The tracer's lines on attaching and detaching probes, with their time since its start.
+    let probe_log = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
     let stderr_reader = {
         let stderr = tracer.stderr.take().context("tracer stderr")?;
         let text = stderr_text.clone();
+        let probe_log = probe_log.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
+                if line.contains("uprobes of") || line.contains("probes attached to") {
+                    probe_log
+                        .lock()
+                        .unwrap()
+                        .push(json!([spawned.elapsed().as_secs_f64(), line]));
+                }
                 let mut t = text.lock().unwrap();
                 t.push_str(&line);
                 t.push('\n');
@@ -573,10 +616,12 @@ fn main() -> Result<()> {
         let s = sample(pid, t0.elapsed(), fresh());
         if last_print.elapsed() >= Duration::from_secs(60) {
             println!(
-                "guest_soak: {:>5.0} s: tracer RSS {} MiB, {} fds, {} rounds",
+                "guest_soak: {:>5.0} s: tracer RSS {} MiB, {} fds ({} probe links), {} threads, {} rounds",
                 t0.elapsed().as_secs_f64(),
                 s["rss_kib"].as_u64().unwrap_or(0) >> 10,
                 s["fds"],
+                s["probe_fds"],
+                s["threads"],
                 made.rounds.load(Ordering::Relaxed)
             );
             last_print = Instant::now();
@@ -633,6 +678,7 @@ fn main() -> Result<()> {
             "ends_with_summary": seen.ends_with_summary,
         },
         "samples": samples,
+        "probe_log": std::mem::take(&mut *probe_log.lock().unwrap()),
         "tracer": {
             "exit": status.code().unwrap_or(-1),
             "cpu_secs": cpu,

@@ -36,8 +36,11 @@ pub fn exec_storm_rows(
     };
     let held = with(&[])?;
     let off = with(&["--exec-hold", "off"])?;
+    // The libc probes' share: each exec of a glibc program maps libc, and the kernel writes a
+    // breakpoint into each probed page of it (a page copied per probe, per process).
+    let no_libc = with(&["--no-getaddrinfo"])?;
     commands.push(format!(
-        "exec storm: sh -c '{script}' untraced, under `trace --format json` and under `trace --exec-hold off`"
+        "exec storm: sh -c '{script}' untraced, under `trace --format json`, under `trace --exec-hold off` and under `trace --no-getaddrinfo`"
     ));
     Ok(vec![
         Row {
@@ -53,6 +56,12 @@ pub fn exec_storm_rows(
             "exec storm with --exec-hold off (the other hooks alone)".into(),
             off.in_seconds(),
             off.ratio,
+        ),
+        Row::decomposition(
+            "exec_storm.no_libc_probes".into(),
+            "exec storm with --no-getaddrinfo (no probe in libc: none of its pages gets a breakpoint at each exec)".into(),
+            no_libc.in_seconds(),
+            no_libc.ratio,
         ),
     ])
 }

@@ -22,6 +22,13 @@ use super::{write_out, TraceEnd, TraceError, TraceOptions};
 /// guest of the VM lane some 200 µs under QEMU TCG, so an idle tracer should make few.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How long one pass of the loop moves records before it looks at its signals and timers again.
+/// Under a stream the consumer only just keeps up with, the queue is never empty: a drain that
+/// ran until it was did not return for minutes in the 6.1 guest's soak, and meanwhile Ctrl-C
+/// waited, exited processes were not forgotten (RSS +9 MiB) and the probes of deleted programs
+/// were not taken off (+400 probe links), all let go at once when the stream eased.
+const DRAIN_BUDGET: Duration = Duration::from_millis(50);
+
 /// How often what is known of exited processes is forgotten.
 const FORGET_EXITED_PERIOD: Duration = Duration::from_secs(10);
 
@@ -89,8 +96,41 @@ pub(super) struct Pumped {
     pub(super) stopped_by: String,
     /// Records that could not be decoded (the first was said on stderr).
     pub(super) record_errors: u64,
+    /// Where the trace's records ended (see [`crate::source::live::LiveSource::seal`]): the
+    /// kernel side's counters then, and the records the ring held that a full queue refused.
+    /// `None` when the loop ended on an error before it got there.
+    pub(super) sealed: Option<SealedAt>,
     /// What the pipeline made and the outputs have not taken yet.
     pub(super) out: Vec<Emitted>,
+}
+
+/// The end of a trace's records.
+pub(super) struct SealedAt {
+    /// The kernel side's counters at the seal (losses after it are not the trace's).
+    pub(super) counters: Vec<u64>,
+    /// Records made before the stop that the ring held and a full queue refused.
+    pub(super) refused: u64,
+    /// Records taken before the stop and dropped by a second stop signal.
+    pub(super) dropped: u64,
+}
+
+/// Records waiting at a stop beyond which the tracer says it is still writing them, and how to
+/// drop them instead.
+const BACKLOG_SAID: usize = 4 << 20;
+
+impl StopSignals {
+    /// Whether a stop signal has come (since the last one was taken), without waiting but
+    /// for the runtime to look at its signals.
+    async fn stop_asked(&mut self) -> bool {
+        tokio::task::yield_now().await;
+        tokio::select! {
+            biased;
+            _ = self.interrupt.recv() => true,
+            _ = self.terminate.recv() => true,
+            _ = self.hangup.recv() => true,
+            () = std::future::ready(()) => false,
+        }
+    }
 }
 
 /// The loop's own state between batches.
@@ -136,19 +176,21 @@ pub(super) async fn pump(
         running();
     }
     let result = async {
+        // Records left in the queue when the last drain ran out of its budget.
+        let mut more = Drained::Empty;
         loop {
             let mut stop = false;
+            if more == Drained::More {
+                // Lets the runtime poll its driver (signals, timers, the ring's fd) before the
+                // loop goes on with the queue: a loop that never waits starves it otherwise.
+                tokio::task::yield_now().await;
+            }
             tokio::select! {
-                _ = or_never(held_wake.as_ref().map(|w| w.notified())) => {}
-                _ = or_never(signals.terminal_stop.as_mut().map(Signal::recv)) => {
-                    crate::message::note(format_args!(
-                        "nodeip-trace: not stopping on Ctrl-Z: a stopped tracer would hold every new program at its exec; Ctrl-C ends the trace"
-                    ));
-                }
-                r = trace.source.readable() => {
-                    r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
-                }
-                _ = poll.tick() => {}
+                // In this order: a stop signal wins over a queue that never empties.
+                biased;
+                _ = signals.interrupt.recv() => { stop = true; stopped_by = "SIGINT".into(); }
+                _ = signals.terminate.recv() => { stop = true; stopped_by = "SIGTERM".into(); }
+                _ = signals.hangup.recv() => { stop = true; stopped_by = "SIGHUP".into(); }
                 status = or_never(trace.child.as_mut().map(|c| c.wait())) => {
                     let (code, how) = command_outcome(status.ok());
                     end = TraceEnd::CommandExited(code);
@@ -159,30 +201,49 @@ pub(super) async fn pump(
                     stop = true;
                     stopped_by = "duration".into();
                 }
-                _ = signals.interrupt.recv() => { stop = true; stopped_by = "SIGINT".into(); }
-                _ = signals.terminate.recv() => { stop = true; stopped_by = "SIGTERM".into(); }
-                _ = signals.hangup.recv() => { stop = true; stopped_by = "SIGHUP".into(); }
+                _ = or_never(signals.terminal_stop.as_mut().map(Signal::recv)) => {
+                    crate::message::note(format_args!(
+                        "nodeip-trace: not stopping on Ctrl-Z: a stopped tracer would hold every new program at its exec; Ctrl-C ends the trace"
+                    ));
+                }
+                _ = or_never(held_wake.as_ref().map(|w| w.notified())) => {}
+                r = trace.source.readable() => {
+                    r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
+                }
+                _ = poll.tick() => {}
+                () = std::future::ready(()), if more == Drained::More => {}
             }
             serve_hold(trace, &mut pump.out);
             say_outcomes(trace.exec_watcher.tick(&mut trace.tracer));
             say_outcomes(trace.exec_watcher.release_gone(&mut trace.tracer));
             if stop {
-                // Give in-flight records a moment to land, then drain everything.
+                // Give in-flight records a moment to land, then take no more and drain
+                // everything taken.
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                let refused = trace.source.seal();
+                let counters = trace.tracer.counters()?;
+                let dropped = pump.finish(trace, opts, signals).await?;
+                return Ok(SealedAt {
+                    counters,
+                    refused,
+                    dropped,
+                });
             }
-            pump.drain(trace, opts)?;
+            more = pump.drain(trace, opts, Some(DRAIN_BUDGET))?;
             trace.sinks.flush()?;
             pump.housekeeping(trace);
-            if stop {
-                return Ok(());
-            }
         }
     }
     .await;
+    let (result, sealed) = match result {
+        Ok(sealed) => (Ok(()), Some(sealed)),
+        Err(e) => (Err(e), None),
+    };
     Pumped {
         result,
         end,
         stopped_by,
+        sealed,
         record_errors: pump.record_error_count,
         out: pump.out,
     }
@@ -202,9 +263,57 @@ fn serve_hold(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
     }
 }
 
+/// What a drain left in the queue.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Drained {
+    /// Nothing: the loop may wait for the next record.
+    Empty,
+    /// Records: its budget ran out first.
+    More,
+}
+
 impl Pump {
-    /// Moves every record waiting through the pipeline to the outputs, a batch at a time.
-    fn drain(&mut self, trace: &mut LiveTrace, opts: &TraceOptions) -> Result<(), TraceError> {
+    /// Drains what the trace took before it stopped. A backlog that takes a while (the spill
+    /// file may hold 512 MiB) is said, and a second stop signal drops what is left: how many
+    /// records that dropped.
+    async fn finish(
+        &mut self,
+        trace: &mut LiveTrace,
+        opts: &TraceOptions,
+        signals: &mut StopSignals,
+    ) -> Result<u64, TraceError> {
+        let backlog = trace.source.queued_bytes();
+        if backlog > BACKLOG_SAID {
+            crate::message::note(format_args!(
+                "nodeip-trace: stopping; writing the {:.0} MiB of records taken before the stop (Ctrl-C again drops them, counted as lost)",
+                backlog as f64 / f64::from(1 << 20)
+            ));
+        }
+        loop {
+            let drained = self.drain(trace, opts, Some(DRAIN_BUDGET))?;
+            trace.sinks.flush()?;
+            if drained == Drained::Empty {
+                return Ok(0);
+            }
+            if signals.stop_asked().await {
+                let dropped = trace.source.discard_queued();
+                crate::message::note(format_args!(
+                    "nodeip-trace: stopped again: {dropped} records taken before the stop dropped"
+                ));
+                return Ok(dropped);
+            }
+        }
+    }
+
+    /// Moves the records waiting through the pipeline to the outputs, a batch at a time, until
+    /// none are left or `budget` (none: no limit) has passed.
+    fn drain(
+        &mut self,
+        trace: &mut LiveTrace,
+        opts: &TraceOptions,
+        budget: Option<Duration>,
+    ) -> Result<Drained, TraceError> {
+        let started = Instant::now();
         loop {
             trace.source.drain(
                 &mut self.records,
@@ -225,7 +334,10 @@ impl Pump {
                 &mut self.out,
             )?;
             if batch < RECORDS_PER_BATCH {
-                return Ok(());
+                return Ok(Drained::Empty);
+            }
+            if budget.is_some_and(|b| started.elapsed() >= b) {
+                return Ok(Drained::More);
             }
         }
     }

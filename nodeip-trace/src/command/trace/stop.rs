@@ -33,6 +33,7 @@ pub(super) fn stop(
         end,
         stopped_by,
         record_errors,
+        sealed,
         mut out,
     } = pumped;
     if let Err(e) = result {
@@ -50,7 +51,22 @@ pub(super) fn stop(
         &opts.process_filter,
         &mut out,
     )?;
-    let mut lost = lost_report(&trace.tracer.counters()?, record_errors);
+    let (counters, at_stop) = match sealed {
+        Some(at) => (at.counters, [at.refused, at.dropped]),
+        None => (trace.tracer.counters()?, [0, 0]),
+    };
+    let mut lost = lost_report(&counters, record_errors);
+    for (name, n) in [
+        "record_queue_full_at_stop",
+        "records_dropped_by_second_stop",
+    ]
+    .into_iter()
+    .zip(at_stop)
+    .filter(|(_, n)| *n > 0)
+    {
+        lost.counts.insert(name.into(), n);
+        lost.lost += n;
+    }
     // Records a size-limited output did not take: the most any one output missed.
     let dropped = trace.sinks.dropped_at_limit();
     for (name, n) in &dropped {
