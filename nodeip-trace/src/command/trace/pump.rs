@@ -229,7 +229,7 @@ pub(super) async fn pump(
                     dropped,
                 });
             }
-            more = pump.drain(trace, opts, Some(DRAIN_BUDGET))?;
+            more = pump.drain(trace, opts)?;
             trace.sinks.flush()?;
             pump.housekeeping(trace);
         }
@@ -290,7 +290,7 @@ impl Pump {
             ));
         }
         loop {
-            let drained = self.drain(trace, opts, Some(DRAIN_BUDGET))?;
+            let drained = self.drain(trace, opts)?;
             trace.sinks.flush()?;
             if drained == Drained::Empty {
                 return Ok(0);
@@ -306,13 +306,8 @@ impl Pump {
     }
 
     /// Moves the records waiting through the pipeline to the outputs, a batch at a time, until
-    /// none are left or `budget` (none: no limit) has passed.
-    fn drain(
-        &mut self,
-        trace: &mut LiveTrace,
-        opts: &TraceOptions,
-        budget: Option<Duration>,
-    ) -> Result<Drained, TraceError> {
+    /// none are left or [`DRAIN_BUDGET`] has passed.
+    fn drain(&mut self, trace: &mut LiveTrace, opts: &TraceOptions) -> Result<Drained, TraceError> {
         let started = Instant::now();
         loop {
             trace.source.drain(
@@ -336,7 +331,7 @@ impl Pump {
             if batch < RECORDS_PER_BATCH {
                 return Ok(Drained::Empty);
             }
-            if budget.is_some_and(|b| started.elapsed() >= b) {
+            if started.elapsed() >= DRAIN_BUDGET {
                 return Ok(Drained::More);
             }
         }
