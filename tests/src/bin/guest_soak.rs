@@ -356,9 +356,7 @@ fn count_stream(stdout: std::process::ChildStdout) -> Seen {
 fn sample(pid: u32, at: Duration, fresh: u64) -> serde_json::Value {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kib = |field: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        status_field(&status, field)
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     };
@@ -383,6 +381,14 @@ fn sample(pid: u32, at: Duration, fresh: u64) -> serde_json::Value {
     })
 }
 
+/// The value of `field` in a `/proc/PID/status` text (`Field:\tvalue`), trimmed.
+fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 /// The processes running a deleted copy of the soak's programs (`/proc/PID/exe` names it
 /// `(deleted)`), each as `PID COMM STATE EXE`: what keeps a deleted program's probes attached.
 fn running_deleted_copies() -> Vec<String> {
@@ -396,18 +402,12 @@ fn running_deleted_copies() -> Vec<String> {
             continue;
         }
         let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_string())
-                .unwrap_or_default()
-        };
+        let field = |name: &str| status_field(&status, name).unwrap_or_default();
         found.push(format!(
             "{pid} {} {} ppid {} {exe}",
-            field("Name:"),
-            field("State:"),
-            field("PPid:")
+            field("Name"),
+            field("State"),
+            field("PPid")
         ));
     }
     found
