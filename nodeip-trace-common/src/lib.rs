@@ -37,6 +37,46 @@ pub const KIND_ROUTE_LOOKUP4: u32 = 12;
 /// Kind tag of [`RouteLookupRecord`] from the `fib6_table_lookup` raw tracepoint (IPv6).
 pub const KIND_ROUTE_LOOKUP6: u32 = 13;
 
+/// Kind tag of [`RouteFileRecord`]: the kernel listed default routes to a reader of
+/// `/proc/net/route` or `/proc/net/ipv6_route`.
+pub const KIND_ROUTE_FILE: u32 = 17;
+
+/// Bytes of a route file's lines copied per show call: four IPv4 lines (128 bytes each) or
+/// three IPv6 ones (149 bytes and more).
+pub const ROUTE_FILE_TEXT_LEN: usize = 512;
+
+/// Flags on a [`RouteFileRecord`].
+pub mod route_file_flags {
+    /// The call wrote more than [`super::ROUTE_FILE_TEXT_LEN`] bytes; `text` holds their start.
+    pub const TEXT_CUT: u32 = 1;
+    /// The file's network namespace could not be read (`file_netns` is 0).
+    pub const NETNS_UNKNOWN: u32 = 2;
+}
+
+/// What one call of a route file's show function wrote, sent only when it lists a default
+/// route (destination all zeros: the probe looks at the text it copied). The reader is the
+/// header's process; the file's namespace may differ from it (`/proc/PID/net/route`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RouteFileRecord {
+    /// Common header; `ts_ns` is the return time.
+    pub header: EventHeader,
+    /// `handler_function::FIB_ROUTE_SEQ_SHOW` or `IPV6_ROUTE_SEQ_SHOW`.
+    pub function: u32,
+    /// `hook_mode::*`.
+    pub mode: u32,
+    /// The file's network namespace (`seq_file_net(seq)->ns.inum`).
+    pub file_netns: u32,
+    /// `route_file_flags::*`.
+    pub flags: u32,
+    /// Bytes of `text` filled.
+    pub text_len: u32,
+    /// Bytes the call wrote.
+    pub written: u32,
+    /// The lines it wrote, as the reader gets them.
+    pub text: [u8; ROUTE_FILE_TEXT_LEN],
+}
+
 /// Bytes of the request message a kernel handler was given that are copied.
 pub const HANDLER_REQUEST_LEN: usize = 512;
 
@@ -57,8 +97,14 @@ pub mod handler_function {
     pub const RTNL_GETLINK: u32 = 6;
     /// `ip_vs_genl_set_cmd(skb, info)`: an IPVS service/destination change.
     pub const IP_VS_GENL_SET_CMD: u32 = 7;
+    /// `fib_route_seq_show(seq, v)`: the lines of one route prefix in `/proc/net/route` (its
+    /// probes send [`super::RouteFileRecord`]s, not handler records).
+    pub const FIB_ROUTE_SEQ_SHOW: u32 = 8;
+    /// `ipv6_route_seq_show(seq, v)`: one route's line in `/proc/net/ipv6_route` (as
+    /// [`FIB_ROUTE_SEQ_SHOW`]).
+    pub const IPV6_ROUTE_SEQ_SHOW: u32 = 9;
     /// Number of functions.
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 9;
 }
 
 /// Kernel function names by [`handler_function`] number - 1.
@@ -70,6 +116,8 @@ pub const HANDLER_FUNCTIONS: [&str; handler_function::COUNT as usize] = [
     "rtnl_dump_ifinfo",
     "rtnl_getlink",
     "ip_vs_genl_set_cmd",
+    "fib_route_seq_show",
+    "ipv6_route_seq_show",
 ];
 
 /// How a [`KernelHandlerRecord`] was captured.
@@ -103,8 +151,20 @@ pub mod handler_offset {
     pub const CALLBACK_NLH: usize = 3;
     /// `genl_info.nlhdr`: the request of a generic netlink command.
     pub const GENL_INFO_NLHDR: usize = 4;
+    /// `seq_file.buf`: the text a `/proc` file's show function writes.
+    pub const SEQ_FILE_BUF: usize = 5;
+    /// `seq_file.size`: the buffer's size (`count == size` means the line did not fit and
+    /// will be written again into a bigger one).
+    pub const SEQ_FILE_SIZE: usize = 6;
+    /// `seq_file.count`: the bytes written so far.
+    pub const SEQ_FILE_COUNT: usize = 7;
+    /// `seq_file.private`: for the route files a `seq_net_private`, whose `net` is the file's
+    /// namespace.
+    pub const SEQ_FILE_PRIVATE: usize = 8;
+    /// `seq_net_private.net`.
+    pub const SEQ_NET_PRIVATE_NET: usize = 9;
     /// Number of offsets.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 10;
 }
 
 /// A kernel netlink handler call: which function, in which network namespace (the requesting
@@ -202,9 +262,10 @@ pub mod counter {
     pub const NETLINK_PEEK_SKIPPED: u32 = 9;
     /// netlink syscalls seen with a protocol outside the selected families (not captured).
     pub const NETLINK_FAMILY_FILTERED: u32 = 10;
-    /// kernel handler calls not followed because the in-flight handler map was full.
+    /// kernel handler (and route file show) calls not followed because their in-flight map was
+    /// full.
     pub const HANDLER_INFLIGHT_FULL: u32 = 11;
-    /// kernel handler records dropped because the ring buffer was full.
+    /// kernel handler and route file records dropped because the ring buffer was full.
     pub const HANDLER_RINGBUF_FULL: u32 = 12;
     /// Route lookups left out because the thread was not deciding anything we explain (not
     /// inside getaddrinfo, connect() or a netlink request: per-packet lookups). Filtered, not lost.
@@ -625,6 +686,7 @@ pub const NETLINK_CHUNK_HEADER_LEN: usize = core::mem::size_of::<NetlinkChunkHea
 pub const GETADDRINFO_FIXED_LEN: usize = core::mem::offset_of!(GetaddrinfoRecord, results);
 
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 48);
+const _: () = assert!(core::mem::size_of::<RouteFileRecord>() == 48 + 24 + ROUTE_FILE_TEXT_LEN);
 const _: () = assert!(core::mem::size_of::<AddrinfoEntry>() == 48);
 const _: () = assert!(
     core::mem::size_of::<GetaddrinfoRecord>()

@@ -31,7 +31,7 @@ static HANDLER_OFFSETS_KNOWN: Global<u32> = Global::new(0);
 
 /// The offset at `index`, when userspace found it.
 #[inline(always)]
-fn offset(index: usize) -> Option<usize> {
+pub(crate) fn offset(index: usize) -> Option<usize> {
     if HANDLER_OFFSETS_KNOWN.load() & (1 << index) == 0 {
         return None;
     }
@@ -40,7 +40,7 @@ fn offset(index: usize) -> Option<usize> {
 
 /// Reads the pointer at `base + offset(index)`.
 #[inline(always)]
-fn pointer_at(base: u64, index: usize) -> Option<u64> {
+pub(crate) fn pointer_at(base: u64, index: usize) -> Option<u64> {
     let off = offset(index)?;
     if base == 0 {
         return None;

@@ -24,6 +24,7 @@ mod netlink_capture;
 mod netlink_socket;
 mod process;
 mod route;
+mod route_file;
 
 use aya_ebpf::{
     helpers::{
@@ -169,6 +170,15 @@ static HANDLER_INFLIGHT: HashMap<u64, KernelHandlerRecord> = HashMap::with_max_e
 /// `HANDLER_INFLIGHT` (too big for the eBPF stack).
 #[map]
 static HANDLER_SCRATCH: PerCpuArray<KernelHandlerRecord> = PerCpuArray::with_max_entries(1, 0);
+
+/// Route file show calls in flight: pid_tgid → (the `seq_file`, its bytes written at entry).
+#[map]
+static ROUTE_FILE_INFLIGHT: HashMap<u64, [u64; 2]> = HashMap::with_max_entries(1024, 0);
+
+/// Per-CPU scratch where a route file record is built (too big for the eBPF stack).
+#[map]
+static ROUTE_FILE_SCRATCH: PerCpuArray<nodeip_trace_common::RouteFileRecord> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// Known netlink sockets: key `tgid << 32 | fd`, value the netlink protocol.
 #[map]

@@ -16,9 +16,9 @@ pub const PREBUILT_ENV: &str = "NODEIP_TEST_CLIENTS_PREBUILT";
 /// a line.
 const GO_VERSIONS_FILE: &str = "go-versions";
 
-/// The Go clients the guest's tests (`live_go_resolver`, `resolver_orders`) run, each built by
+/// The Go clients the guest's tests (`live_go_resolver`, `resolver_orders`, `vm_kernel_handlers`) run, each built by
 /// every toolchain: stripped, as node components ship.
-pub const GUEST_GO_CLIENTS: [(&str, GoBuild); 4] = [
+pub const GUEST_GO_CLIENTS: [(&str, GoBuild); 5] = [
     (
         "lookup_ip.go",
         GoBuild {
@@ -41,6 +41,14 @@ pub const GUEST_GO_CLIENTS: [(&str, GoBuild); 4] = [
             cgo: true,
             stripped: true,
             static_musl: true,
+        },
+    ),
+    (
+        "kubelet_node_ip.go",
+        GoBuild {
+            cgo: false,
+            stripped: true,
+            static_musl: false,
         },
     ),
     (

@@ -56,7 +56,7 @@ fn doctor_reports_hooks_with_reasons() {
     }
     // The plan for `--hooks auto`: fentry where it works, else kprobe, else off — with a reason.
     let plan = report["handler_plan"].as_array().unwrap();
-    assert_eq!(plan.len(), 7, "{plan:?}");
+    assert_eq!(plan.len(), 9, "{plan:?}");
     let route_get = plan
         .iter()
         .find(|p| p["function"] == "inet_rtm_getroute")
@@ -144,7 +144,7 @@ fn forced_hook_modes_fail_clearly_or_are_recorded() {
         assert_eq!(header["kind"], "header");
         assert_eq!(header["hook_preference"], mode, "{header}");
         let modes = header["handler_hooks"].as_object().unwrap();
-        assert_eq!(modes.len(), 7, "{header}");
+        assert_eq!(modes.len(), 9, "{header}");
         for (function, got) in modes {
             if mode == "tracepoint" {
                 assert_eq!(got, "off", "{function}");

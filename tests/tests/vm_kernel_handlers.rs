@@ -14,12 +14,22 @@ use nodeip_trace_tests::{
 };
 use serde_json::Value;
 
+/// The events of `kind` whose `field` is `value`.
+fn events_where<'a>(run: &'a TraceRun, kind: &str, field: &str, value: &str) -> Vec<&'a Value> {
+    run.of_kind(kind)
+        .into_iter()
+        .filter(|e| e[field] == value)
+        .collect()
+}
+
 /// The kernel_handler events of `function`.
 fn calls<'a>(run: &'a TraceRun, function: &str) -> Vec<&'a Value> {
-    run.of_kind("kernel_handler")
-        .into_iter()
-        .filter(|e| e["function"] == function)
-        .collect()
+    events_where(run, "kernel_handler", "function", function)
+}
+
+/// The route_file_read events of `file`.
+fn route_reads<'a>(run: &'a TraceRun, file: &str) -> Vec<&'a Value> {
+    events_where(run, "route_file_read", "file", file)
 }
 
 #[test]
@@ -168,6 +178,151 @@ fn kernel_handlers_in_fentry_and_kprobe_modes() {
         assert!(
             service["request"].to_string().contains(&port.to_string()),
             "{service}"
+        );
+    }
+}
+
+/// Route file reads (issue 51): what the kernel listed to a reader of `/proc/net/route` and
+/// `/proc/net/ipv6_route`, in both modes, and kubelet's default-route fallback replayed on it:
+/// `tests/clients/kubelet_node_ip.go`, run as `kubelet`, finds its node name only at an address
+/// no interface holds, falls back, and prints the address it takes; the trace must say the same.
+#[test]
+fn route_file_reads_and_kubelet_s_fallback_in_fentry_and_kprobe_modes() {
+    require_root();
+    let modes = kernel_hook_modes();
+    if modes.is_empty() {
+        nodeip_trace_tests::skip_or_fail(
+            "this kernel has neither fentry nor kprobes (see `nodeip-trace doctor`): route file \
+             reads are not seen; `cargo xtask vm-test` runs this test on one that has both",
+        );
+        return;
+    }
+    let (ns, _peer) = nodeip_trace_tests::seeds::node(
+        "rfile",
+        &[
+            &["192.0.2.10/24", "dev", "eth0"],
+            &["192.0.2.20/24", "dev", "eth0"],
+            &["2001:db8::10/64", "dev", "eth0", "nodad"],
+        ],
+    );
+    ns.ip(&["route", "add", "default", "via", "192.0.2.1", "dev", "eth0"]);
+    ns.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.0.2.2",
+        "dev",
+        "eth0",
+        "metric",
+        "200",
+    ]);
+    ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "2001:db8::1",
+        "dev",
+        "eth0",
+    ]);
+    ns.etc_file("hosts", "127.0.0.1 localhost\n198.51.100.7 node-b\n");
+    let netns = std::fs::metadata(format!("/run/netns/{}", ns.name))
+        .expect("the namespace's file")
+        .ino();
+    let dir = nodeip_trace_tests::workspace_root().join("target/route-file-kubelet");
+    std::fs::create_dir_all(&dir).expect("a directory for the kubelet client");
+    let kubelet = dir.join("kubelet");
+    std::fs::copy(
+        nodeip_trace_tests::go::newest_client("kubelet_node_ip.go", false),
+        &kubelet,
+    )
+    .expect("copying the kubelet client");
+    let script = format!(
+        "cat /proc/net/route /proc/net/ipv6_route >/dev/null && '{}' node-b",
+        kubelet.display()
+    );
+    for mode in modes {
+        let run = trace_json(
+            &["--hooks", mode],
+            &nodeip_trace_tests::seeds::in_ns(&ns, &["sh", "-c", &script]),
+        );
+        assert!(run.output.status.success(), "{mode}: {}", run.stderr);
+        let header = &run.of_kind("header")[0];
+        assert_eq!(
+            header["handler_hooks"]["fib_route_seq_show"], mode,
+            "{header}"
+        );
+        let all = || {
+            run.of_kind("route_file_read")
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        // cat's reads: both IPv4 default routes in one prefix's lines, the IPv6 one.
+        let v4: Vec<&Value> = route_reads(&run, "/proc/net/route")
+            .into_iter()
+            .filter(|e| e["comm"] == "cat")
+            .collect();
+        assert_eq!(v4.len(), 1, "{mode}:\n{}", all());
+        assert_eq!(v4[0]["hook"], mode, "{}", v4[0]);
+        assert_eq!(v4[0]["file_netns"], netns, "{}", v4[0]);
+        let routes: Vec<(String, String, u64)> = v4[0]["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["destination"].as_str().unwrap().to_string(),
+                    r["gateway"].as_str().unwrap_or("").to_string(),
+                    r["metric"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                ("0.0.0.0/0".to_string(), "192.0.2.1".to_string(), 0),
+                ("0.0.0.0/0".to_string(), "192.0.2.2".to_string(), 200),
+            ],
+            "{mode}"
+        );
+        let v6 = route_reads(&run, "/proc/net/ipv6_route");
+        assert!(
+            v6.iter().any(|e| e["comm"] == "cat"
+                && e["routes"][0]["destination"] == "::/0"
+                && e["routes"][0]["gateway"] == "2001:db8::1"
+                && e["routes"][0]["dev"] == "eth0"),
+            "{mode}:\n{}",
+            all()
+        );
+        // kubelet's own fallback, and the trace's.
+        let own = run
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("fallback "))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{mode}: the kubelet client said no fallback: {}",
+                    run.stderr
+                )
+            })
+            .to_string();
+        assert_eq!(own, "192.0.2.10", "{}", run.stderr);
+        let said: Vec<String> = run
+            .of_kind("diagnosis")
+            .into_iter()
+            .filter(|d| d["id"] == "node-ip-picked")
+            .map(|d| d["summary"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            said.iter().any(|s| s.contains(&format!(
+                "takes {own} as its node IP (InternalIP) by the default-route fallback"
+            ))),
+            "{mode}: {said:?}\n{}",
+            all()
         );
     }
 }

@@ -6,5 +6,6 @@ pub mod go_sort;
 pub mod kernel_handler;
 pub mod netlink;
 pub mod record;
+pub mod route_file;
 pub mod route_lookup;
 pub mod tracepoint_format;

@@ -54,6 +54,8 @@ pub enum KernelRecord {
     GaiConf(Box<common::GaiConfRecord>),
     /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
     KernelHandler(Box<common::KernelHandlerRecord>),
+    /// Default routes listed to a reader of a route file.
+    RouteFile(Box<common::RouteFileRecord>),
     /// One run of Go's own resolver's sort.
     GoSort(Box<common::GoSortRecord>),
     /// A Go host lookup (`LookupHost`) answered from `/etc/hosts`, unsorted.
@@ -76,6 +78,7 @@ impl KernelRecord {
             KernelRecord::GaiSocket(r) => &r.header,
             KernelRecord::GaiConf(r) => &r.header,
             KernelRecord::KernelHandler(r) => &r.header,
+            KernelRecord::RouteFile(r) => &r.header,
             KernelRecord::GoSort(r) => &r.header,
             KernelRecord::GoHost(r) => &r.header,
             KernelRecord::CgroupMkdir(r) => &r.header,
@@ -155,6 +158,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<KernelRecord, RecordError> {
         common::KIND_GAI_SOCKET => KernelRecord::GaiSocket(Box::new(read(kind, bytes)?)),
         common::KIND_GAI_CONF => KernelRecord::GaiConf(Box::new(read(kind, bytes)?)),
         common::KIND_KERNEL_HANDLER => KernelRecord::KernelHandler(Box::new(read(kind, bytes)?)),
+        common::KIND_ROUTE_FILE => KernelRecord::RouteFile(Box::new(read(kind, bytes)?)),
         common::KIND_GO_SORT => KernelRecord::GoSort(Box::new(read(kind, bytes)?)),
         common::KIND_GO_HOST => KernelRecord::GoHost(Box::new(read(kind, bytes)?)),
         common::KIND_CGROUP_MKDIR => KernelRecord::CgroupMkdir(Box::new(read(kind, bytes)?)),

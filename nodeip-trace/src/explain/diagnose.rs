@@ -215,6 +215,11 @@ impl Diagnoser {
                     found.extend(self.network_address(e, addr, "an IPVS service address"));
                 }
             }
+            EventBody::RouteFileRead(r) => {
+                if let Some((subject, d)) = self.kubelet.route_file_read(e, r) {
+                    found.extend(self.diagnosis(e, &subject, d));
+                }
+            }
             EventBody::RouteLookup(r) => {
                 if let Some(src) = address_of(&r.src).filter(|a| !a.is_unspecified()) {
                     found.extend(self.network_address(e, src, "the source of a route lookup"));

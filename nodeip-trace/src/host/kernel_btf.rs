@@ -292,6 +292,11 @@ impl KernelTypes {
         found[handler_offset::NET_INUM] = self.member_path("net", &["ns", "inum"]);
         found[handler_offset::CALLBACK_NLH] = self.member_offset("netlink_callback", "nlh");
         found[handler_offset::GENL_INFO_NLHDR] = self.member_offset("genl_info", "nlhdr");
+        found[handler_offset::SEQ_FILE_BUF] = self.member_offset("seq_file", "buf");
+        found[handler_offset::SEQ_FILE_SIZE] = self.member_offset("seq_file", "size");
+        found[handler_offset::SEQ_FILE_COUNT] = self.member_offset("seq_file", "count");
+        found[handler_offset::SEQ_FILE_PRIVATE] = self.member_offset("seq_file", "private");
+        found[handler_offset::SEQ_NET_PRIVATE_NET] = self.member_offset("seq_net_private", "net");
         let mut offsets = [0; handler_offset::COUNT];
         let mut known = 0;
         for (i, f) in found.iter().enumerate() {

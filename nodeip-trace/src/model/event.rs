@@ -78,6 +78,9 @@ pub enum EventBody {
     Extack(ExtackMessage),
     /// A kernel netlink handler call (fentry/fexit or kprobe/kretprobe).
     KernelHandler(Box<KernelHandlerCall>),
+    /// The kernel listed default routes to a reader of `/proc/net/route` or
+    /// `/proc/net/ipv6_route` (fentry/fexit or kprobe/kretprobe of the files' show functions).
+    RouteFileRead(Box<RouteFileRead>),
     /// A program the tracer held at exec until its probes were attached (live only).
     ExecHold(Box<ExecHoldEvent>),
     /// Events the tracer could not deliver, by reason.
@@ -319,6 +322,45 @@ pub struct KernelHandlerCall {
     pub decode_errors: Vec<String>,
 }
 
+/// Default routes the kernel listed to a reader of a route file: one show call's lines, those of
+/// one prefix (`/proc/net/route`: every route to 0.0.0.0, whatever its length, as kubelet reads
+/// them) or one route (`/proc/net/ipv6_route`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RouteFileRead {
+    /// `/proc/net/route` or `/proc/net/ipv6_route`.
+    pub file: String,
+    /// `fentry` or `kprobe`.
+    pub hook: String,
+    /// The file's network namespace (the reader's own, or another's through `/proc/PID/net`),
+    /// when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_netns: Option<u32>,
+    /// The routes listed, in the file's order.
+    pub routes: Vec<ListedRoute>,
+    /// The call wrote more than was copied: routes after these are missing.
+    #[serde(default)]
+    pub cut: bool,
+    /// Lines that could not be read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode_errors: Vec<String>,
+}
+
+/// One line of a route file, read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedRoute {
+    /// `0.0.0.0/0`, `::/0` (or `0.0.0.0/8`: the file lists every route to 0.0.0.0).
+    pub destination: String,
+    /// The gateway; absent for a route without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// The device as the file names it (`*` for none: a blackhole or unreachable route).
+    pub dev: String,
+    /// The route's metric (priority).
+    pub metric: u32,
+    /// `RTF_UP` is set.
+    pub up: bool,
+}
+
 /// Counts of what was not delivered.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LostReport {
@@ -484,6 +526,7 @@ impl EventBody {
             EventBody::Ipvs(_) => "ipvs",
             EventBody::Extack(_) => "extack",
             EventBody::KernelHandler(_) => "kernel_handler",
+            EventBody::RouteFileRead(_) => "route_file_read",
             EventBody::ExecHold(_) => "exec_hold",
             EventBody::Lost(_) => "lost",
             EventBody::Diagnosis(_) => "diagnosis",

@@ -15,6 +15,7 @@ use crate::decode::go_sort::{decode_go_host, decode_go_sort};
 use crate::decode::kernel_handler::decode_kernel_handler;
 use crate::decode::netlink::{ipvs_command, protocol_name, NetlinkDecoder};
 use crate::decode::record::{c_string, KernelRecord};
+use crate::decode::route_file::decode_route_file;
 use crate::decode::route_lookup::RouteLookupDecoder;
 use crate::explain::diagnose::Diagnoser;
 use crate::explain::resolver::explain_span;
@@ -471,6 +472,16 @@ impl Pipeline {
                     r.header.ts_ns,
                     task,
                     EventBody::KernelHandler(Box::new(call)),
+                );
+                self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
+            }
+            KernelRecord::RouteFile(r) => {
+                let task = task_of(r.header.pid_tgid, &r.header.comm);
+                let read = decode_route_file(&r);
+                let ev = self.event(
+                    r.header.ts_ns,
+                    task,
+                    EventBody::RouteFileRead(Box::new(read)),
                 );
                 self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
             }

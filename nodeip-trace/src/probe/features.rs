@@ -12,8 +12,9 @@ use super::hooks::{KernelHookMode, CGROUP_HOOKS, TRACEPOINT_HOOKS};
 use super::tracefs;
 use crate::host::libc_locator::{find_libcs, LibcTarget};
 
-/// Kernel handlers behind netlink requests, probed with fentry/fexit or kprobe/kretprobe, as
-/// (function, purpose); the order is `nodeip_trace_common::handler_function` order.
+/// Kernel handlers behind netlink requests, and the show functions of the route files kubelet's
+/// default-route fallback reads, probed with fentry/fexit or kprobe/kretprobe, as (function,
+/// purpose); the order is `nodeip_trace_common::handler_function` order.
 pub const KERNEL_FUNCTIONS: [(&str, &str); nodeip_trace_common::handler_function::COUNT as usize] = [
     (
         "inet_rtm_getroute",
@@ -27,6 +28,14 @@ pub const KERNEL_FUNCTIONS: [(&str, &str); nodeip_trace_common::handler_function
     (
         "ip_vs_genl_set_cmd",
         "IPVS service/destination changes, by whom, with the kernel's answer",
+    ),
+    (
+        "fib_route_seq_show",
+        "/proc/net/route reads: the default routes listed, to whom",
+    ),
+    (
+        "ipv6_route_seq_show",
+        "/proc/net/ipv6_route reads: the default routes listed, to whom",
     ),
 ];
 
@@ -669,6 +678,16 @@ fn plan_capture(
     }
 }
 
+/// What a trace does without a probe on kernel `function`.
+fn without_probe(function: &str) -> &'static str {
+    match function {
+        "fib_route_seq_show" | "ipv6_route_seq_show" => {
+            "reads of its route file are not seen (no other hook shows them)"
+        }
+        _ => "its traffic is still captured by the tracepoints",
+    }
+}
+
 /// The hook per kernel handler under `preference`: fentry before kprobe for `auto`.
 fn plan_handlers(
     functions: &[KernelFunction],
@@ -704,8 +723,9 @@ fn plan_handlers(
                     "--hooks tracepoint: syscall tracepoints only".into()
                 } else {
                     format!(
-                        "not probed ({}); its traffic is still captured by the tracepoints",
-                        refusals.join("; ")
+                        "not probed ({}); {}",
+                        refusals.join("; "),
+                        without_probe(&function.name)
                     )
                 },
             }

@@ -5,19 +5,25 @@
 //! lookup is not made). This replays that rule on what kubelet received in the trace and says
 //! the pick as a `node-ip-picked` diagnosis (info): the answer, the dump, each address's
 //! verdict. No valid address means kubelet falls back to the default-route interface
-//! (`ChooseHostInterface`, which reads `/proc/net/route`: not seen by these events). A lookup
-//! with no dump after it (the trace ended first) is not said: its line is in the timeline.
+//! (`ChooseHostInterface`): it reads `/proc/net/route`, then `/proc/net/ipv6_route`, and takes
+//! the first global address of a default route's interface. Where the kernel lets the tracer see
+//! those reads (`route_file_read` events), that fallback is replayed too, on the routes the
+//! kernel listed to kubelet and the addresses of its dump: decided at the IPv4 read when an IPv4
+//! default route gives an address, else at the IPv6 read (with no IPv6 default route the kernel
+//! lists none, no event comes, and the fallback stays unsaid). A lookup with no dump after it
+//! (the trace ended first) is not said: its line is in the timeline.
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use super::{address_of, node_ip_picked, reference};
 use crate::explain::go_net;
-use crate::explain::node_audit::kubelet::refused_kind;
-use crate::explain::node_audit::REMEDY_NODE_IP_PICKED;
-use crate::model::event::{Diagnosis, Event, NetlinkConversation};
+use crate::explain::node_audit::kubelet::{choose_host_interface, refused_kind};
+use crate::explain::node_audit::{NodeSnapshot, REMEDY_NODE_IP_PICKED};
+use crate::model::event::{Diagnosis, Event, ListedRoute, NetlinkConversation, RouteFileRead};
+use crate::model::facts::{AddressFact, RouteFact};
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::model::ip_text::ip_list as list;
-use crate::model::netlink::rtm;
+use crate::model::netlink::{rt_table, rtm, rtn};
 
 /// The comm kubelet runs as.
 const KUBELET: &str = "kubelet";
@@ -33,10 +39,36 @@ struct PendingLookup {
     resolver: String,
 }
 
+/// A kubelet whose lookup gave no valid address, waiting for its route file reads.
+struct PendingFallback {
+    lookup: Event,
+    /// The address dump's reference and addresses.
+    dump: String,
+    addresses: Vec<AddressFact>,
+    /// The routes listed so far, and the reads that listed them.
+    routes: Vec<RouteFact>,
+    reads: Vec<String>,
+}
+
 /// Replays kubelet's NodeAddress rule on each kubelet lookup and the dump after it.
 #[derive(Default)]
 pub(super) struct KubeletPicks {
     pending: BTreeMap<u32, PendingLookup>,
+    fallbacks: BTreeMap<u32, PendingFallback>,
+}
+
+/// A route file's line as a route fact: `/proc/net/route` lists the main table only; a route
+/// without a device there (`*`) is a blackhole, unreachable or prohibit route.
+fn route_fact(r: &ListedRoute, v6: bool) -> RouteFact {
+    let no_device = r.dev == "*";
+    RouteFact {
+        table: rt_table::name(rt_table::MAIN),
+        route_type: rtn::name(if no_device && !v6 { 6 } else { rtn::UNICAST }),
+        dst: r.destination.as_str().into(),
+        dev: (!no_device).then(|| r.dev.as_str().into()),
+        src: None,
+        gateway: r.gateway.as_deref().map(Into::into),
+    }
 }
 
 /// Why `validateNodeIP` refuses `ip` (its own words for the kinds it refuses anywhere), or
@@ -95,13 +127,91 @@ impl KubeletPicks {
             .iter()
             .filter_map(|a| address_of(&a.address))
             .collect();
-        Some(pick(&pending, &local, &reference(e)))
+        let (subject, d, picked) = pick(&pending, &local, &reference(e));
+        if picked.is_none() && self.fallbacks.len() < MAX_PENDING {
+            self.fallbacks.insert(
+                e.pid,
+                PendingFallback {
+                    lookup: pending.lookup,
+                    dump: reference(e),
+                    addresses: c.facts.addresses.clone(),
+                    routes: Vec::new(),
+                    reads: Vec::new(),
+                },
+            );
+        }
+        Some((subject, d))
+    }
+
+    /// A route file read: a kubelet falling back to the default-route interface is decided by
+    /// what the kernel listed to it.
+    pub(super) fn route_file_read(
+        &mut self,
+        e: &Event,
+        r: &RouteFileRead,
+    ) -> Option<(String, Diagnosis)> {
+        if e.comm != KUBELET {
+            return None;
+        }
+        let v6 = r.file.ends_with("ipv6_route");
+        let f = self.fallbacks.get_mut(&e.pid)?;
+        f.routes
+            .extend(r.routes.iter().map(|route| route_fact(route, v6)));
+        f.reads.push(reference(e));
+        let snapshot = NodeSnapshot {
+            hostname: String::new(),
+            links: Vec::new(),
+            addresses: f.addresses.clone(),
+            routes: f.routes.clone(),
+            hosts: Vec::new(),
+        };
+        let mut why = Vec::new();
+        let chosen = choose_host_interface(&snapshot, false, &mut why);
+        // Before the IPv6 file is read, only an IPv4 address decides.
+        if !v6 && chosen.as_ref().map_or(true, |ip| !go_net::is_ipv4(*ip)) {
+            return None;
+        }
+        let f = self.fallbacks.remove(&e.pid)?;
+        let summary = match &chosen {
+            Ok(ip) => format!(
+                "{} takes {ip} as its node IP (InternalIP) by the default-route fallback: its lookup gave no valid address, and {ip} is the first global address of a default route's interface the kernel listed to it",
+                f.lookup.who()
+            ),
+            Err(err) => format!(
+                "{} finds no node IP by the default-route fallback either: {err}",
+                f.lookup.who()
+            ),
+        };
+        let mut evidence = vec![
+            format!("lookup: {}", reference(&f.lookup)),
+            format!("address dump: {}", f.dump),
+        ];
+        evidence.extend(
+            f.reads
+                .iter()
+                .map(|read| format!("route file read: {read}")),
+        );
+        evidence.extend(why);
+        let subject = format!(
+            "{} fallback {}",
+            e.pid,
+            chosen.map(|ip| ip.to_string()).unwrap_or_default()
+        );
+        Some((
+            subject,
+            node_ip_picked(summary, evidence, REMEDY_NODE_IP_PICKED),
+        ))
     }
 }
 
 /// kubelet's pick from `pending`'s answer with `local` the addresses of its dump (`dump` names
-/// that conversation): the subject (for saying it once) and the diagnosis.
-fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagnosis) {
+/// that conversation): the subject (for saying it once), the diagnosis, and the address picked
+/// (`None`: it falls back to the default-route interface).
+fn pick(
+    pending: &PendingLookup,
+    local: &[IpAddr],
+    dump: &str,
+) -> (String, Diagnosis, Option<IpAddr>) {
     let verdicts: Vec<(IpAddr, Option<String>)> = pending
         .answer
         .iter()
@@ -132,7 +242,7 @@ fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagn
             }
         ),
         None => format!(
-            "{} finds no valid node IP in its lookup: {answer}, none passes validateNodeIP; it falls back to the default-route interface's first global address (ChooseHostInterface)",
+            "{} finds no valid node IP in its lookup: {answer}, none passes validateNodeIP; it falls back to the default-route interface's first global address (ChooseHostInterface, which reads /proc/net/route: said when the trace sees that read)",
             e.who()
         ),
     };
@@ -153,5 +263,6 @@ fn pick(pending: &PendingLookup, local: &[IpAddr], dump: &str) -> (String, Diagn
     (
         subject,
         node_ip_picked(summary, evidence, REMEDY_NODE_IP_PICKED),
+        picked,
     )
 }

@@ -546,6 +546,89 @@ fn kubelet_takes_the_first_ipv4_of_its_lookup_that_its_dump_lists() {
     assert!(summaries(&run(&[lookup])).is_empty());
 }
 
+/// kubelet[20] reading a route file at `ts_ns`: `routes` as `route_file_read` lists them.
+fn kubelet_route_file_read(file: &str, ts_ns: u64, routes: &str) -> Event {
+    event(
+        20,
+        "kubelet",
+        ts_ns,
+        &format!(r#""kind":"route_file_read","file":"{file}","hook":"kprobe","routes":[{routes}]"#),
+    )
+}
+
+#[test]
+fn kubelet_s_default_route_fallback_is_decided_by_the_routes_the_kernel_listed_to_it() {
+    // Nothing in the lookup is valid: kubelet reads /proc/net/route, and eth0 (the default
+    // route's interface) has 192.0.2.10 first.
+    let lookup = || {
+        getaddrinfo(
+            &["127.0.1.1", "198.51.100.7"],
+            &["127.0.1.1", "198.51.100.7"],
+        )
+    };
+    let v4 = kubelet_route_file_read(
+        "/proc/net/route",
+        9,
+        r#"{"destination":"0.0.0.0/0","gateway":"192.0.2.1","dev":"eth0","metric":0,"up":true}"#,
+    );
+    let found = run(&[lookup(), kubelet_dump(), v4.clone()]);
+    let said = summaries(&found);
+    assert_eq!(said.len(), 2, "{found:?}");
+    assert!(
+        said[1].starts_with(
+            "kubelet[20] takes 192.0.2.10 as its node IP (InternalIP) by the default-route fallback"
+        ),
+        "{}",
+        said[1]
+    );
+    let EventBody::Diagnosis(d) = &found[1].body else {
+        unreachable!()
+    };
+    assert!(
+        d.evidence
+            .iter()
+            .any(|e| e.starts_with("route file read: route_file_read at")),
+        "{:?}",
+        d.evidence
+    );
+    assert!(
+        d.evidence
+            .iter()
+            .any(|e| e.contains("default via 192.0.2.1 dev eth0")
+                || e.contains("0.0.0.0/0 via 192.0.2.1 dev eth0")),
+        "{:?}",
+        d.evidence
+    );
+    // An IPv4 default route whose interface has no address: decided only at the IPv6 read,
+    // which has none either.
+    let elsewhere = kubelet_route_file_read(
+        "/proc/net/route",
+        9,
+        r#"{"destination":"0.0.0.0/0","gateway":"198.51.100.1","dev":"eth1","metric":0,"up":true}"#,
+    );
+    let found = run(&[lookup(), kubelet_dump(), elsewhere.clone()]);
+    assert_eq!(summaries(&found).len(), 1, "{found:?}");
+    let v6 = kubelet_route_file_read(
+        "/proc/net/ipv6_route",
+        10,
+        r#"{"destination":"::/0","gateway":"fe80::1","dev":"eth1","metric":1024,"up":true}"#,
+    );
+    let found = run(&[lookup(), kubelet_dump(), elsewhere, v6]);
+    let said = summaries(&found);
+    assert_eq!(said.len(), 2, "{found:?}");
+    assert!(
+        said[1].contains("finds no node IP by the default-route fallback either"),
+        "{}",
+        said[1]
+    );
+    // Another process's read, or kubelet's with a valid lookup: nothing more said.
+    let mut other = v4.clone();
+    other.comm = "cat".into();
+    assert_eq!(summaries(&run(&[lookup(), kubelet_dump(), other])).len(), 1);
+    let valid = getaddrinfo(&["192.0.2.20", "127.0.1.1"], &["192.0.2.20", "127.0.1.1"]);
+    assert_eq!(summaries(&run(&[valid, kubelet_dump(), v4])).len(), 1);
+}
+
 #[test]
 fn kubelet_s_repeated_syncs_say_the_pick_once_and_a_change_again() {
     let lookup = getaddrinfo(&["192.0.2.20", "192.0.2.10"], &["192.0.2.20", "192.0.2.10"]);

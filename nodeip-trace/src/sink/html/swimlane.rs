@@ -139,6 +139,10 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
             let note = k.function.clone();
             vec![row(e.ts_ns, Mark::KernelNote(note), body())]
         }
+        EventBody::RouteFileRead(r) => {
+            let note = format!("{} read", r.file);
+            vec![row(e.ts_ns, Mark::KernelNote(note), body())]
+        }
         EventBody::Extack(_) => vec![row(e.ts_ns, Mark::KernelNote("extack".into()), body())],
         EventBody::ExecHold(h) => {
             let note = if h.in_time {

@@ -4,7 +4,8 @@
 use std::io::Write;
 
 use crate::model::event::{
-    ConversationOutcome, Event, EventBody, KernelHandlerCall, NetlinkConversation, NetlinkEvent,
+    ConversationOutcome, Event, EventBody, KernelHandlerCall, ListedRoute, NetlinkConversation,
+    NetlinkEvent, RouteFileRead,
 };
 use crate::model::facts::{AddressFact, RouteFact};
 use crate::model::getaddrinfo::GetaddrinfoCall;
@@ -524,6 +525,47 @@ fn write_kernel_handler(out: &mut impl Write, k: &KernelHandlerCall) -> std::io:
     )
 }
 
+/// One route as `ip route` would say it: `default via 192.0.2.1 dev eth0 metric 100`
+/// (`0.0.0.0/8 dev lo` for a route to 0.0.0.0 of another length; `not up` when the file says so).
+pub fn listed_route_text(r: &ListedRoute) -> String {
+    let destination = match r.destination.as_str() {
+        "0.0.0.0/0" | "::/0" => "default",
+        other => other,
+    };
+    let mut text = destination.to_string();
+    if let Some(g) = &r.gateway {
+        text.push_str(&format!(" via {g}"));
+    }
+    text.push_str(&format!(" dev {} metric {}", r.dev, r.metric));
+    if !r.up {
+        text.push_str(" (not up)");
+    }
+    text
+}
+
+/// `read /proc/net/route [fentry] netns N: default via … dev eth0 metric 100; …`.
+fn write_route_file_read(out: &mut impl Write, r: &RouteFileRead) -> std::io::Result<()> {
+    write!(
+        out,
+        "read {} [{}]{}: ",
+        r.file,
+        r.hook,
+        r.file_netns
+            .map(|n| format!(" netns {n}"))
+            .unwrap_or_default()
+    )?;
+    let routes: Vec<String> = r.routes.iter().map(listed_route_text).collect();
+    if routes.is_empty() {
+        out.write_all(b"no route could be read")?;
+    } else {
+        out.write_all(routes.join("; ").as_bytes())?;
+    }
+    if r.cut {
+        out.write_all(b" (and more, not copied)")?;
+    }
+    Ok(())
+}
+
 /// `namespace/pod/container` as far as known, else the pod UID and the short container ID.
 pub fn container_label(c: &crate::model::process::ContainerIdentity) -> String {
     let pod = match (&c.pod_namespace, &c.pod_name, &c.pod_uid) {
@@ -652,6 +694,7 @@ pub fn write_event_body(out: &mut impl Write, e: &Event) -> std::io::Result<()> 
         }
         EventBody::Extack(x) => write!(out, "kernel says: {}", x.message),
         EventBody::KernelHandler(k) => write_kernel_handler(out, k),
+        EventBody::RouteFileRead(r) => write_route_file_read(out, r),
         EventBody::ExecHold(h) => write_exec_hold(out, h),
         EventBody::Lost(l) => write!(out, "LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => {
@@ -695,6 +738,35 @@ fn write_exec_hold(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_route_file_read_reads_like_ip_route() {
+        let route = |destination: &str, gateway: Option<&str>, dev: &str, up| ListedRoute {
+            destination: destination.into(),
+            gateway: gateway.map(Into::into),
+            dev: dev.into(),
+            metric: 100,
+            up,
+        };
+        let read = RouteFileRead {
+            file: "/proc/net/route".into(),
+            hook: "kprobe".into(),
+            file_netns: Some(4026531840),
+            routes: vec![
+                route("0.0.0.0/0", Some("192.0.2.1"), "eth0", true),
+                route("0.0.0.0/8", None, "lo", false),
+            ],
+            cut: true,
+            decode_errors: vec![],
+        };
+        let mut line = Vec::new();
+        write_route_file_read(&mut line, &read).unwrap();
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "read /proc/net/route [kprobe] netns 4026531840: default via 192.0.2.1 dev eth0 metric 100; \
+             0.0.0.0/8 dev lo metric 100 (not up) (and more, not copied)"
+        );
+    }
 
     fn render_kernel_handler(k: &KernelHandlerCall) -> String {
         let mut line = Vec::new();
