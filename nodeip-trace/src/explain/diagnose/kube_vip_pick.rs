@@ -54,7 +54,7 @@ impl DumpRule for KubeVip {
 /// VIP's subnet.
 fn pick(e: &Event, dumps: &ProcessDumps, vip: IpAddr, dev: &str) -> Vec<Said> {
     let snapshot = dumps.snapshot();
-    let default = default_gateway_interface(&snapshot);
+    let default = default_gateway_interface(&snapshot).ok();
     let vip_interface = (default != Some(dev)).then_some(dev);
     let mut findings = Vec::new();
     let mut replayed = kube_vip(&snapshot, vip, vip_interface, &mut findings);

@@ -13,12 +13,19 @@ use crate::model::event::{Diagnosis, DiagnosisId, Severity};
 /// The component's name in the audit.
 const KUBE_VIP: &str = "kube-vip";
 
-/// The default-gateway interface as kube-vip finds it: the first main-table default route with
-/// an interface, IPv4 before IPv6.
-pub(crate) fn default_gateway_interface(s: &NodeSnapshot) -> Option<&str> {
-    [false, true]
+/// The default-gateway interface as kube-vip finds it: the first main-table default route,
+/// IPv4 before IPv6 (releases before IPv6 routes were added list IPv4 ones only, where a node
+/// with only an IPv6 default route has none), which must name an interface: a default route
+/// without one (multipath, blackhole) first in the list is an error, not passed over.
+pub(crate) fn default_gateway_interface(s: &NodeSnapshot) -> Result<&str, &'static str> {
+    let first = [false, true]
         .into_iter()
-        .find_map(|v6| main_defaults(s, v6).find_map(|r| r.dev.as_deref()))
+        .find_map(|v6| main_defaults(s, v6).next())
+        .ok_or("Unable to find default route")?;
+    first
+        .dev
+        .as_deref()
+        .ok_or("Found default route but could not determine interface")
 }
 
 /// The first interface with an address whose prefix holds `vip` (`autoFindInterface`), and that
@@ -39,19 +46,24 @@ pub(crate) fn kube_vip(
 ) -> ComponentPick {
     let host = if vip.is_ipv4() { 32 } else { 128 };
     let (setting, chosen) = match interface {
-        Some(i) => (format!("vip_interface={i}"), Some(i)),
+        Some(i) => (format!("vip_interface={i}"), Ok(i)),
         None => (
             "vip_interface unset (the default-route interface)".to_string(),
             default_gateway_interface(s),
         ),
     };
-    let Some(dev) = chosen else {
-        return pick(
-            KUBE_VIP,
-            &setting,
-            vec![],
-            vec!["unable to find interface with default route: kube-vip does not start".into()],
-        );
+    let dev = match chosen {
+        Ok(dev) => dev,
+        Err(why) => {
+            return pick(
+                KUBE_VIP,
+                &setting,
+                vec![],
+                vec![format!(
+                    "GetDefaultGatewayInterface: {why}: kube-vip does not start"
+                )],
+            )
+        }
     };
     let mut why = vec![format!(
         "adds {vip}/{host} to {dev}, and answers ARP for it there"

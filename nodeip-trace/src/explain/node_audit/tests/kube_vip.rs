@@ -64,5 +64,22 @@ fn without_a_default_route_kube_vip_does_not_start() {
     let r = audit(s, &vip_settings("10.0.0.240", None), &GaiConf::default());
     let p = picks_of(&r, "kube-vip")[0];
     assert!(p.picked.is_empty());
-    assert!(p.reasoning[0].starts_with("unable to find interface with default route"));
+    assert_eq!(
+        p.reasoning[0],
+        "GetDefaultGatewayInterface: Unable to find default route: kube-vip does not start"
+    );
+    // A default route without a device first in the list (a blackhole here; a multipath one
+    // alike) is an error, though another default route names eth0.
+    let s = Node::new("n")
+        .addr("eth0", "10.0.0.10/24")
+        .route_without_dev("blackhole", "default")
+        .default_via("10.0.0.1", "eth0")
+        .done();
+    let r = audit(s, &vip_settings("10.0.0.240", None), &GaiConf::default());
+    let p = picks_of(&r, "kube-vip")[0];
+    assert!(p.picked.is_empty(), "{p:#?}");
+    assert_eq!(
+        p.reasoning[0],
+        "GetDefaultGatewayInterface: Found default route but could not determine interface: kube-vip does not start"
+    );
 }
