@@ -187,12 +187,35 @@ pub fn analyze_json(extra: &[&str], file: &str) -> TraceRun {
     run_json(&args)
 }
 
+/// Runs `ip netns exec NS nodeip-trace trace --format json EXTRA… -- COMMAND…`: the tracer
+/// itself in the namespace (what it hears of its own namespace, as the kernel's address
+/// notices, is then the test's).
+pub fn trace_json_in(ns: &Netns, extra: &[&str], command: &[&str]) -> TraceRun {
+    let tool = tool();
+    let tool = tool.to_str().expect("a UTF-8 path to the tool");
+    let mut args = vec![
+        "netns",
+        "exec",
+        ns.name.as_str(),
+        tool,
+        "trace",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    run_json_of(Command::new("ip").args(args))
+}
+
 /// Runs the tool with `args` and parses its JSON-lines stdout.
 fn run_json(args: &[&str]) -> TraceRun {
-    let output = Command::new(tool())
-        .args(args)
-        .output()
-        .expect("running nodeip-trace");
+    run_json_of(Command::new(tool()).args(args))
+}
+
+/// Runs `command` and parses its JSON-lines stdout.
+fn run_json_of(command: &mut Command) -> TraceRun {
+    let output = command.output().expect("running nodeip-trace");
     TraceRun {
         events: json_lines(&output.stdout),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),

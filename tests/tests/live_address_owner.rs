@@ -5,9 +5,23 @@
 //! diagnose the lookup's pick with both names. VRRP adverts go out of the veth into its peer
 //! namespace only.
 use nodeip_trace_tests::seeds::{in_ns, node};
-use nodeip_trace_tests::{require_root, tool, trace_json, ScratchDir};
+use nodeip_trace_tests::{require_root, tool, trace_json, ScratchDir, TraceRun};
 
 const VIP: &str = "10.77.0.100";
+
+/// `run`'s events written as a recording in `dir`, and `replay`'s text timeline of it.
+fn replayed(dir: &ScratchDir, run: &TraceRun) -> (String, String) {
+    let recording = dir.file("rec.jsonl");
+    let lines: Vec<String> = run.events.iter().map(|e| e.to_string()).collect();
+    std::fs::write(&recording, lines.join("\n") + "\n").unwrap();
+    let replay = std::process::Command::new(tool())
+        .arg("replay")
+        .arg(&recording)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&replay.stdout).into_owned();
+    (recording, text)
+}
 
 /// keepalived's configuration: one VRRP instance that is master at once and adds [`VIP`]/32 on
 /// eth0 (a /32: its own primary, so glibc's sort keeps the hosts file's order).
@@ -83,17 +97,9 @@ fn a_lookup_that_picks_keepalived_s_vip_names_keepalived() {
 
     // The ledger: the text timeline's closing list and the report's table name keepalived as
     // the one that added the VIP, and removed it when it stopped.
-    let recording = dir.file("rec.jsonl");
-    let lines: Vec<String> = run.events.iter().map(|e| e.to_string()).collect();
-    std::fs::write(&recording, lines.join("\n") + "\n").unwrap();
-    let replay = std::process::Command::new(tool())
-        .arg("replay")
-        .arg(&recording)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&replay.stdout);
+    let (recording, text) = replayed(&dir, &run);
     let ledger = text
-        .split_once("address change(s) asked for ===\n")
+        .split_once("address change(s) ===\n")
         .unwrap_or_else(|| panic!("no address changes in the replay:\n{text}"))
         .1;
     let added = format!("added {VIP}/32 to eth0 by keepalived[");
@@ -122,5 +128,91 @@ fn a_lookup_that_picks_keepalived_s_vip_names_keepalived() {
             "<td class=\"mono\">{VIP}/32</td><td>eth0</td><td>keepalived["
         )),
         "{table}"
+    );
+}
+
+/// Changes no traced request explains (issue 51): the tracer runs inside a namespace the test
+/// makes, so the kernel's address notices it hears are that namespace's. A link comes up (the
+/// kernel gives it an IPv6 link-local address on its own), `ip` adds an IPv4 and an IPv6
+/// address and removes the IPv4 one. The ledger names `ip` for its three requests, each heard
+/// once from the kernel too, and "the kernel, or a process this trace does not follow" for
+/// the link-local address and the end of duplicate address detection.
+#[test]
+fn the_ledger_lists_the_kernel_s_own_address_changes() {
+    require_root();
+    let ns = nodeip_trace_tests::Netns::new("kaddr");
+    let peer = nodeip_trace_tests::Netns::new("kaddrp");
+    ns.ip(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", &peer.name,
+    ]);
+    peer.ip(&["link", "set", "eth0", "up"]);
+    let script = "ip link set eth0 up && ip addr add 192.0.2.5/24 dev eth0 \
+                  && ip addr add 2001:db8::5/64 dev eth0 && sleep 2.5 \
+                  && ip addr del 192.0.2.5/24 dev eth0 && sleep 0.3";
+    let run = nodeip_trace_tests::trace_json_in(
+        &ns,
+        &["--no-route-lookups", "--no-getaddrinfo"],
+        &["sh", "-c", script],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr);
+    let notices = run.of_kind("address_notice");
+    let heard = |address: &str| {
+        notices
+            .iter()
+            .filter(|n| n["address"]["address"] == address)
+            .count()
+    };
+    assert_eq!(heard("192.0.2.5"), 2, "added and removed: {notices:#?}");
+    assert!(
+        heard("2001:db8::5") >= 2,
+        "tentative, then not: {notices:#?}"
+    );
+    let link_local = notices
+        .iter()
+        .find(|n| {
+            n["address"]["address"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("fe80::"))
+        })
+        .unwrap_or_else(|| panic!("no link-local address heard: {notices:#?}"));
+    assert_eq!(link_local["pid"], 0, "{link_local}");
+    assert_eq!(link_local["address"]["ifname"], "eth0", "{link_local}");
+
+    // The ledger, as the replay's text timeline ends.
+    let dir = ScratchDir::new("kernel-addresses");
+    let (_, text) = replayed(&dir, &run);
+    let ledger: Vec<&str> = text
+        .split_once("address change(s) ===\n")
+        .unwrap_or_else(|| panic!("no address changes in the replay:\n{text}"))
+        .1
+        .lines()
+        .collect();
+    let by_ip = |what: &str| {
+        ledger
+            .iter()
+            .filter(|l| l.contains(what) && l.contains(" by ip["))
+            .count()
+    };
+    assert_eq!(by_ip("added 192.0.2.5/24 to eth0"), 1, "{ledger:#?}");
+    assert_eq!(by_ip("added 2001:db8::5/64 to eth0"), 1, "{ledger:#?}");
+    assert_eq!(by_ip("removed 192.0.2.5/24 from eth0"), 1, "{ledger:#?}");
+    let kernel = "by the kernel, or a process this trace does not follow";
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("added or changed fe80::") && l.contains(kernel)),
+        "{ledger:#?}"
+    );
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("changed 2001:db8::5/64 on eth0") && l.contains(kernel)),
+        "{ledger:#?}"
+    );
+    assert!(
+        !ledger
+            .iter()
+            .any(|l| l.contains("192.0.2.5/24") && l.contains(kernel)),
+        "each request's notice is its own: {ledger:#?}"
     );
 }

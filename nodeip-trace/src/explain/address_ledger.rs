@@ -4,32 +4,84 @@
 //! did it. The text timeline ends with it and the report has it as a table; a diagnosis that
 //! rests on an added address (`added-address-picked`) names the same request.
 //!
-//! Changes the kernel makes on its own (SLAAC, DAD, an address that expires) come with no
-//! request and are not in it.
-use crate::model::event::{ConversationOutcome, Event, EventBody, NetlinkConversation};
+//! A live trace also hears the kernel's own notices of the changes in its namespace
+//! (`address_notice` events). A notice within [`NOTICE_WINDOW_NS`] of a request for the same
+//! address is that request's (whichever of the two came first); any other is a change no
+//! traced request explains — one the kernel made on its own (an IPv6 link-local address when a
+//! link comes up, SLAAC, the end of duplicate address detection, a lifetime's end) or that a
+//! process the trace does not follow asked for — and is listed as such, with the address's
+//! flags.
+use std::collections::HashSet;
+
+use crate::model::event::{
+    AddressNotice, ConversationOutcome, Event, EventBody, NetlinkConversation,
+};
 use crate::model::facts::{AddressFact, ConversationFacts};
 use crate::model::netlink::{rtm, MessageBody, NETLINK_ROUTE};
 
 /// Changes kept at most; beyond, they are counted only.
 const MAX_CHANGES: usize = 10_000;
 
-/// One requested address change.
+/// How far apart a request and the kernel's notice of it may be: the notice is read from its
+/// own socket, the request from the ring, so either may come first.
+pub const NOTICE_WINDOW_NS: u64 = 2_000_000_000;
+
+/// Who made a change that no traced request explains.
+pub const NO_REQUEST: &str =
+    "the kernel, or a process this trace does not follow (no request seen)";
+
+/// What a change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// A request to add, or a notice of an address the ledger knew to be gone.
+    Added,
+    /// A request to remove, or a notice of a removal.
+    Removed,
+    /// A notice of an address the trace has not seen before: the kernel says `RTM_NEWADDR` for
+    /// both.
+    AddedOrChanged,
+    /// A notice of an address already there: its flags or lifetimes changed.
+    Changed,
+}
+
+impl ChangeKind {
+    /// The verb and the preposition before the interface: `added … to`, `removed … from`.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            ChangeKind::Added => ("added", "to"),
+            ChangeKind::Removed => ("removed", "from"),
+            ChangeKind::AddedOrChanged => ("added or changed", "on"),
+            ChangeKind::Changed => ("changed", "on"),
+        }
+    }
+
+    fn adds(self) -> bool {
+        self != ChangeKind::Removed
+    }
+}
+
+/// One address change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AddressChange {
-    /// When it was asked (RFC 3339).
+    /// When it was asked or noticed (RFC 3339).
     pub ts: String,
     /// Raw timestamp (the event's `ts_ns`).
     pub ts_ns: u64,
-    /// Added (`RTM_NEWADDR`) or removed (`RTM_DELADDR`).
-    pub added: bool,
+    /// What it did.
+    pub kind: ChangeKind,
     /// `address/prefix`.
     pub address: String,
     /// The interface (or its index when the trace could not name it).
     pub ifname: String,
-    /// Who asked: `comm[pid]` (or a process a capture does not name).
+    /// Who asked: `comm[pid]` (or a process a capture does not name), or [`NO_REQUEST`].
     pub by: String,
     /// The kernel's answer: `None` when it did it, else its error (`EEXIST`, ...).
     pub refused: Option<String>,
+    /// The address's flags as the kernel's notice gave them (`tentative`, `temporary`,
+    /// `deprecated`, `dynamic`, …; changes no request explains only).
+    pub flags: Vec<String>,
+    /// The kernel's notice of it was heard (live traces).
+    pub noticed: bool,
 }
 
 /// The address changes of a trace, collected from its events in order.
@@ -38,6 +90,9 @@ pub struct AddressLedger {
     changes: Vec<AddressChange>,
     /// Changes past [`MAX_CHANGES`].
     left_out: u64,
+    /// (interface, address) of the addresses known to be there: added by a change in the
+    /// ledger and not removed since.
+    present: HashSet<(String, String)>,
 }
 
 impl AddressLedger {
@@ -46,11 +101,17 @@ impl AddressLedger {
         Self::default()
     }
 
-    /// Looks at one event: an address request's conversation is a change.
+    /// Looks at one event: an address request's conversation is a change; a notice is its
+    /// request's, or a change of its own.
     pub fn observe(&mut self, e: &Event) {
-        let EventBody::Conversation(c) = &e.body else {
-            return;
-        };
+        match &e.body {
+            EventBody::Conversation(c) => self.request(e, c),
+            EventBody::AddressNotice(n) => self.notice(e, n),
+            _ => {}
+        }
+    }
+
+    fn request(&mut self, e: &Event, c: &NetlinkConversation) {
         let Some((added, addresses)) = address_request(c) else {
             return;
         };
@@ -60,20 +121,98 @@ impl AddressLedger {
                 .map(|err| err.errno.to_string())
                 .unwrap_or_else(|| "an error".into())
         });
+        let kind = if added {
+            ChangeKind::Added
+        } else {
+            ChangeKind::Removed
+        };
         for a in addresses {
-            if self.changes.len() >= MAX_CHANGES {
-                self.left_out += 1;
-                continue;
+            let address = format!("{}/{}", a.address, a.prefix_len);
+            let ifname = a.ifname.to_string();
+            // A notice heard before the request's records were read is this request's.
+            let heard =
+                refused.is_none() && self.take_unexplained(e.ts_ns, kind, &address, &ifname);
+            if refused.is_none() {
+                self.mark(kind, &address, &ifname);
             }
-            self.changes.push(AddressChange {
-                ts: e.ts.to_string(),
-                ts_ns: e.ts_ns,
-                added,
-                address: format!("{}/{}", a.address, a.prefix_len),
-                ifname: a.ifname.to_string(),
-                by: e.who(),
+            self.push(AddressChange {
                 refused: refused.clone(),
+                noticed: heard,
+                ..AddressChange::of(e, kind, address, ifname, e.who())
             });
+        }
+    }
+
+    fn notice(&mut self, e: &Event, n: &AddressNotice) {
+        let a = &n.address;
+        let address = format!("{}/{}", a.address, a.prefix_len);
+        let ifname = a.ifname.to_string();
+        let request = self.changes.iter_mut().rev().find(|c| {
+            c.by != NO_REQUEST
+                && !c.noticed
+                && c.refused.is_none()
+                && c.kind.adds() == n.added
+                && c.address == address
+                && c.ifname == ifname
+                && c.ts_ns.abs_diff(e.ts_ns) <= NOTICE_WINDOW_NS
+        });
+        if let Some(request) = request {
+            request.noticed = true;
+            return;
+        }
+        let key = (ifname.clone(), address.clone());
+        let kind = match (n.added, self.present.contains(&key)) {
+            (false, _) => ChangeKind::Removed,
+            (true, true) => ChangeKind::Changed,
+            (true, false) => ChangeKind::AddedOrChanged,
+        };
+        self.mark(kind, &address, &ifname);
+        let flags = a
+            .secondary
+            .then(|| "secondary".to_string())
+            .into_iter()
+            .chain(a.flags.iter().map(|f| f.to_string()))
+            .collect();
+        self.push(AddressChange {
+            flags,
+            noticed: true,
+            ..AddressChange::of(e, kind, address, ifname, NO_REQUEST.into())
+        });
+    }
+
+    /// Removes the latest change no request explained that a request of `kind` for `address`
+    /// on `ifname` at `ts_ns` explains: whether there was one.
+    fn take_unexplained(
+        &mut self,
+        ts_ns: u64,
+        kind: ChangeKind,
+        address: &str,
+        ifname: &str,
+    ) -> bool {
+        let found = self.changes.iter().rposition(|c| {
+            c.by == NO_REQUEST
+                && c.kind.adds() == kind.adds()
+                && c.address == address
+                && c.ifname == ifname
+                && c.ts_ns.abs_diff(ts_ns) <= NOTICE_WINDOW_NS
+        });
+        found.map(|i| self.changes.remove(i)).is_some()
+    }
+
+    fn mark(&mut self, kind: ChangeKind, address: &str, ifname: &str) {
+        let key = (ifname.to_string(), address.to_string());
+        if kind.adds() {
+            self.present.insert(key);
+        } else {
+            self.present.remove(&key);
+        }
+    }
+
+    fn push(&mut self, change: AddressChange) {
+        if self.changes.len() >= MAX_CHANGES {
+            self.left_out += 1;
+        } else {
+            self.changes.push(change);
         }
     }
 
@@ -106,17 +245,30 @@ pub fn address_request(c: &NetlinkConversation) -> Option<(bool, Vec<AddressFact
 }
 
 impl AddressChange {
-    /// How it reads: `added 10.0.0.100/24 to eth0 by keepalived[42]` (`, refused: EEXIST`).
+    /// A change `e` made or told of, done by the kernel, without flags, not noticed yet.
+    fn of(e: &Event, kind: ChangeKind, address: String, ifname: String, by: String) -> Self {
+        AddressChange {
+            ts: e.ts.to_string(),
+            ts_ns: e.ts_ns,
+            kind,
+            address,
+            ifname,
+            by,
+            refused: None,
+            flags: Vec::new(),
+            noticed: false,
+        }
+    }
+
+    /// How it reads: `added 10.0.0.100/24 to eth0 by keepalived[42]` (`, refused: EEXIST`);
+    /// `added or changed fe80::1/64 on eth0 (permanent) by the kernel, or …`.
     pub fn text(&self) -> String {
-        let (verb, to) = if self.added {
-            ("added", "to")
-        } else {
-            ("removed", "from")
-        };
-        let mut text = format!(
-            "{verb} {} {to} {} by {}",
-            self.address, self.ifname, self.by
-        );
+        let (verb, to) = self.kind.words();
+        let mut text = format!("{verb} {} {to} {}", self.address, self.ifname);
+        if !self.flags.is_empty() {
+            text.push_str(&format!(" ({})", self.flags.join(", ")));
+        }
+        text.push_str(&format!(" by {}", self.by));
         if let Some(why) = &self.refused {
             text.push_str(&format!(" (refused: {why})"));
         }
@@ -174,6 +326,71 @@ mod tests {
             ]
         );
         assert_eq!(ledger.left_out(), 0);
+    }
+
+    /// The kernel's notice at `ts_ns` of `address/prefix` on eth0 (`flags` as `ip address`
+    /// says them).
+    fn notice(ts_ns: u64, added: bool, address: &str, prefix: u8, flags: &[&str]) -> Event {
+        let flags: Vec<String> = flags.iter().map(|f| format!("{f:?}")).collect();
+        let line = format!(
+            r#"{{"ts":"2026-11-22T10:00:00.000001Z","ts_ns":{ts_ns},"pid":0,"tid":0,"comm":"",
+            "kind":"address_notice","added":{added},"netns":4026531840,
+            "address":{{"ifname":"eth0","address":"{address}","prefix_len":{prefix},
+              "secondary":false,"flags":[{}]}}}}"#,
+            flags.join(",")
+        );
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    fn texts(events: &[Event]) -> Vec<String> {
+        let mut ledger = AddressLedger::new();
+        for e in events {
+            ledger.observe(e);
+        }
+        ledger.changes().iter().map(AddressChange::text).collect()
+    }
+
+    #[test]
+    fn a_notice_is_its_request_s_whichever_comes_first() {
+        let add = request(42, "keepalived", rtm::NEWADDR, "192.0.2.100", "ack");
+        let heard = notice(1_500_000_000, true, "192.0.2.100", 24, &[]);
+        let asked = ["added 192.0.2.100/24 to eth0 by keepalived[42]"];
+        assert_eq!(texts(&[add.clone(), heard.clone()]), asked);
+        assert_eq!(texts(&[heard.clone(), add.clone()]), asked);
+        // Too far apart: two changes, the notice's of its own.
+        let late = notice(5_000_000_000, true, "192.0.2.100", 24, &[]);
+        assert_eq!(
+            texts(&[add.clone(), late]),
+            [
+                asked[0].to_string(),
+                format!("changed 192.0.2.100/24 on eth0 by {NO_REQUEST}")
+            ]
+        );
+        // A refused request has no notice: the notice is someone else's change.
+        let refused = request(43, "ip", rtm::NEWADDR, "192.0.2.100", "error");
+        assert_eq!(
+            texts(&[refused, heard])[1],
+            format!("added or changed 192.0.2.100/24 on eth0 by {NO_REQUEST}")
+        );
+    }
+
+    #[test]
+    fn changes_no_request_explains_are_listed_with_their_flags() {
+        // A link comes up: the kernel adds its link-local address (tentative), duplicate
+        // address detection ends, the address goes.
+        let events = [
+            notice(1, true, "fe80::1", 64, &["tentative"]),
+            notice(1_000_000_001, true, "fe80::1", 64, &[]),
+            notice(2_000_000_001, false, "fe80::1", 64, &[]),
+        ];
+        assert_eq!(
+            texts(&events),
+            [
+                format!("added or changed fe80::1/64 on eth0 (tentative) by {NO_REQUEST}"),
+                format!("changed fe80::1/64 on eth0 by {NO_REQUEST}"),
+                format!("removed fe80::1/64 from eth0 by {NO_REQUEST}"),
+            ]
+        );
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub enum EventBody {
     /// The kernel listed default routes to a reader of `/proc/net/route` or
     /// `/proc/net/ipv6_route` (fentry/fexit or kprobe/kretprobe of the files' show functions).
     RouteFileRead(Box<RouteFileRead>),
+    /// The kernel announced an address change in the tracer's network namespace (live only):
+    /// whoever made it, a process or the kernel itself.
+    AddressNotice(Box<AddressNotice>),
     /// A program the tracer held at exec until its probes were attached (live only).
     ExecHold(Box<ExecHoldEvent>),
     /// Events the tracer could not deliver, by reason.
@@ -345,6 +348,18 @@ pub struct RouteFileRead {
     pub decode_errors: Vec<String>,
 }
 
+/// An `RTM_NEWADDR`/`RTM_DELADDR` notice of the kernel's (address groups).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressNotice {
+    /// Added or changed (`RTM_NEWADDR`), else removed.
+    pub added: bool,
+    /// The address as the notice gives it, its flags (`tentative`, `temporary`, `deprecated`,
+    /// `dynamic`, …) included.
+    pub address: crate::model::facts::AddressFact,
+    /// The network namespace (the tracer's own).
+    pub netns: u64,
+}
+
 /// One line of a route file, read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedRoute {
@@ -527,6 +542,7 @@ impl EventBody {
             EventBody::Extack(_) => "extack",
             EventBody::KernelHandler(_) => "kernel_handler",
             EventBody::RouteFileRead(_) => "route_file_read",
+            EventBody::AddressNotice(_) => "address_notice",
             EventBody::ExecHold(_) => "exec_hold",
             EventBody::Lost(_) => "lost",
             EventBody::Diagnosis(_) => "diagnosis",

@@ -22,12 +22,13 @@ use crate::explain::resolver::explain_span;
 use crate::model::clock::{Rfc3339Cache, WallClock};
 use crate::model::emitted::Emitted;
 use crate::model::event::{
-    ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
+    AddressNotice, ConversationOutcome, Event, EventBody, ExtackMessage, IpvsEvent, NetlinkEvent,
 };
+use crate::model::facts::ConversationFacts;
 use crate::model::frame::{Direction, NetlinkFrame, Task};
 use crate::model::getaddrinfo::{GetaddrinfoCall, SortInputs};
 use crate::model::id_hash::IdMap;
-use crate::model::netlink::NetlinkMessage;
+use crate::model::netlink::{rtm, NetlinkMessage, NETLINK_ROUTE};
 use crate::model::ports::{InterfaceDirectory, ProcessDirectory, ResolverConfig};
 use crate::model::process::ProcessAttribution;
 use crate::model::resolver_span::ResolverSpan;
@@ -356,6 +357,42 @@ impl Pipeline {
         };
         let ev = self.event(since_ns, task, EventBody::ExecHold(Box::new(hold)));
         self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
+    }
+
+    /// A datagram of the kernel's address notices (`source::address_notices`), received at
+    /// `ts_ns` (CLOCK_MONOTONIC) in namespace `netns` (the tracer's own): one `address_notice`
+    /// event per address, made by no process (pid 0).
+    pub fn on_address_notices(
+        &mut self,
+        ts_ns: u64,
+        netns: u64,
+        bytes: &[u8],
+        out: &mut Vec<Emitted>,
+    ) {
+        let decoded = self.decode_for(std::process::id(), Some(netns), NETLINK_ROUTE, bytes);
+        for message in decoded.messages {
+            let added = match message.header.type_id {
+                rtm::NEWADDR => true,
+                rtm::DELADDR => false,
+                _ => continue,
+            };
+            let mut facts = ConversationFacts::default();
+            facts.add(&message);
+            for address in facts.addresses {
+                let task = Task {
+                    pid: 0,
+                    tid: 0,
+                    comm: Default::default(),
+                };
+                let notice = AddressNotice {
+                    added,
+                    address,
+                    netns,
+                };
+                let ev = self.event(ts_ns, task, EventBody::AddressNotice(Box::new(notice)));
+                self.emit(ev.tid, Emitted::Event(Box::new(ev)), out);
+            }
+        }
     }
 
     /// Handles one live kernel record.

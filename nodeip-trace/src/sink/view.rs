@@ -38,7 +38,7 @@ pub fn address_ledger_text(ledger: &AddressLedger) -> String {
         return String::new();
     }
     let mut text = format!(
-        "\n=== {} address change(s) asked for ===\n",
+        "\n=== {} address change(s) ===\n",
         ledger.changes().len() as u64 + ledger.left_out()
     );
     for c in ledger.changes() {

@@ -207,6 +207,9 @@ pub(super) async fn pump(
                     ));
                 }
                 _ = or_never(held_wake.as_ref().map(|w| w.notified())) => {}
+                r = or_never(trace.address_notices.as_ref().map(|(n, _)| n.readable())) => {
+                    r.map_err(|source| TraceError::Io { what: "waiting for the kernel's address notices", source })?;
+                }
                 r = trace.source.readable() => {
                     r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
                 }
@@ -214,6 +217,7 @@ pub(super) async fn pump(
                 () = std::future::ready(()), if more == Drained::More => {}
             }
             serve_hold(trace, &mut pump.out);
+            serve_address_notices(trace, &mut pump.out);
             say_outcomes(trace.exec_watcher.tick(&mut trace.tracer));
             say_outcomes(trace.exec_watcher.release_gone(&mut trace.tracer));
             if stop {
@@ -250,6 +254,16 @@ pub(super) async fn pump(
 }
 
 /// Serves the programs held at exec, if holding.
+/// Hands the kernel's address notices waiting to the pipeline, stamped now.
+fn serve_address_notices(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
+    let Some((notices, netns)) = trace.address_notices.as_mut() else {
+        return;
+    };
+    let now = crate::model::clock::monotonic_now_ns();
+    let pipeline = &mut trace.pipeline;
+    notices.read_waiting(|bytes| pipeline.on_address_notices(now, *netns, bytes, out));
+}
+
 fn serve_hold(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
     if let Ok(hold) = &trace.exec_hold {
         serve_held_execs(

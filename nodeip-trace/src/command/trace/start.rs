@@ -15,6 +15,7 @@ use crate::probe::exec_watcher::ExecWatcher;
 use crate::probe::features::KernelFeatures;
 use crate::probe::loader::{LiveTracer, TraceConfig};
 use crate::probe::{tracefs, ProbeError};
+use crate::source::address_notices::AddressNotices;
 use crate::source::live::{LiveSource, WaitingFlag};
 
 use super::child::{command_path, spawn_command};
@@ -42,6 +43,31 @@ pub(super) struct LiveTrace {
     pub(super) child: Option<tokio::process::Child>,
     /// Kernel timestamps to wall-clock time.
     pub(super) clock: WallClock,
+    /// The kernel's address notices in the tracer's own network namespace (the address
+    /// ledger's changes that no traced request explains), and that namespace's inode; `None`
+    /// when the socket could not be opened.
+    pub(super) address_notices: Option<(AddressNotices, u64)>,
+}
+
+/// The kernel's address notices in our own namespace, with its inode; `None` (said with `-v`)
+/// when the socket cannot be had: the ledger then lists requests alone.
+fn address_notices(verbose: bool) -> Option<(AddressNotices, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let opened = AddressNotices::open().and_then(|notices| {
+        let netns = std::fs::metadata("/proc/self/ns/net")?.ino();
+        Ok((notices, netns))
+    });
+    match opened {
+        Ok(notices) => Some(notices),
+        Err(e) => {
+            if verbose {
+                crate::message::note(format_args!(
+                    "nodeip-trace: not listening to the kernel's address notices ({e}): the address changes listed are the traced requests alone"
+                ));
+            }
+            None
+        }
+    }
 }
 
 /// How long each step of a trace's start-up took, for the start line: a start-up of seconds (a
@@ -336,6 +362,7 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
         Ok(_) => {}
         Err(e) => crate::message::note(format_args!("nodeip-trace: {e}")),
     }
+    let address_notices = address_notices(opts.verbose);
     let mut trace = LiveTrace {
         config,
         tracer,
@@ -346,6 +373,7 @@ pub(super) fn start(opts: &TraceOptions) -> Result<LiveTrace, TraceError> {
         exec_watcher,
         child,
         clock,
+        address_notices,
     };
     // After the drop: a thread is made with its creator's capability sets.
     trace

@@ -67,6 +67,16 @@ pub(super) fn stop(
         lost.counts.insert(name.into(), n);
         lost.lost += n;
     }
+    // The kernel's address notices lost to a full socket queue (times: each may be several).
+    let overflows = trace
+        .address_notices
+        .as_ref()
+        .map_or(0, |(notices, _)| notices.overflows());
+    if overflows > 0 {
+        lost.counts
+            .insert("address_notice_overflows".into(), overflows);
+        lost.lost += overflows;
+    }
     // Records a size-limited output did not take: the most any one output missed.
     let dropped = trace.sinks.dropped_at_limit();
     for (name, n) in &dropped {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::escape::Escaped;
 use super::swimlane::{self, LanePlan, Row};
-use crate::explain::address_ledger::AddressLedger;
+use crate::explain::address_ledger::{AddressLedger, NO_REQUEST};
 use crate::explain::node_audit::AuditReport;
 use crate::model::event::{Diagnosis, DiagnosisId, RecordingHeader};
 use crate::model::getaddrinfo::GetaddrinfoCall;
@@ -350,16 +350,16 @@ fn write_address_changes(out: &mut String, ledger: &AddressLedger) {
         changes.len() as u64 + ledger.left_out()
     );
     if changes.is_empty() {
-        out.push_str("<p>No traced process asked to add or remove an address in these events (changes the kernel makes on its own, as SLAAC or DAD, are not requests and are not listed).</p>\n</section>\n");
+        out.push_str("<p>No traced process asked to add or remove an address in these events, and no change was heard from the kernel (a live trace hears its own namespace's).</p>\n</section>\n");
         return;
     }
-    out.push_str("<p class=\"muted\">Each <code>RTM_NEWADDR</code>/<code>RTM_DELADDR</code> a traced process sent (keepalived's or kube-vip's VIP, kube-proxy's kube-ipvs0 addresses), and whether the kernel did it. Changes the kernel makes on its own (SLAAC, DAD) are not requests and are not listed.</p>\n<table class=\"address-changes\">\n<thead><tr><th>Time</th><th>Change</th><th>Address</th><th>Interface</th><th>By</th><th>Kernel</th></tr></thead>\n<tbody>\n");
+    out.push_str("<p class=\"muted\">Each <code>RTM_NEWADDR</code>/<code>RTM_DELADDR</code> a traced process sent (keepalived's or kube-vip's VIP, kube-proxy's kube-ipvs0 addresses), and whether the kernel did it; and each change the kernel announced in the tracer's namespace that no traced request explains (an IPv6 link-local address, SLAAC, the end of duplicate address detection, an expiry — or a process the trace does not follow), with the address's flags.</p>\n<table class=\"address-changes\">\n<thead><tr><th>Time</th><th>Change</th><th>Address</th><th>Interface</th><th>By</th><th>Kernel</th></tr></thead>\n<tbody>\n");
     for c in changes {
         let _ = writeln!(
             out,
             "<tr><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td{}>{}</td></tr>",
             Escaped(&c.ts),
-            if c.added { "added" } else { "removed" },
+            c.kind.words().0,
             Escaped(&c.address),
             Escaped(&c.ifname),
             Escaped(&c.by),
@@ -368,7 +368,11 @@ fn write_address_changes(out: &mut String, ledger: &AddressLedger) {
             } else {
                 ""
             },
-            Escaped(c.refused.as_deref().map_or("done", |why| why))
+            Escaped(c.refused.as_deref().unwrap_or(if c.by == NO_REQUEST {
+                "its notice"
+            } else {
+                "done"
+            }))
         );
     }
     out.push_str("</tbody>\n</table>\n");

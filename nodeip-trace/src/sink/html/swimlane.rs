@@ -139,6 +139,20 @@ pub fn rows_of(e: &Event, call_anchor: Option<&str>) -> Vec<Row> {
             let note = k.function.clone();
             vec![row(e.ts_ns, Mark::KernelNote(note), body())]
         }
+        EventBody::AddressNotice(n) => {
+            let note = format!(
+                "{} {}",
+                if n.added {
+                    "address noticed"
+                } else {
+                    "address removed"
+                },
+                n.address.address
+            );
+            let mut r = row(e.ts_ns, Mark::KernelNote(note), body());
+            r.actor = None;
+            vec![r]
+        }
         EventBody::RouteFileRead(r) => {
             let note = format!("{} read", r.file);
             vec![row(e.ts_ns, Mark::KernelNote(note), body())]

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use crate::model::event::{
-    ConversationOutcome, Event, EventBody, KernelHandlerCall, ListedRoute, NetlinkConversation,
-    NetlinkEvent, RouteFileRead,
+    AddressNotice, ConversationOutcome, Event, EventBody, KernelHandlerCall, ListedRoute,
+    NetlinkConversation, NetlinkEvent, RouteFileRead,
 };
 use crate::model::facts::{AddressFact, RouteFact};
 use crate::model::getaddrinfo::GetaddrinfoCall;
@@ -566,6 +566,32 @@ fn write_route_file_read(out: &mut impl Write, r: &RouteFileRead) -> std::io::Re
     Ok(())
 }
 
+/// `kernel notice: added 192.0.2.5/24 on eth0 (secondary)`, `… removed … from …`: the flags as
+/// `ip address` says them.
+fn write_address_notice(out: &mut impl Write, n: &AddressNotice) -> std::io::Result<()> {
+    let a = &n.address;
+    let (verb, on) = if n.added {
+        ("added (or changed)", "on")
+    } else {
+        ("removed", "from")
+    };
+    write!(
+        out,
+        "kernel notice: {verb} {}/{} {on} {}",
+        a.address, a.prefix_len, a.ifname
+    )?;
+    let flags: Vec<&str> = a
+        .secondary
+        .then_some("secondary")
+        .into_iter()
+        .chain(a.flags.iter().map(|f| f.as_ref()))
+        .collect();
+    if !flags.is_empty() {
+        write!(out, " ({})", flags.join(", "))?;
+    }
+    Ok(())
+}
+
 /// `namespace/pod/container` as far as known, else the pod UID and the short container ID.
 pub fn container_label(c: &crate::model::process::ContainerIdentity) -> String {
     let pod = match (&c.pod_namespace, &c.pod_name, &c.pod_uid) {
@@ -695,6 +721,7 @@ pub fn write_event_body(out: &mut impl Write, e: &Event) -> std::io::Result<()> 
         EventBody::Extack(x) => write!(out, "kernel says: {}", x.message),
         EventBody::KernelHandler(k) => write_kernel_handler(out, k),
         EventBody::RouteFileRead(r) => write_route_file_read(out, r),
+        EventBody::AddressNotice(n) => write_address_notice(out, n),
         EventBody::ExecHold(h) => write_exec_hold(out, h),
         EventBody::Lost(l) => write!(out, "LOST {} events: {:?}", l.lost, l.counts),
         EventBody::Diagnosis(d) => {
@@ -738,6 +765,35 @@ fn write_exec_hold(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_notice_says_what_and_its_flags() {
+        let notice = |added, secondary| AddressNotice {
+            added,
+            address: AddressFact {
+                ifname: "eth0".into(),
+                address: "192.0.2.5".into(),
+                prefix_len: 24,
+                secondary,
+                label: None,
+                flags: vec!["dynamic".into()],
+            },
+            netns: 1,
+        };
+        let said = |n: &AddressNotice| {
+            let mut line = Vec::new();
+            write_address_notice(&mut line, n).unwrap();
+            String::from_utf8(line).unwrap()
+        };
+        assert_eq!(
+            said(&notice(true, true)),
+            "kernel notice: added (or changed) 192.0.2.5/24 on eth0 (secondary, dynamic)"
+        );
+        assert_eq!(
+            said(&notice(false, false)),
+            "kernel notice: removed 192.0.2.5/24 from eth0 (dynamic)"
+        );
+    }
 
     #[test]
     fn a_route_file_read_reads_like_ip_route() {
