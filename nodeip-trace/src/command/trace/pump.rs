@@ -253,7 +253,6 @@ pub(super) async fn pump(
     }
 }
 
-/// Serves the programs held at exec, if holding.
 /// Hands the kernel's address notices waiting to the pipeline, stamped now.
 fn serve_address_notices(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
     let Some((notices, netns)) = trace.address_notices.as_mut() else {
@@ -264,6 +263,7 @@ fn serve_address_notices(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
     notices.read_waiting(|bytes| pipeline.on_address_notices(now, *netns, bytes, out));
 }
 
+/// Serves the programs held at exec, if holding.
 fn serve_hold(trace: &mut LiveTrace, out: &mut Vec<Emitted>) {
     if let Ok(hold) = &trace.exec_hold {
         serve_held_execs(
