@@ -25,22 +25,36 @@ pub fn exec_storm_rows(
     commands: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Row>> {
     let script = format!("i=0; while [ $i -lt {EXECS} ]; do /bin/true; i=$((i+1)); done");
-    let run = || timed(Command::new("sh").args(["-c", &script]));
-    let with = |extra: &'static [&'static str]| {
+    let run = |pinned: bool| {
+        let mut command = if pinned {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0", "sh"]);
+            c
+        } else {
+            Command::new("sh")
+        };
+        timed(command.args(["-c", &script]))
+    };
+    let with = |extra: &'static [&'static str], pinned: bool| {
         abba(
             rounds,
-            run,
+            || run(pinned),
             || Tracer::start(tool, dir, extra),
             |t| t.stop().map(drop),
         )
     };
-    let held = with(&[])?;
-    let off = with(&["--exec-hold", "off"])?;
+    let held = with(&[], false)?;
+    let off = with(&["--exec-hold", "off"], false)?;
     // The libc probes' share: each exec of a glibc program maps libc, and the kernel writes a
     // breakpoint into each probed page of it (a page copied per probe, per process).
-    let no_libc = with(&["--no-getaddrinfo"])?;
+    let no_libc = with(&["--no-getaddrinfo"], false)?;
+    // The storm on one CPU, traced and untraced: what the hooks cost each exec, without the
+    // scheduler spreading the storm's processes over both CPUs differently while a tracer runs
+    // (on this 2-vCPU VM the storm's CPU is mostly ld.so's cpuid traps, and cross-CPU wake-ups
+    // are dear).
+    let pinned = with(&[], true)?;
     commands.push(format!(
-        "exec storm: sh -c '{script}' untraced, under `trace --format json`, under `trace --exec-hold off` and under `trace --no-getaddrinfo`"
+        "exec storm: sh -c '{script}' untraced, under `trace --format json`, under `trace --exec-hold off` and under `trace --no-getaddrinfo`; and `taskset -c 0 sh -c '…'` untraced and under `trace --format json`"
     ));
     Ok(vec![
         Row {
@@ -56,6 +70,12 @@ pub fn exec_storm_rows(
             "exec storm with --exec-hold off (the other hooks alone)".into(),
             off.in_seconds(),
             off.ratio,
+        ),
+        Row::decomposition(
+            "exec_storm.one_cpu".into(),
+            "exec storm pinned to one CPU (taskset -c 0), traced by default vs untraced: the hooks' own cost per exec".into(),
+            pinned.in_seconds(),
+            pinned.ratio,
         ),
         Row::decomposition(
             "exec_storm.no_libc_probes".into(),
