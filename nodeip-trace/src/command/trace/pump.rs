@@ -180,6 +180,7 @@ pub(super) async fn pump(
         let mut more = Drained::Empty;
         loop {
             let mut stop = false;
+            let mut notices_ready = false;
             if more == Drained::More {
                 // Lets the runtime poll its driver (signals, timers, the ring's fd) before the
                 // loop goes on with the queue: a loop that never waits starves it otherwise.
@@ -209,6 +210,7 @@ pub(super) async fn pump(
                 _ = or_never(held_wake.as_ref().map(|w| w.notified())) => {}
                 r = or_never(trace.address_notices.as_ref().map(|(n, _)| n.readable())) => {
                     r.map_err(|source| TraceError::Io { what: "waiting for the kernel's address notices", source })?;
+                    notices_ready = true;
                 }
                 r = trace.source.readable() => {
                     r.map_err(|source| TraceError::Io { what: "polling the ring buffer", source })?;
@@ -217,7 +219,9 @@ pub(super) async fn pump(
                 () = std::future::ready(()), if more == Drained::More => {}
             }
             serve_hold(trace, &mut pump.out);
-            serve_address_notices(trace, &mut pump.out);
+            if notices_ready {
+                serve_address_notices(trace, &mut pump.out);
+            }
             say_outcomes(trace.exec_watcher.tick(&mut trace.tracer));
             say_outcomes(trace.exec_watcher.release_gone(&mut trace.tracer));
             if stop {

@@ -52,9 +52,9 @@ pub(super) struct LiveTrace {
 /// The kernel's address notices in our own namespace, with its inode; `None` (said with `-v`)
 /// when the socket cannot be had: the ledger then lists requests alone.
 fn address_notices(verbose: bool) -> Option<(AddressNotices, u64)> {
-    use std::os::unix::fs::MetadataExt;
     let opened = AddressNotices::open().and_then(|notices| {
-        let netns = std::fs::metadata("/proc/self/ns/net")?.ino();
+        let netns = crate::host::kernel_dump::netns_of(std::process::id())
+            .ok_or_else(|| std::io::Error::other("/proc/self/ns/net could not be read"))?;
         Ok((notices, netns))
     });
     match opened {
