@@ -16,6 +16,15 @@ pub fn handler_protocol(function: u32) -> u16 {
     }
 }
 
+/// How a kernel function was probed, by its `hook_mode` number: `fentry`, `kprobe`.
+pub fn hook_name(mode: u32) -> &'static str {
+    match mode {
+        hook_mode::FENTRY => "fentry",
+        hook_mode::KPROBE => "kprobe",
+        _ => "unknown",
+    }
+}
+
 /// Decodes one record; `decode` turns request bytes of a netlink protocol into messages (the
 /// pipeline's decoder, which knows interface names and generic-netlink family ids).
 pub fn decode_kernel_handler(
@@ -27,11 +36,7 @@ pub fn decode_kernel_handler(
         .checked_sub(1)
         .and_then(|i| HANDLER_FUNCTIONS.get(i as usize))
         .map_or_else(|| format!("handler#{}", rec.function), |f| f.to_string());
-    let hook = match rec.mode {
-        hook_mode::FENTRY => "fentry",
-        hook_mode::KPROBE => "kprobe",
-        _ => "unknown",
-    };
+    let hook = hook_name(rec.mode);
     let mut decode_errors = Vec::new();
     let cut = rec.flags & handler_flags::REQUEST_CUT != 0;
     let request = if rec.flags & handler_flags::REQUEST_UNREADABLE != 0 {

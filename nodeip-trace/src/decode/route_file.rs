@@ -9,8 +9,9 @@
 //! refcount, use, flags, device; addresses as 32 hex digits in network order.
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use nodeip_trace_common::{handler_function, hook_mode, route_file_flags, RouteFileRecord};
+use nodeip_trace_common::{handler_function, route_file_flags, RouteFileRecord};
 
+use crate::decode::kernel_handler::hook_name;
 use crate::model::event::{ListedRoute, RouteFileRead};
 
 /// `RTF_UP` in a route file's flags.
@@ -46,12 +47,7 @@ pub fn decode_route_file(rec: &RouteFileRecord) -> RouteFileRead {
     }
     RouteFileRead {
         file: file_name(v6).into(),
-        hook: match rec.mode {
-            hook_mode::FENTRY => "fentry",
-            hook_mode::KPROBE => "kprobe",
-            _ => "unknown",
-        }
-        .into(),
+        hook: hook_name(rec.mode).into(),
         file_netns: (rec.flags & route_file_flags::NETNS_UNKNOWN == 0).then_some(rec.file_netns),
         routes,
         cut,
@@ -124,7 +120,7 @@ pub fn parse_ipv6_line(line: &str) -> Option<ListedRoute> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodeip_trace_common::{EventHeader, KIND_ROUTE_FILE, ROUTE_FILE_TEXT_LEN};
+    use nodeip_trace_common::{hook_mode, EventHeader, KIND_ROUTE_FILE, ROUTE_FILE_TEXT_LEN};
 
     /// A `/proc/net/route` line as `fib_route_seq_show` writes it (padded to 127 bytes).
     fn v4_line(dev: &str, gateway: &str, flags: &str, metric: u32, mask: &str) -> String {

@@ -151,10 +151,7 @@ impl AddressLedger {
             c.by != NO_REQUEST
                 && !c.noticed
                 && c.refused.is_none()
-                && c.kind.adds() == n.added
-                && c.address == address
-                && c.ifname == ifname
-                && c.ts_ns.abs_diff(e.ts_ns) <= NOTICE_WINDOW_NS
+                && c.is_about(n.added, &address, &ifname, e.ts_ns)
         });
         if let Some(request) = request {
             request.noticed = true;
@@ -189,13 +186,10 @@ impl AddressLedger {
         address: &str,
         ifname: &str,
     ) -> bool {
-        let found = self.changes.iter().rposition(|c| {
-            c.by == NO_REQUEST
-                && c.kind.adds() == kind.adds()
-                && c.address == address
-                && c.ifname == ifname
-                && c.ts_ns.abs_diff(ts_ns) <= NOTICE_WINDOW_NS
-        });
+        let found = self
+            .changes
+            .iter()
+            .rposition(|c| c.by == NO_REQUEST && c.is_about(kind.adds(), address, ifname, ts_ns));
         found.map(|i| self.changes.remove(i)).is_some()
     }
 
@@ -258,6 +252,15 @@ impl AddressChange {
             flags: Vec::new(),
             noticed: false,
         }
+    }
+
+    /// Whether it adds (or removes, `adds` false) `address` on `ifname` within
+    /// [`NOTICE_WINDOW_NS`] of `ts_ns`: a request and the kernel's notice of it.
+    fn is_about(&self, adds: bool, address: &str, ifname: &str, ts_ns: u64) -> bool {
+        self.kind.adds() == adds
+            && self.address == address
+            && self.ifname == ifname
+            && self.ts_ns.abs_diff(ts_ns) <= NOTICE_WINDOW_NS
     }
 
     /// How it reads: `added 10.0.0.100/24 to eth0 by keepalived[42]` (`, refused: EEXIST`);

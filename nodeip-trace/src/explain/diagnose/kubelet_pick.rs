@@ -20,7 +20,7 @@ use crate::explain::go_net;
 use crate::explain::node_audit::kubelet::{choose_host_interface, refused_kind};
 use crate::explain::node_audit::{NodeSnapshot, REMEDY_NODE_IP_PICKED};
 use crate::model::event::{Diagnosis, Event, ListedRoute, NetlinkConversation, RouteFileRead};
-use crate::model::facts::{AddressFact, RouteFact};
+use crate::model::facts::RouteFact;
 use crate::model::getaddrinfo::GetaddrinfoCall;
 use crate::model::ip_text::ip_list as list;
 use crate::model::netlink::{rt_table, rtm, rtn};
@@ -42,11 +42,11 @@ struct PendingLookup {
 /// A kubelet whose lookup gave no valid address, waiting for its route file reads.
 struct PendingFallback {
     lookup: Event,
-    /// The address dump's reference and addresses.
+    /// The address dump's reference.
     dump: String,
-    addresses: Vec<AddressFact>,
-    /// The routes listed so far, and the reads that listed them.
-    routes: Vec<RouteFact>,
+    /// What `ChooseHostInterface` walks: the dump's addresses and the routes listed so far.
+    snapshot: NodeSnapshot,
+    /// The reads that listed those routes.
     reads: Vec<String>,
 }
 
@@ -63,7 +63,11 @@ fn route_fact(r: &ListedRoute, v6: bool) -> RouteFact {
     let no_device = r.dev == "*";
     RouteFact {
         table: rt_table::name(rt_table::MAIN),
-        route_type: rtn::name(if no_device && !v6 { 6 } else { rtn::UNICAST }),
+        route_type: rtn::name(if no_device && !v6 {
+            rtn::BLACKHOLE
+        } else {
+            rtn::UNICAST
+        }),
         dst: r.destination.as_str().into(),
         dev: (!no_device).then(|| r.dev.as_str().into()),
         src: None,
@@ -134,8 +138,13 @@ impl KubeletPicks {
                 PendingFallback {
                     lookup: pending.lookup,
                     dump: reference(e),
-                    addresses: c.facts.addresses.clone(),
-                    routes: Vec::new(),
+                    snapshot: NodeSnapshot {
+                        hostname: String::new(),
+                        links: Vec::new(),
+                        addresses: c.facts.addresses.clone(),
+                        routes: Vec::new(),
+                        hosts: Vec::new(),
+                    },
                     reads: Vec::new(),
                 },
             );
@@ -155,18 +164,12 @@ impl KubeletPicks {
         }
         let v6 = r.file.ends_with("ipv6_route");
         let f = self.fallbacks.get_mut(&e.pid)?;
-        f.routes
+        f.snapshot
+            .routes
             .extend(r.routes.iter().map(|route| route_fact(route, v6)));
         f.reads.push(reference(e));
-        let snapshot = NodeSnapshot {
-            hostname: String::new(),
-            links: Vec::new(),
-            addresses: f.addresses.clone(),
-            routes: f.routes.clone(),
-            hosts: Vec::new(),
-        };
         let mut why = Vec::new();
-        let chosen = choose_host_interface(&snapshot, false, &mut why);
+        let chosen = choose_host_interface(&f.snapshot, false, &mut why);
         // Before the IPv6 file is read, only an IPv4 address decides.
         if !v6 && chosen.as_ref().map_or(true, |ip| !go_net::is_ipv4(*ip)) {
             return None;

@@ -176,6 +176,8 @@ pub mod rtn {
     pub const BROADCAST: u8 = 3;
     /// `RTN_MULTICAST`.
     pub const MULTICAST: u8 = 5;
+    /// `RTN_BLACKHOLE`.
+    pub const BLACKHOLE: u8 = 6;
 
     const NAMES: [&str; 12] = [
         "unspec",
